@@ -1,0 +1,152 @@
+"""``atnbench run``, ``atnbench tasks`` and ``atnbench models``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from atnbench.cli.app import app, err, out, user_errors
+from atnbench.presets import list_task_presets, load_task_preset
+from atnbench.runspec import resolve_run
+from atnbench.store import DEFAULT_STORE, ResultsStore
+from atnbench.tasks import get_task, task_names
+from atnbench.zoo import MODELS, resolve_device
+
+
+def _fmt(value, digits: int = 5) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def summary_table(config, record: dict) -> Table:
+    table = Table(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    status_style = {"done": "green", "diverged": "yellow", "failed": "red"}.get(record["status"], "")
+    rows = [
+        ("status", f"[{status_style}]{record['status']}[/]" if status_style else record["status"]),
+        ("model", f"{record['model']}  (norm={config.norm}, k={config.k}, hidden={config.hidden})"),
+        ("task", f"{config.task}  T={config.T}  seed={config.seed}"),
+        ("min train loss", _fmt(record.get("min_train_loss"))),
+        ("min validation loss", _fmt(record.get("min_val_loss"))),
+        ("final train loss", _fmt(record.get("final_train_loss"))),
+        ("final validation loss", _fmt(record.get("final_val_loss"))),
+        ("task baseline", _fmt(record.get("baseline"))),
+        ("steps", f"{record['steps']} of {config.steps}"),
+        ("wall time", f"{record['wall_s']:.1f} s"),
+        ("steps/s", _fmt(record.get("steps_per_s"), 4)),
+        ("parameters", f"{record['params']:,}"),
+    ]
+    if config.budget < 1:
+        rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of the preset protocol "
+                               f"(not comparable to full-protocol numbers)[/]"))
+    if record.get("error"):
+        rows.append(("note", record["error"]))
+    for key, value in rows:
+        table.add_row(key, value)
+    return table
+
+
+@app.command()
+@user_errors
+def run(
+    task: str = typer.Argument(..., help="Task to train on (see `atnbench tasks`)."),
+    T: Optional[int] = typer.Option(None, "--T", help="Sequence length (default: the preset's)."),
+    norm: Optional[str] = typer.Option(None, "--norm", help="Normalization: none|lstm, ln, atn, atn-bn, bn, bn-input, bln."),
+    k: Optional[int] = typer.Option(None, "--k", help="ATN window (time steps); default: the preset's for this T."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root."),
+    cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd)."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs."),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Training length in optimizer steps (overrides --epochs)."),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the validation set every N steps."),
+    val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Size of the held-out validation set."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value."),
+    affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Trainable gain and bias in the normalizations."),
+    bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per norm)."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (model init and data)."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="A named variant of the task preset (see `atnbench tasks`)."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config keys (flags override it)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
+    json_out: bool = typer.Option(False, "--json", help="Print only the result record as JSON on stdout."),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the result record as JSON to this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+):
+    """Train one model on one task and record it in the results store.
+
+    Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
+    """
+    from atnbench.progress import reporter_for
+    from atnbench.train import train
+
+    flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, hidden=hidden, layers=layers, batch_size=batch_size,
+                 lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
+                 steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
+                 bias_inside=bias_inside, seed=seed)
+    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
+    torch_device = resolve_device(device)
+    with ResultsStore(store) as results:
+        reporter = reporter_for(f"{run_config.task} {run_config.norm}", quiet=quiet)
+        try:
+            record = train(run_config, results, torch_device, reporter, resume=resume)
+        except KeyboardInterrupt:
+            err.print(f"interrupted: run {run_config.run_id} recorded as failed; "
+                      f"continue it with the same command and --resume")
+            raise typer.Exit(130)
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(record, indent=2) + "\n")
+    if json_out:
+        print(json.dumps(record))
+    else:
+        out.print(summary_table(run_config, record))
+    if record["status"] != "done":
+        raise typer.Exit(1)
+
+
+@app.command()
+@user_errors
+def tasks():
+    """List the tasks, their presets (paper protocols) and what they measure."""
+    table = Table(title="atnbench tasks")
+    for column in ("task", "what it measures", "presets (T: k)", "variants", "source"):
+        table.add_column(column, overflow="fold")
+    presets = set(list_task_presets())
+    for name in task_names():
+        spec = get_task(name)
+        if name in presets:
+            preset = load_task_preset(name)
+            ts = ", ".join(f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())) or f"T={preset.default_T}"
+            variants = ", ".join(preset.variants) or "-"
+            source = preset.citation
+        else:
+            ts, variants, source = "-", "-", spec.reference
+        table.add_row(name, f"{spec.description}\n[dim]{spec.measures}[/]", ts, variants, source)
+    out.print(table)
+
+
+@app.command()
+@user_errors
+def models():
+    """List the model zoo: the names --norm/--cell accept, with their papers."""
+    table = Table(title="atnbench models")
+    for column in ("model", "cell", "--norm", "what it is", "reference"):
+        table.add_column(column, overflow="fold")
+    for entry in MODELS.values():
+        table.add_row(entry.name, entry.cell, entry.norm, entry.description, entry.reference)
+    out.print(table)

@@ -1,0 +1,29 @@
+"""atnbench.nn: normalizations for recurrent networks and the cells that use them.
+
+    from atnbench.nn import NormLSTM, NormGRU
+    from atnbench.nn.functional import assorted_time_norm
+"""
+
+from atnbench.nn import functional
+from atnbench.nn.gru import NormGRU
+from atnbench.nn.lstm import NormLSTM
+from atnbench.nn.norms import (
+    AssortedTimeBatchNorm,
+    AssortedTimeNorm,
+    BatchLayerNorm,
+    LayerNorm,
+    NoNorm,
+    NormSpec,
+    SequenceBatchNorm,
+    SequenceNorm,
+    StepBatchNorm,
+)
+from atnbench.nn.rnn import LSTMState, WindowedGRUState, WindowedLSTMState, detach_state
+from atnbench.nn.schemes import SCHEMES, NormScheme, get_scheme
+
+__all__ = [
+    "functional", "NormLSTM", "NormGRU", "NormSpec", "SequenceNorm", "NoNorm", "LayerNorm",
+    "AssortedTimeNorm", "AssortedTimeBatchNorm", "StepBatchNorm", "SequenceBatchNorm",
+    "BatchLayerNorm", "LSTMState", "WindowedLSTMState", "WindowedGRUState", "detach_state",
+    "SCHEMES", "NormScheme", "get_scheme",
+]

@@ -1,0 +1,173 @@
+"""The normalizations as functions: each written once, used by the modules and the cells.
+
+Sequences are time first, ``(T, B, n)``; a single step is ``(B, n)``. ``weight``/``bias``
+are the trainable gain and shift of shape ``(n,)`` (None: no affine transform).
+
+- ``layer_norm``: Ba et al. (2016), statistics over the features of one step.
+- ``assorted_time_norm``: ATN-LN, Pospisil et al. eqs. 7-9, statistics over the features of
+  the last k steps (the window shrinks to 1..t while t < k), applied to step t only.
+- ``assorted_time_batch_norm``: ATN-BN, the same window pooled with the batch, per feature.
+- ``batch_norm_steps``: batch statistics per feature, separately at every step (Cooijmans
+  et al., recurrent BN; also Laurent et al.'s frame-wise BN).
+- ``sequence_batch_norm``: Laurent et al.'s sequence-wise BN, per-feature statistics over all
+  unpadded frames of the batch.
+- ``batch_layer_norm``: Ziaee & Cano's BLN (Algorithm 1, eqs. 10-17).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from atnbench.nn.window import moments_from_sums, power_sums, windowed_moments
+
+
+def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def standardize(a: Tensor, mean: Tensor, var: Tensor, eps: float) -> Tensor:
+    """(a - mean) / sqrt(var + eps), eps inside the root as in every paper here."""
+    return (a - mean) * torch.rsqrt(var + eps)
+
+
+def layer_norm(x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+
+def atn_ln_sequence(
+    x: Tensor, k: int, eps: float, weight: Tensor | None, bias: Tensor | None, history: Tensor | None
+) -> tuple[Tensor, Tensor]:
+    """ATN-LN of a whole (T, B, n) sequence; returns the output and the window state."""
+    total, count, history = windowed_moments(power_sums(x, dim=-1), k, history)
+    mean, var = moments_from_sums(total, count.unsqueeze(-1), x.dtype)
+    y = standardize(x, mean.unsqueeze(-1), var.unsqueeze(-1), eps)
+    return affine(y, weight, bias), history
+
+
+def assorted_time_norm(
+    x: Tensor, k: int, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None
+) -> Tensor:
+    """Assorted-Time Normalization on top of LN (ATN-LN) of a (T, B, n) sequence.
+
+    At step t the mean and variance are taken over all n features of steps
+    max(1, t-k+1)..t (eqs. 7-8), and only step t is normalized with them (eq. 9); eps sits
+    inside the square root and ``weight``/``bias`` are shared over time. k=1 is LN.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if x.dim() != 3:
+        raise ValueError(f"expected a (T, B, n) sequence, got shape {tuple(x.shape)}")
+    return atn_ln_sequence(x, k, eps, weight, bias, None)[0]
+
+
+def atn_bn_sequence(
+    x: Tensor, k: int, eps: float, weight: Tensor | None, bias: Tensor | None, history: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """ATN-BN of a (T, B, n) sequence with batch statistics.
+
+    Per feature, the moments pool the batch and the last k steps. Returns the output, the
+    per-step window mean and variance (T, n) (for population estimates) and the window state.
+    """
+    total, count, history = windowed_moments(power_sums(x, dim=1), k, history)
+    mean, var = moments_from_sums(total, count.unsqueeze(-1), x.dtype)
+    y = standardize(x, mean.unsqueeze(1), var.unsqueeze(1), eps)
+    return affine(y, weight, bias), mean, var, history
+
+
+def assorted_time_batch_norm(
+    x: Tensor, k: int, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None
+) -> Tensor:
+    """ATN on top of BN (ATN-BN) of a (T, B, n) sequence, with the batch's statistics."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return atn_bn_sequence(x, k, eps, weight, bias, None)[0]
+
+
+def batch_norm_steps(
+    x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """BN with batch statistics computed separately at every step.
+
+    Works on a (T, B, n) sequence or a (B, n) step (reduction over the batch axis, -2).
+    Returns the output and the biased batch mean and variance used.
+    """
+    var, mean = torch.var_mean(x, dim=-2, unbiased=False, keepdim=True)
+    y = standardize(x, mean, var, eps)
+    return affine(y, weight, bias), mean.squeeze(-2), var.squeeze(-2)
+
+
+def sequence_batch_norm(
+    x: Tensor,
+    eps: float = 1e-5,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    lengths: Tensor | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Laurent et al.'s sequence-wise BN (eqs. 20-21) of a (T, B, n) sequence.
+
+    Per-feature mean and variance over time and batch, counting only the unpadded frames
+    (``lengths``: (B,) valid steps per sequence; None: all frames are valid).
+    """
+    steps = x.shape[0]
+    if lengths is None:
+        var, mean = torch.var_mean(x, dim=(0, 1), unbiased=False)
+    else:
+        mask = (torch.arange(steps, device=x.device).unsqueeze(1) < lengths.to(x.device).unsqueeze(0))
+        mask = mask.unsqueeze(-1).to(x.dtype)
+        frames = mask.sum()
+        mean = (x * mask).sum(dim=(0, 1)) / frames
+        var = (((x - mean) * mask) ** 2).sum(dim=(0, 1)) / frames
+    y = standardize(x, mean, var, eps)
+    return affine(y, weight, bias), mean, var
+
+
+def batch_layer_norm(
+    x: Tensor,
+    eps: float,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    batch_mean: Tensor | None = None,
+    batch_std: Tensor | None = None,
+    feature_mean: Tensor | None = None,
+    feature_std: Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Batch-Layer Normalization (Ziaee & Cano, Algorithm 1) of a (..., B, n) tensor.
+
+    eqs. 10-13: batch mean/std per feature (eps inside the root, eq. 11) and feature
+    mean/std per example; eqs. 14-15 normalize by each; eq. 16 mixes them with weights
+    1 - (1/m + eps) and 1/m - eps (m the batch size) and divides by sqrt(d); eq. 17 applies
+    gain and bias. Any statistic passed in (population estimates at inference, Algorithm 2
+    eqs. 18-21) replaces the current batch's. Returns the output and the current statistics.
+
+    Deviation, on purpose: eq. 13 has no eps in the feature std, which divides by zero for a
+    constant vector (the recurrent terms are exactly 0 at t=0 when h0 = c0 = 0); we put eps
+    inside that root too.
+    """
+    m, d = x.shape[-2], x.shape[-1]
+    mb = x.mean(dim=-2, keepdim=True) if batch_mean is None else batch_mean.unsqueeze(-2)
+    mf = x.mean(dim=-1, keepdim=True) if feature_mean is None else feature_mean.unsqueeze(-1)
+    # eqs. 19 and 21 (False): the current std is taken around whichever mean is in use.
+    if batch_std is None:
+        sb = torch.sqrt(((x - mb) ** 2).mean(dim=-2, keepdim=True) + eps)
+    else:
+        sb = batch_std.unsqueeze(-2)
+    if feature_std is None:
+        sf = torch.sqrt(((x - mf) ** 2).mean(dim=-1, keepdim=True) + eps)
+    else:
+        sf = feature_std.unsqueeze(-1)
+    current = {
+        "batch_mean": mb.squeeze(-2),
+        "batch_std": sb.squeeze(-2),
+        "feature_mean": mf.squeeze(-1),
+        "feature_std": sf.squeeze(-1),
+    }
+    x_batch = (x - mb) / sb
+    x_feature = (x - mf) / sf
+    mixed = ((1.0 - (1.0 / m + eps)) * x_batch + (1.0 / m - eps) * x_feature) / d**0.5
+    return affine(mixed, weight, bias), current

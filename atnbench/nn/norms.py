@@ -1,0 +1,406 @@
+"""Normalization modules for the terms of a recurrent cell.
+
+Each module normalizes one term (W_x x, W_h h, or the cell c) at every time step, in two
+ways that give the same numbers:
+
+- ``forward(x, state)``: a whole (T, B, n) sequence at once. Used for the input term, which
+  is known for all steps before the recurrence (one matmul, statistics in parallel).
+- ``stream(state, batch)``: a ``NormStream`` called once per step inside the recurrence,
+  with O(1) Python and tensor work per step whatever k or t is.
+
+``state`` is the temporal state a normalization carries across calls: the window of past
+step statistics for ATN (a tensor, see ``window.py``), ``None`` for the others. Batch-based
+normalizations keep population statistics per time step in buffers (``StepStatistics``).
+
+Every module can be observed with ``probe``: a callable ``probe(y, t0)`` receiving each
+normalized output (time first, starting at step ``t0``). ``atnbench stats`` uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from atnbench.nn import functional as F_
+from atnbench.nn.window import WindowStream, empty_history, moments_from_sums, power_sums
+
+Probe = Callable[[Tensor, int], None]
+
+
+@dataclass(frozen=True)
+class NormSpec:
+    """Options of a normalization scheme, shared by every normalized term of a cell.
+
+    ``gain_init`` None means the scheme's default (1.0; 0.1 for recurrent BN, as Cooijmans
+    et al. recommend). ``max_steps`` bounds the per-step population statistics of batch
+    normalizations (Cooijmans' T_max: later steps reuse the last one). ``bln_population`` is
+    BLN's inference flags (E_B, Std_B, E_F, Std_F): True uses population statistics, False
+    the current batch's; all False is Algorithm 2's stated initial setting.
+    """
+
+    k: int = 10
+    eps: float = 1e-5
+    affine: bool = True
+    gain_init: Optional[float] = None
+    max_steps: int = 1000
+    momentum: float = 0.1
+    bn_input_mode: str = "frame"
+    bln_population: tuple[bool, bool, bool, bool] = (False, False, False, False)
+    atn_bn_eval: str = "population"
+
+    def __post_init__(self):
+        if self.k < 1:
+            raise ValueError(f"k must be >= 1, got {self.k}")
+        if self.eps < 0:
+            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        if self.bn_input_mode not in ("frame", "sequence"):
+            raise ValueError(f"bn_input_mode must be 'frame' or 'sequence', got {self.bn_input_mode!r}")
+        if self.atn_bn_eval not in ("population", "batch"):
+            raise ValueError(f"atn_bn_eval must be 'population' or 'batch', got {self.atn_bn_eval!r}")
+        if not 0.0 < self.momentum <= 1.0:
+            raise ValueError(f"momentum must be in (0, 1], got {self.momentum}")
+
+
+class NormStream:
+    """Step-by-step application of a normalization inside a recurrence."""
+
+    def __init__(self, norm: "SequenceNorm", state: Optional[Tensor]):
+        self.norm = norm
+        self.t = 0
+        self.initial = state
+
+    def __call__(self, a: Tensor) -> Tensor:
+        y = self.step(a)
+        if self.norm.probe is not None:
+            self.norm.probe(y.unsqueeze(0), self.t)
+        self.t += 1
+        return y
+
+    def step(self, a: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def state(self) -> Optional[Tensor]:
+        return self.initial
+
+
+class SequenceNorm(nn.Module):
+    """Base class: affine parameters, probing, and the sequence/stream interface."""
+
+    windowed = False  # carries a window of past steps as recurrent state
+
+    def __init__(self, size: int, spec: NormSpec, gain_init: float = 1.0, affine: Optional[bool] = None):
+        super().__init__()
+        self.size = size
+        self.eps = spec.eps
+        use_affine = spec.affine if affine is None else affine
+        gain = spec.gain_init if spec.gain_init is not None else gain_init
+        if use_affine:
+            self.weight = nn.Parameter(torch.full((size,), float(gain)))
+            self.bias = nn.Parameter(torch.zeros(size))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.probe: Optional[Probe] = None
+
+    def initial_state(self, batch: int, device: torch.device) -> Optional[Tensor]:
+        return None
+
+    def forward(self, x: Tensor, state: Optional[Tensor] = None, lengths: Optional[Tensor] = None):
+        y, state = self.normalize_sequence(x, state, lengths)
+        if self.probe is not None:
+            self.probe(y, 0)
+        return y, state
+
+    def normalize_sequence(self, x: Tensor, state: Optional[Tensor], lengths: Optional[Tensor]):
+        raise NotImplementedError
+
+    def stream(self, state: Optional[Tensor]) -> NormStream:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, eps={self.eps}, affine={self.weight is not None}"
+
+
+class NoNorm(SequenceNorm):
+    """The identity: the term is left as it is (plain LSTM, or untouched terms)."""
+
+    def __init__(self, size: int, spec: NormSpec):
+        super().__init__(size, spec, affine=False)
+
+    def normalize_sequence(self, x, state, lengths):
+        return x, state
+
+    def stream(self, state):
+        return _IdentityStream(self, state)
+
+
+class _IdentityStream(NormStream):
+    def step(self, a):
+        return a
+
+
+class LayerNorm(SequenceNorm):
+    """LN (Ba et al.): mean and variance over the features of one step."""
+
+    def normalize_sequence(self, x, state, lengths):
+        return F_.layer_norm(x, self.eps, self.weight, self.bias), state
+
+    def stream(self, state):
+        return _LayerNormStream(self, state)
+
+
+class _LayerNormStream(NormStream):
+    def step(self, a):
+        norm = self.norm
+        return F_.layer_norm(a, norm.eps, norm.weight, norm.bias)
+
+
+class AssortedTimeNorm(SequenceNorm):
+    """ATN-LN (Pospisil et al., eqs. 7-9): LN statistics pooled over the last k steps."""
+
+    windowed = True
+
+    def __init__(self, size: int, spec: NormSpec):
+        super().__init__(size, spec)
+        self.k = spec.k
+
+    def initial_state(self, batch, device):
+        return empty_history((batch,), device)
+
+    def normalize_sequence(self, x, state, lengths):
+        return F_.atn_ln_sequence(x, self.k, self.eps, self.weight, self.bias, state)
+
+    def stream(self, state):
+        return _WindowStream(self, state, reduce_dim=-1, stat_axis=-1)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, k={self.k}"
+
+
+class _WindowStream(NormStream):
+    """One step of a windowed normalization: add this step's power sums, drop the oldest."""
+
+    def __init__(self, norm, state, reduce_dim: int, stat_axis: int):
+        super().__init__(norm, state)
+        self.window = WindowStream(norm.k, state)
+        self.reduce_dim = reduce_dim
+        self.stat_axis = stat_axis
+
+    def step(self, a):
+        norm = self.norm
+        total, count = self.window.push(power_sums(a, dim=self.reduce_dim))
+        mean, var = moments_from_sums(total, count, a.dtype)
+        y = F_.standardize(a, mean.unsqueeze(self.stat_axis), var.unsqueeze(self.stat_axis), norm.eps)
+        return F_.affine(y, norm.weight, norm.bias)
+
+    def state(self):
+        return self.window.history()
+
+
+class StepStatistics(nn.Module):
+    """Population statistics kept separately for each time step t < max_steps.
+
+    Cooijmans et al.: estimate them per step up to T_max, the longest training sequence,
+    and reuse step T_max's beyond it. ``steps_seen`` records T_max. Updates are exponential
+    moving averages of the training batches' statistics (``momentum``).
+    """
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], init: dict[str, float], max_steps: int, momentum: float):
+        super().__init__()
+        self.names = list(shapes)
+        self.max_steps = max_steps
+        self.momentum = momentum
+        for name, shape in shapes.items():
+            self.register_buffer(name, torch.full((max_steps, *shape), float(init[name])))
+        self.register_buffer("steps_seen", torch.zeros((), dtype=torch.long))
+
+    @torch.no_grad()
+    def update(self, t0: int, values: dict[str, Tensor]) -> None:
+        steps = next(iter(values.values())).shape[0]
+        stop = min(t0 + steps, self.max_steps)
+        if stop <= t0:
+            return
+        for name, value in values.items():
+            getattr(self, name)[t0:stop].lerp_(value[: stop - t0].to(getattr(self, name).dtype), self.momentum)
+        if stop > int(self.steps_seen):
+            self.steps_seen.fill_(stop)
+
+    def lookup(self, t0: int, steps: int) -> dict[str, Tensor]:
+        last = max(int(self.steps_seen), 1) - 1
+        if t0 + steps <= last + 1:
+            return {name: getattr(self, name)[t0 : t0 + steps] for name in self.names}
+        rows = torch.arange(t0, t0 + steps, device=self.steps_seen.device).clamp_max(last)
+        return {name: getattr(self, name)[rows] for name in self.names}
+
+
+def _unbiased(var: Tensor, n: int) -> Tensor:
+    return var * (n / (n - 1)) if n > 1 else var
+
+
+class StepBatchNorm(SequenceNorm):
+    """BN per time step (Cooijmans et al.): batch statistics per feature at each step.
+
+    Training normalizes with the batch's statistics at that step and updates the running
+    population statistics of that step; evaluation uses the population statistics of step
+    t (of the last trained step beyond it). Also Laurent et al.'s frame-wise BN.
+    """
+
+    def __init__(self, size: int, spec: NormSpec, gain_init: float = 0.1):
+        super().__init__(size, spec, gain_init=gain_init)
+        self.stats = StepStatistics({"mean": (size,), "var": (size,)}, {"mean": 0.0, "var": 1.0}, spec.max_steps, spec.momentum)
+
+    def normalize_sequence(self, x, state, lengths):
+        if self.training:
+            y, mean, var = F_.batch_norm_steps(x, self.eps, self.weight, self.bias)
+            self.stats.update(0, {"mean": mean, "var": _unbiased(var, x.shape[1])})
+            return y, state
+        pop = self.stats.lookup(0, x.shape[0])
+        y = F_.standardize(x, pop["mean"].unsqueeze(1), pop["var"].unsqueeze(1), self.eps)
+        return F_.affine(y, self.weight, self.bias), state
+
+    def stream(self, state):
+        return _StepBatchNormStream(self, state)
+
+
+class _StepBatchNormStream(NormStream):
+    def step(self, a):
+        norm = self.norm
+        if norm.training:
+            y, mean, var = F_.batch_norm_steps(a, norm.eps, norm.weight, norm.bias)
+            norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, a.shape[0]).unsqueeze(0)})
+            return y
+        pop = norm.stats.lookup(self.t, 1)
+        y = F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps)
+        return F_.affine(y, norm.weight, norm.bias)
+
+
+class SequenceBatchNorm(SequenceNorm):
+    """Laurent et al.'s sequence-wise BN: per-feature statistics over all unpadded frames.
+
+    Only for terms known for the whole sequence (the input term); one population estimate.
+    """
+
+    def __init__(self, size: int, spec: NormSpec, gain_init: float = 1.0):
+        super().__init__(size, spec, gain_init=gain_init)
+        self.register_buffer("running_mean", torch.zeros(size))
+        self.register_buffer("running_var", torch.ones(size))
+        self.momentum = spec.momentum
+
+    def normalize_sequence(self, x, state, lengths):
+        if self.training:
+            y, mean, var = F_.sequence_batch_norm(x, self.eps, self.weight, self.bias, lengths)
+            frames = int(lengths.sum()) if lengths is not None else x.shape[0] * x.shape[1]
+            with torch.no_grad():
+                self.running_mean.lerp_(mean.detach(), self.momentum)
+                self.running_var.lerp_(_unbiased(var.detach(), frames), self.momentum)
+            return y, state
+        y = F_.standardize(x, self.running_mean, self.running_var, self.eps)
+        return F_.affine(y, self.weight, self.bias), state
+
+    def stream(self, state):
+        raise ValueError("sequence-wise BN needs the whole sequence; use it on the input term only")
+
+
+class AssortedTimeBatchNorm(SequenceNorm):
+    """ATN-BN (Pospisil et al., Table 6): BN statistics pooled over the batch and the last k steps.
+
+    In training, per feature, the moments pool the batch and the window. At evaluation
+    (``atn_bn_eval="population"``, the default) the per-step population estimates of those
+    window moments are used, as BN does; ``"batch"`` keeps the current batch's window.
+    """
+
+    windowed = True
+
+    def __init__(self, size: int, spec: NormSpec):
+        super().__init__(size, spec)
+        self.k = spec.k
+        self.use_population = spec.atn_bn_eval == "population"
+        self.stats = StepStatistics({"mean": (size,), "var": (size,)}, {"mean": 0.0, "var": 1.0}, spec.max_steps, spec.momentum)
+
+    def initial_state(self, batch, device):
+        return empty_history((self.size,), device)
+
+    def normalize_sequence(self, x, state, lengths):
+        if self.training or not self.use_population:
+            y, mean, var, state = F_.atn_bn_sequence(x, self.k, self.eps, self.weight, self.bias, state)
+            if self.training:
+                self.stats.update(0, {"mean": mean, "var": var})
+            return y, state
+        pop = self.stats.lookup(0, x.shape[0])
+        y = F_.standardize(x, pop["mean"].unsqueeze(1), pop["var"].unsqueeze(1), self.eps)
+        return F_.affine(y, self.weight, self.bias), state
+
+    def stream(self, state):
+        return _AssortedTimeBatchNormStream(self, state)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, k={self.k}"
+
+
+class _AssortedTimeBatchNormStream(_WindowStream):
+    def __init__(self, norm, state):
+        super().__init__(norm, state, reduce_dim=0, stat_axis=0)
+
+    def step(self, a):
+        norm = self.norm
+        if norm.training or not norm.use_population:
+            total, count = self.window.push(power_sums(a, dim=0))
+            mean, var = moments_from_sums(total, count, a.dtype)
+            if norm.training:
+                norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": var.unsqueeze(0)})
+            return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+        pop = norm.stats.lookup(self.t, 1)
+        return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
+
+
+class BatchLayerNorm(SequenceNorm):
+    """BLN (Ziaee & Cano, Algorithm 1), applied at every step of the recurrence.
+
+    Inference follows Algorithm 2: each of the four statistics (E_B, Std_B, E_F, Std_F) is
+    the population estimate (flag True) or the current batch's (False). Population
+    estimates are kept per time step, as for recurrent BN; the std estimates carry the
+    paper's m/(m-1) factor (m the training batch size).
+    """
+
+    FLAGS = ("batch_mean", "batch_std", "feature_mean", "feature_std")
+
+    def __init__(self, size: int, spec: NormSpec):
+        super().__init__(size, spec)
+        self.population = dict(zip(self.FLAGS, spec.bln_population))
+        shapes = {"batch_mean": (size,), "batch_std": (size,), "feature_mean": (), "feature_std": ()}
+        init = {"batch_mean": 0.0, "batch_std": 1.0, "feature_mean": 0.0, "feature_std": 1.0}
+        self.stats = StepStatistics(shapes, init, spec.max_steps, spec.momentum)
+
+    def apply(self, x: Tensor, t0: int) -> Tensor:
+        """BLN of a (T, B, n) block starting at step t0 (training: also update population)."""
+        given = {}
+        if not self.training and any(self.population.values()):
+            pop = self.stats.lookup(t0, x.shape[0])
+            # per-step scalars for the feature statistics broadcast over the batch
+            given = {name: pop[name].unsqueeze(1) if name.startswith("feature") else pop[name]
+                     for name, use in self.population.items() if use}
+        y, current = F_.batch_layer_norm(x, self.eps, self.weight, self.bias, **given)
+        if self.training:
+            m = x.shape[1]
+            correction = m / (m - 1) if m > 1 else 1.0
+            self.stats.update(t0, {
+                "batch_mean": current["batch_mean"].detach(),
+                "batch_std": current["batch_std"].detach() * correction,
+                "feature_mean": current["feature_mean"].detach().mean(dim=-1),
+                "feature_std": current["feature_std"].detach().mean(dim=-1) * correction,
+            })
+        return y
+
+    def normalize_sequence(self, x, state, lengths):
+        return self.apply(x, 0), state
+
+    def stream(self, state):
+        return _BatchLayerNormStream(self, state)
+
+
+class _BatchLayerNormStream(NormStream):
+    def step(self, a):
+        return self.norm.apply(a.unsqueeze(0), self.t)[0]

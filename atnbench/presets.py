@@ -1,0 +1,209 @@
+"""Task presets: the paper's hyper-parameters per task, as YAML files found by name.
+
+A preset is data rather than code so that it can be checked against the paper line by line,
+and so that a user can override one by putting ``tasks/NAME.yaml`` in the folder they run from.
+Every mistake in a preset file is a ``ConfigError`` naming the file and the key, raised at load
+time rather than as a confusing failure halfway through a sweep.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from atnbench.config import FIELDS, ConfigError, RunConfig
+
+KINDS = ("tasks", "sweeps")
+PACKAGE_DIR = Path(__file__).resolve().parent
+TOP_LEVEL = ("task", "citation", "default_T", "defaults", "per_T", "variants")
+REQUIRED = ("task", "citation", "default_T", "defaults")
+LAYER_FIELDS = (FIELDS | {"epochs"}) - {"task", "T", "variant"}  # those three the preset sets itself
+FIELD_TYPES = {**typing.get_type_hints(RunConfig), "epochs": float}
+
+
+@dataclass(frozen=True)
+class TaskPreset:
+    task: str
+    citation: str
+    default_T: int
+    defaults: dict[str, Any]
+    per_T: dict[int, dict[str, Any]]
+    variants: dict[str, dict[str, Any]]
+    source: Path
+
+
+# --- finding files (shared with the sweeps loader) -------------------------------------------
+
+def search_dirs(kind: str) -> list[Path]:
+    """Where presets of a kind live, first match wins: the working folder, then package data
+    (wheels force-include the top-level folders there), then the source tree (editable installs)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown preset kind {kind!r}; choose one of: {', '.join(KINDS)}")
+    dirs = [Path.cwd() / kind, PACKAGE_DIR / "preset_data" / kind]
+    if (PACKAGE_DIR.parent / "pyproject.toml").is_file():  # a checkout, not site-packages
+        dirs.append(PACKAGE_DIR.parent / kind)
+    unique: list[Path] = []
+    for folder in dirs:
+        if folder.resolve() not in [d.resolve() for d in unique]:
+            unique.append(folder)
+    return unique
+
+
+def list_presets(kind: str) -> list[str]:
+    return sorted({p.stem for folder in search_dirs(kind) if folder.is_dir() for p in folder.glob("*.yaml")})
+
+
+def list_task_presets() -> list[str]:
+    return list_presets("tasks")
+
+
+def find_preset_file(kind: str, name: str | Path) -> Path:
+    """An existing file path as given, else ``NAME.yaml`` in the first of ``search_dirs(kind)``."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    folders = search_dirs(kind)
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        raise ConfigError(f"{name}: no such preset file")
+    for folder in folders:
+        if (folder / f"{name}.yaml").is_file():
+            return folder / f"{name}.yaml"
+    known = ", ".join(list_presets(kind)) or "(none)"
+    searched = ", ".join(str(f) for f in folders)
+    raise ConfigError(f"no {kind} preset named {name!r} (searched {searched}); known: {known}")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects repeated keys, which plain YAML silently resolves to the last."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    return data
+
+
+# --- task presets -----------------------------------------------------------------------------
+
+def _fail(path: Path, key: str, expected: str) -> ConfigError:
+    return ConfigError(f"{path}: key '{key}': {expected}")
+
+
+def _type_ok(expected: Any, value: Any) -> bool:
+    options = typing.get_args(expected) or (expected,)
+    if value is None:
+        return type(None) in options
+    base = next(t for t in options if t is not type(None))
+    if base in (int, float):  # an int is a fine float; a bool is neither
+        return isinstance(value, (int, float) if base is float else int) and not isinstance(value, bool)
+    return isinstance(value, base)
+
+
+def _check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
+    if not isinstance(layer, dict):
+        raise _fail(path, where, f"expected a mapping of run settings, got {type(layer).__name__}")
+    for key, value in layer.items():
+        if key not in LAYER_FIELDS:
+            raise _fail(path, f"{where}.{key}", f"unknown setting; expected one of: {', '.join(sorted(LAYER_FIELDS))}")
+        expected = FIELD_TYPES[key]
+        if not _type_ok(expected, value):
+            name = " or ".join("null" if t is type(None) else t.__name__
+                               for t in typing.get_args(expected) or (expected,))
+            hint = ""
+            if isinstance(value, str) and expected in (float, Optional[float]):
+                hint = " (YAML reads 1e-3 as text: write 1.0e-3)"
+            raise _fail(path, f"{where}.{key}", f"expected {name}, got {value!r}{hint}")
+    if "epochs" in layer and "steps" in layer:
+        raise _fail(path, f"{where}.epochs", "give epochs or steps, not both")
+    return layer
+
+
+def load_task_preset(name_or_path: str | Path) -> TaskPreset:
+    from atnbench.tasks import task_names  # late: the task registry imports torch
+
+    path = find_preset_file("tasks", name_or_path)
+    data = read_yaml_mapping(path)
+    for key in data:
+        if key not in TOP_LEVEL:
+            raise _fail(path, key, f"unknown top-level key; expected one of: {', '.join(TOP_LEVEL)}")
+    for key in REQUIRED:
+        if key not in data:
+            raise _fail(path, key, "missing")
+    if data["task"] not in task_names():
+        raise _fail(path, "task", f"unknown task {data['task']!r}; expected one of: {', '.join(task_names())}")
+    if not isinstance(data["citation"], str):
+        raise _fail(path, "citation", "expected a one-line string")
+    if type(data["default_T"]) is not int or data["default_T"] < 1:
+        raise _fail(path, "default_T", f"expected a positive integer, got {data['default_T']!r}")
+    per_T, variants = data.get("per_T") or {}, data.get("variants") or {}
+    for key, table in (("per_T", per_T), ("variants", variants)):
+        if not isinstance(table, dict):
+            raise _fail(path, key, f"expected a mapping, got {type(table).__name__}")
+    for T, layer in per_T.items():
+        if type(T) is not int or T < 1:
+            raise _fail(path, f"per_T.{T}", "expected a positive integer T as the key")
+        _check_layer(path, f"per_T.{T}", layer)
+    for name, layer in variants.items():
+        if not isinstance(name, str):
+            raise _fail(path, f"variants.{name}", "expected a string variant name")
+        _check_layer(path, f"variants.{name}", layer)
+    return TaskPreset(
+        task=data["task"], citation=data["citation"], default_T=data["default_T"],
+        defaults=dict(_check_layer(path, "defaults", data["defaults"])),
+        per_T={T: dict(layer) for T, layer in per_T.items()},
+        variants={name: dict(layer) for name, layer in variants.items()},
+        source=path,
+    )
+
+
+def resolve_preset(preset: TaskPreset, T: Optional[int] = None, variant: Optional[str] = None) -> dict[str, Any]:
+    """RunConfig field values for one T: defaults, then ``per_T[T]``, then ``variants[variant]``.
+
+    A later layer's ``steps`` replaces an earlier ``epochs`` and vice versa; ``epochs`` becomes
+    ``steps = epochs * steps_per_epoch`` with the final ``steps_per_epoch``.
+    """
+    from atnbench.tasks import get_task
+
+    T = preset.default_T if T is None else T
+    min_T = get_task(preset.task).min_T
+    if T < min_T:
+        raise ConfigError(f"{preset.source}: T={T} is too short for the {preset.task} task (min_T={min_T})")
+    layers = [preset.defaults, preset.per_T.get(T, {})]
+    if variant is not None:
+        if variant not in preset.variants:
+            known = ", ".join(sorted(preset.variants)) or "(none)"
+            raise ConfigError(f"{preset.source}: unknown variant {variant!r}; known variants: {known}")
+        layers.append(preset.variants[variant])
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for replaced_by, replaced in (("epochs", "steps"), ("steps", "epochs")):
+            if replaced_by in layer:
+                merged.pop(replaced, None)
+        merged.update(layer)
+    epochs = merged.pop("epochs", None)
+    if epochs is not None:
+        if not merged.get("steps_per_epoch"):
+            raise ConfigError(f"{preset.source}: key 'epochs': needs steps_per_epoch to convert to steps")
+        merged["steps"] = round(epochs * merged["steps_per_epoch"])
+    return {"task": preset.task, "T": T, **merged, "variant": variant}

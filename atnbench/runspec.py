@@ -1,0 +1,92 @@
+"""From a task name and what the user said to one resolved, validated RunConfig.
+
+Precedence (later wins): built-in defaults < task preset (defaults, per_T, variant) <
+``--config FILE`` < command-line flags. ``budget`` then shrinks the run proportionally
+(training steps, evaluation interval and validation set) so a paper protocol fits a laptop;
+the budget is part of the config, so shrunk runs are labelled and never mistaken for full ones.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from atnbench.config import ConfigError, RunConfig, build_config
+from atnbench.presets import load_task_preset, resolve_preset
+from atnbench.tasks import get_task
+from atnbench.zoo import canonical_norm
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A YAML or JSON mapping of RunConfig fields (``epochs`` allowed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as err:
+        first = str(err).splitlines()[0]
+        raise ConfigError(f"{path}: not valid YAML/JSON ({first})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
+    values = dict(values)
+    epochs = values.pop("epochs", None)
+    if epochs is not None:
+        per_epoch = values.get("steps_per_epoch")
+        if not per_epoch:
+            raise ConfigError("epochs given, but this task has no steps_per_epoch; give --iters instead")
+        values["steps"] = int(round(float(epochs) * per_epoch))
+    return values
+
+
+def apply_budget(values: dict[str, Any], budget: float) -> dict[str, Any]:
+    """Shrink steps, evaluation interval and validation set by ``budget`` in (0, 1]."""
+    if not 0 < budget <= 1:
+        raise ConfigError(f"budget must be in (0, 1], got {budget}")
+    values = dict(values, budget=budget)
+    if budget == 1:
+        return values
+    steps = values.get("steps", RunConfig.steps)
+    values["steps"] = max(1, math.ceil(steps * budget))
+    values["eval_every"] = max(1, math.ceil(values.get("eval_every", RunConfig.eval_every) * budget))
+    batch = values.get("batch_size", RunConfig.batch_size)
+    values["val_samples"] = max(batch, math.ceil(values.get("val_samples", RunConfig.val_samples) * budget))
+    return values
+
+
+def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Path] = None,
+                variant: Optional[str] = None, budget: Optional[float] = None) -> RunConfig:
+    """The RunConfig for ``atnbench run TASK`` (and every run of a sweep)."""
+    task = get_task(task_name)
+    flags = {key: value for key, value in flags.items() if value is not None}
+    file_values = read_config_file(config_file) if config_file else {}
+    preset = load_task_preset(task_name)
+    T = flags.get("T", file_values.get("T", preset.default_T))
+    variant = variant or flags.pop("variant", None) or file_values.get("variant")
+
+    values: dict[str, Any] = {"task": task.name, "T": T}
+    values.update(_epochs_to_steps(resolve_preset(preset, T, variant)))
+    per_epoch = values.get("steps_per_epoch")
+    for layer in (file_values, flags):
+        layer = dict(layer)
+        if "epochs" in layer and "steps_per_epoch" not in layer:
+            layer["steps_per_epoch"] = per_epoch
+        values.update(_epochs_to_steps(layer))
+    values["task"], values["T"], values["variant"] = task.name, int(values["T"]), variant
+    values["norm"] = canonical_norm(values.get("norm", RunConfig.norm))
+    if values["T"] < task.min_T:
+        raise ConfigError(f"T={values['T']} is too short for {task.name}: it needs T >= {task.min_T}")
+    if budget is None:
+        budget = values.pop("budget", 1.0)
+    return build_config(apply_budget(values, float(budget)))

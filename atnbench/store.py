@@ -1,0 +1,535 @@
+"""The embedded results store: one SQLite file holding every run, its curve and its sweeps.
+
+Why SQLite: runs are written by several processes (parallel local workers, a Ray driver) and
+read by the report commands; a single file with transactions survives crashes and concurrent
+writers without a server. WAL journaling lets readers proceed while one process writes, and a
+busy timeout makes a second writer wait instead of failing.
+
+Layout: the database lives at ``DEFAULT_STORE`` (``./atnbench-results/atnbench.db``) unless a
+path is given; checkpoints live beside it under ``<store folder>/checkpoints/<run_id>/``.
+
+Non-finite numbers: JSON has no NaN or infinity and a diverged run produces them, so every
+non-finite float (in the loss columns and anywhere inside config/env/summary/metrics JSON) is
+stored as NULL/``null`` and read back as ``None``. Finite floats round-trip exactly (SQLite REAL
+is an IEEE double and ``json`` writes the shortest repr that parses back to the same double).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sqlite3
+import subprocess
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Optional, Union
+
+from . import __version__
+
+DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
+SCHEMA_VERSION = 1
+STATUSES = ("running", "done", "failed", "diverged")
+FINAL_STATUSES = ("done", "failed", "diverged")
+BUSY_TIMEOUT_S = 30.0
+_ROW_COLUMNS = ("task", "T", "norm", "k", "seed", "budget", "status", "config_json", "env_json", "summary_json",
+                "error", "created_at", "updated_at")  # fmt: skip
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    task TEXT,
+    T INTEGER,
+    norm TEXT,
+    k INTEGER,
+    seed INTEGER,
+    budget REAL,
+    status TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
+    config_json TEXT NOT NULL,
+    env_json TEXT NOT NULL DEFAULT '{{}}',
+    summary_json TEXT NOT NULL DEFAULT '{{}}',
+    error TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_task ON runs (task);
+CREATE INDEX IF NOT EXISTS runs_T ON runs (T);
+CREATE INDEX IF NOT EXISTS runs_norm ON runs (norm);
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+CREATE INDEX IF NOT EXISTS runs_created_at ON runs (created_at);
+CREATE TABLE IF NOT EXISTS evals (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    step INTEGER NOT NULL,
+    wall_s REAL,
+    train_loss REAL,
+    val_loss REAL,
+    metrics_json TEXT NOT NULL DEFAULT '{{}}',
+    PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS sweep_runs (
+    sweep TEXT NOT NULL,
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    PRIMARY KEY (sweep, run_id)
+);
+CREATE INDEX IF NOT EXISTS sweep_runs_run ON sweep_runs (run_id);
+"""
+
+
+class StoreError(RuntimeError):
+    """The file is not a usable results store; the message is one readable line."""
+
+
+class StoreMissing(StoreError, FileNotFoundError):
+    """No store at the given path and the caller asked not to create one."""
+
+
+class UnknownRun(LookupError):
+    """A write or export named a run id that has no row in the store."""
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """One point of a learning curve; losses are None when missing or non-finite."""
+
+    step: int
+    wall_s: Optional[float]
+    train_loss: Optional[float]
+    val_loss: Optional[float]
+    metrics: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One row of ``runs`` with its JSON columns parsed."""
+
+    run_id: str
+    task: Optional[str]
+    T: Optional[int]
+    norm: Optional[str]
+    k: Optional[int]
+    seed: Optional[int]
+    budget: Optional[float]
+    status: str
+    config: dict
+    env: dict
+    summary: dict
+    error: Optional[str]
+    created_at: str
+    updated_at: str
+
+
+class ResultsStore:
+    """A connection to one results store file (create it with ``create=True``, the default).
+
+    One SQLite connection per object; not shared across threads or processes. Each process
+    opens its own ``ResultsStore`` on the same path. Use as a context manager or call close().
+    """
+
+    def __init__(self, path: Union[str, Path] = DEFAULT_STORE, create: bool = True):
+        self.path = Path(path).expanduser().absolute()  # checkpoint paths survive a later chdir
+        if not create and not self.path.is_file():
+            raise StoreMissing(f"no results store at {self.path} (run a benchmark first, or pass the right store path)")
+        if create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
+        # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
+        self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._setup()
+        except BaseException as err:
+            self._conn.close()
+            if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+                raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
+            raise
+
+    def _setup(self) -> None:
+        """Per-connection pragmas, then the schema (idempotent, so every open may run it)."""
+        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        self._conn.execute("PRAGMA foreign_keys = ON")
+        self._enable_wal()
+        with self._write() as conn:
+            # statement by statement: executescript() would commit our transaction midway
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            found = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        if found > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {found}, newer than this atnbench understands ({SCHEMA_VERSION}); upgrade atnbench"
+            )
+
+    def _enable_wal(self) -> None:
+        """Switch the file to WAL (a persistent setting, so a no-op after the first open).
+
+        The switch needs an exclusive lock and SQLite does not wait for it through the busy
+        timeout, so two processes creating the same store at once would fail; retry instead.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
+
+    # -- connection handling ---------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: all of it lands, or (on any exception) none of it does."""
+        with self._conn:  # commits on success, rolls back on an exception
+            self._conn.execute("BEGIN IMMEDIATE")
+            yield self._conn
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction, so multi-query reads see one consistent snapshot."""
+        with self._conn:
+            self._conn.execute("BEGIN")
+            yield self._conn
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._conn.close()
+
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ResultsStore({str(self.path)!r})"
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def start_run(
+        self, run_id: str, config: dict, env: dict, sweep: Optional[str] = None, fresh: bool = False
+    ) -> None:
+        """Mark a run as running, creating its row if new.
+
+        A restarted run keeps its curve (the trainer resumes from its checkpoint and calls
+        truncate_evals if needed); ``fresh=True`` deletes the curve and resets created_at,
+        i.e. the run starts over. Summary and error of an earlier attempt are cleared.
+        """
+        now = _now()
+        with self._write() as conn:
+            conn.execute(
+                """INSERT INTO runs (run_id, task, T, norm, k, seed, budget, status, config_json,
+                                     env_json, summary_json, error, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, '{}', NULL, ?, ?)
+                   ON CONFLICT (run_id) DO UPDATE SET
+                       task = excluded.task, T = excluded.T, norm = excluded.norm, k = excluded.k,
+                       seed = excluded.seed, budget = excluded.budget, status = 'running',
+                       config_json = excluded.config_json, env_json = excluded.env_json,
+                       summary_json = '{}', error = NULL, updated_at = excluded.updated_at,
+                       created_at = CASE WHEN ? THEN excluded.created_at ELSE created_at END""",
+                (run_id, *_config_columns(config), _dumps(config), _dumps(env), now, now, fresh),
+            )
+            if fresh:
+                conn.execute("DELETE FROM evals WHERE run_id = ?", (run_id,))
+            if sweep is not None:
+                self._add_membership(conn, sweep, run_id)
+
+    def log_eval(
+        self,
+        run_id: str,
+        step: int,
+        wall_s: Optional[float],
+        train_loss: Optional[float],
+        val_loss: Optional[float],
+        metrics: Optional[dict] = None,
+    ) -> None:
+        """Write one curve point (replacing an earlier point at the same step).
+
+        Also bumps the run's updated_at, so a 'running' row that stopped being updated
+        reveals a crashed process.
+        """
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute(
+                """INSERT INTO evals (run_id, step, wall_s, train_loss, val_loss, metrics_json)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (run_id, step) DO UPDATE SET
+                       wall_s = excluded.wall_s, train_loss = excluded.train_loss,
+                       val_loss = excluded.val_loss, metrics_json = excluded.metrics_json""",
+                (run_id, int(step), _real(wall_s), _real(train_loss), _real(val_loss), _dumps(metrics or {})),
+            )
+            conn.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (_now(), run_id))
+
+    def truncate_evals(self, run_id: str, after_step: int) -> int:
+        """Delete curve points with step > after_step; returns how many went.
+
+        Used when resuming from a checkpoint older than the last logged point, so the
+        resumed curve equals that of an uninterrupted run.
+        """
+        with self._write() as conn:
+            cursor = conn.execute("DELETE FROM evals WHERE run_id = ? AND step > ?", (run_id, int(after_step)))
+            return cursor.rowcount
+
+    def finish_run(self, run_id: str, status: str, summary: dict, error: Optional[str] = None) -> None:
+        """Record the outcome: status is one of done, failed, diverged."""
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"finish_run status must be one of {', '.join(FINAL_STATUSES)}, got {status!r}")
+        with self._write() as conn:
+            cursor = conn.execute(
+                "UPDATE runs SET status = ?, summary_json = ?, error = ?, updated_at = ? WHERE run_id = ?",
+                (status, _dumps(summary or {}), error, _now(), run_id),
+            )
+            if cursor.rowcount == 0:
+                raise UnknownRun(f"no run {run_id!r} in {self.path}")
+
+    def add_to_sweep(self, sweep: str, run_id: str) -> None:
+        """Make run_id a member of sweep (a run may belong to several sweeps)."""
+        with self._write() as conn:
+            self._add_membership(conn, sweep, run_id)
+
+    def _add_membership(self, conn: sqlite3.Connection, sweep: str, run_id: str) -> None:
+        self._require(conn, run_id)
+        conn.execute("INSERT OR IGNORE INTO sweep_runs (sweep, run_id) VALUES (?, ?)", (sweep, run_id))
+
+    def _require(self, conn: sqlite3.Connection, run_id: str) -> None:
+        """A readable error instead of SQLite's bare 'FOREIGN KEY constraint failed'."""
+        if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+            raise UnknownRun(f"no run {run_id!r} in {self.path}; call start_run first")
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> Optional[RunRecord]:
+        """The run's record, or None if the store has no such run."""
+        row = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return _record(row) if row is not None else None
+
+    def status(self, run_id: str) -> Optional[str]:
+        """The run's status, or None if the store has no such run."""
+        row = self._conn.execute("SELECT status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return row["status"] if row is not None else None
+
+    def curve(self, run_id: str) -> list[EvalPoint]:
+        """The run's curve, ordered by step (empty for an unknown run)."""
+        rows = self._conn.execute(
+            "SELECT step, wall_s, train_loss, val_loss, metrics_json FROM evals WHERE run_id = ? ORDER BY step",
+            (run_id,),
+        )
+        return [
+            EvalPoint(row["step"], row["wall_s"], row["train_loss"], row["val_loss"], json.loads(row["metrics_json"]))
+            for row in rows
+        ]
+
+    def runs(
+        self,
+        task: Optional[str] = None,
+        T: Optional[int] = None,
+        norm: Optional[str] = None,
+        status: Optional[str] = None,
+        sweep: Optional[str] = None,
+        since: Union[str, datetime, None] = None,
+    ) -> list[RunRecord]:
+        """Runs matching every given filter, oldest first; since compares created_at (>=)."""
+        clauses, params = [], []
+        for column, value in (("task", task), ("T", T), ("norm", norm), ("status", status)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if sweep is not None:
+            clauses.append("run_id IN (SELECT run_id FROM sweep_runs WHERE sweep = ?)")
+            params.append(sweep)
+        if since is not None:
+            clauses.append("created_at >= ?")
+            params.append(_iso(since))
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        rows = self._conn.execute(f"SELECT * FROM runs{where} ORDER BY created_at, rowid", params)
+        return [_record(row) for row in rows]
+
+    def sweeps(self, run_id: Optional[str] = None) -> list[str]:
+        """Names of all sweeps, or of the sweeps run_id belongs to; sorted."""
+        if run_id is None:
+            rows = self._conn.execute("SELECT DISTINCT sweep FROM sweep_runs ORDER BY sweep")
+        else:
+            rows = self._conn.execute("SELECT sweep FROM sweep_runs WHERE run_id = ? ORDER BY sweep", (run_id,))
+        return [row["sweep"] for row in rows]
+
+    def checkpoint_dir(self, run_id: str) -> Path:
+        """Where the run's checkpoints go: <store folder>/checkpoints/<run_id>/ (not created here)."""
+        if not run_id or run_id in (".", "..") or "/" in run_id or "\\" in run_id:
+            raise ValueError(f"run id {run_id!r} cannot name a checkpoint folder")
+        return self.path.parent / "checkpoints" / run_id
+
+    # -- transfer between stores (Ray workers -> driver) -------------------------------------
+
+    def export_record(self, run_id: str) -> dict:
+        """The whole run (row, curve, sweep names) as a JSON-able dict.
+
+        A remote worker writes into its own scratch store and ships this dict back; the driver,
+        the only process that writes the real store, passes it to import_record.
+        """
+        with self._read():
+            run = self.get_run(run_id)
+            if run is None:
+                raise UnknownRun(f"no run {run_id!r} in {self.path}")
+            curve, sweeps = self.curve(run_id), self.sweeps(run_id)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            **asdict(run),
+            "curve": [asdict(point) for point in curve],
+            "sweeps": sweeps,
+        }
+
+    def import_record(self, record: dict) -> str:
+        """Write an exported run, replacing this store's row and curve for it; returns the run id.
+
+        Sweep memberships are added (never removed). Atomic: a malformed record leaves the
+        store untouched.
+        """
+        missing = [key for key in ("run_id", "status", "config") if key not in record]
+        if missing:
+            raise ValueError(f"not an atnbench run record: missing {', '.join(missing)}")
+        if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
+            raise ValueError(f"run record has schema version {record['schema_version']}, newer than this atnbench")
+        if record["status"] not in STATUSES:
+            raise ValueError(f"run record has unknown status {record['status']!r}")
+        run_id, config, now = record["run_id"], record["config"], _now()
+        columns = [record.get(name, config.get(name)) for name in ("task", "T", "norm", "k", "seed", "budget")]
+        with self._write() as conn:
+            conn.execute(
+                f"""INSERT INTO runs (run_id, {", ".join(_ROW_COLUMNS)})
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (run_id) DO UPDATE SET {", ".join(f"{c} = excluded.{c}" for c in _ROW_COLUMNS)}""",
+                (
+                    run_id, *columns, record["status"], _dumps(config), _dumps(record.get("env") or {}),
+                    _dumps(record.get("summary") or {}), record.get("error"),
+                    _iso(record.get("created_at") or now), _iso(record.get("updated_at") or now),
+                ),
+            )  # fmt: skip
+            conn.execute("DELETE FROM evals WHERE run_id = ?", (run_id,))
+            conn.executemany(
+                "INSERT INTO evals (run_id, step, wall_s, train_loss, val_loss, metrics_json) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, int(p["step"]), _real(p.get("wall_s")), _real(p.get("train_loss")),
+                     _real(p.get("val_loss")), _dumps(p.get("metrics") or {}))
+                    for p in record.get("curve", [])
+                ],
+            )  # fmt: skip
+            for sweep in record.get("sweeps", []):
+                self._add_membership(conn, sweep, run_id)
+        return run_id
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def environment(device: Optional[str] = None) -> dict:
+    """Where a run ran: torch/python versions, platform, device (the caller fills it in) and
+    the atnbench revision. Never raises: a missing piece becomes None."""
+    return {
+        "torch": _torch_version(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "device": device,
+        "atnbench_version": __version__,
+        "atnbench_revision": _revision(),
+    }
+
+
+def _torch_version() -> Optional[str]:
+    try:
+        import torch
+
+        return str(torch.__version__)
+    except Exception:  # noqa: BLE001 - a broken torch install must not stop result recording
+        return None
+
+
+def _revision() -> str:
+    """Short git commit of the atnbench source checkout, else the package version."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        if (root / ".git").exists():
+            env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+            done = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=root, env=env, capture_output=True, text=True, timeout=5
+            )
+            if done.returncode == 0 and done.stdout.strip():
+                return done.stdout.strip()
+    except Exception:  # noqa: BLE001 - no git, a timeout, an odd checkout: fall back
+        pass
+    return __version__
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _iso(moment: Union[str, datetime]) -> str:
+    """Normalize a datetime or ISO-8601 string to the stored UTC form, so text order is time
+    order. Naive values are taken as UTC."""
+    if isinstance(moment, str):
+        text = moment.strip()
+        try:
+            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        except ValueError:
+            raise ValueError(f"not an ISO-8601 date/time: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _config_columns(config: dict) -> tuple:
+    """task, T, norm, k, seed, budget pulled out of the config for indexing and filtering."""
+    return tuple(config.get(name) for name in ("task", "T", "norm", "k", "seed", "budget"))
+
+
+def _real(value: Any) -> Optional[float]:
+    """A float for a REAL column; None for missing or non-finite (NaN, +-inf)."""
+    if value is None:
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _clean(value: Any) -> Any:
+    """A JSON-safe copy: non-finite floats -> None; numpy/torch values -> Python numbers/lists."""
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(key): _clean(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(item) for item in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):  # numpy scalar/array, tensor
+        return _clean(value.tolist())
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_clean(value), allow_nan=False, default=str)
+
+
+def _record(row: sqlite3.Row) -> RunRecord:
+    return RunRecord(
+        run_id=row["run_id"],
+        task=row["task"],
+        T=row["T"],
+        norm=row["norm"],
+        k=row["k"],
+        seed=row["seed"],
+        budget=row["budget"],
+        status=row["status"],
+        config=json.loads(row["config_json"]),
+        env=json.loads(row["env_json"]),
+        summary=json.loads(row["summary_json"]),
+        error=row["error"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )

@@ -1,0 +1,70 @@
+"""Task registry: one ``TaskSpec`` per synthetic task, looked up by name.
+
+A spec carries everything a trainer needs to build the model head and score it (sizes, loss,
+which steps are scored) and everything a reader needs to judge a loss curve (the no-memory
+baseline and the citation), so the trainer never branches on a task's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+
+STREAMS = ("train", "val")
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    name: str
+    description: str  # one line
+    measures: str  # one line: what the loss number means
+    input_size: int
+    output_size: int
+    loss: str  # "mse" or "ce"
+    target: str  # "last": only the last step's output is scored; "all": every step
+    make_batch: Callable[[torch.Generator, int, int], tuple[Tensor, Tensor]]
+    baseline: Callable[[int], Optional[float]]
+    min_T: int
+    seq_len: Callable[[int], int]
+    reference: str
+
+
+def batch_generator(seed: int, stream: str) -> torch.Generator:
+    """A generator seeded from (seed, stream), so validation data never overlaps training data.
+
+    Hashing keeps the streams unrelated for every seed (seed and seed + 1 would collide if the
+    val stream were just an offset). Re-create the "val" generator for each evaluation to score
+    the same validation set every time.
+    """
+    if stream not in STREAMS:
+        raise ValueError(f"unknown stream {stream!r}; choose one of: {', '.join(STREAMS)}")
+    digest = hashlib.sha256(f"atnbench:{int(seed)}:{stream}".encode()).digest()
+    generator = torch.Generator()
+    generator.manual_seed(int.from_bytes(digest[:8], "big") >> 1)  # 63 bits: a valid seed
+    return generator
+
+
+def check_T(name: str, T: int, min_T: int) -> None:
+    if T < min_T:
+        raise ValueError(f"T={T} is too short for the {name} task (min_T={min_T})")
+
+
+# Imported after TaskSpec exists: each task module builds its own SPEC with it.
+from atnbench.tasks import adding, copying, denoise  # noqa: E402
+
+TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (adding.SPEC, copying.SPEC, denoise.SPEC)}
+
+
+def task_names() -> list[str]:
+    return sorted(TASKS)
+
+
+def get_task(name: str) -> TaskSpec:
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}") from None

@@ -1,0 +1,104 @@
+"""The model zoo: the names users type, each a cell with a normalization scheme.
+
+``atnbench models`` lists them. A model name is the scheme name for LSTMs (``ln``, ``atn``,
+...; ``lstm`` is the plain LSTM) and ``gru-<scheme>`` for GRUs (``gru`` is the plain GRU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from atnbench.nn import NormGRU, NormLSTM
+from atnbench.nn.schemes import SCHEMES
+
+CELLS = {"lstm": NormLSTM, "gru": NormGRU}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    cell: str
+    norm: str
+    description: str
+    reference: str
+
+
+def model_name(cell: str, norm: str) -> str:
+    if norm == "none":
+        return cell
+    return norm if cell == "lstm" else f"{cell}-{norm}"
+
+
+def _entries() -> dict[str, ModelEntry]:
+    entries = {}
+    for cell in CELLS:
+        for scheme in SCHEMES.values():
+            name = model_name(cell, scheme.name)
+            what = f"{cell.upper()}" + ("" if scheme.name == "none" else f" with {scheme.description}")
+            entries[name] = ModelEntry(name, cell, scheme.name, what, scheme.reference)
+    return entries
+
+
+MODELS: dict[str, ModelEntry] = _entries()
+
+# names accepted by --norm besides the scheme names
+NORM_ALIASES = {"lstm": "none", "gru": "none"}
+
+
+def canonical_norm(norm: str) -> str:
+    norm = NORM_ALIASES.get(norm, norm)
+    if norm not in SCHEMES:
+        known = ", ".join(list(SCHEMES) + list(NORM_ALIASES))
+        raise ValueError(f"unknown norm {norm!r}; choose one of: {known}")
+    return norm
+
+
+def get_model(name: str) -> ModelEntry:
+    try:
+        return MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
+
+
+class SequenceModel(nn.Module):
+    """A normalized recurrent network with a linear read-out at every step.
+
+    ``embedding`` (a vocabulary size) makes it read token ids instead of feature vectors.
+    """
+
+    def __init__(self, cell: str, norm: str, input_size: int, hidden: int, output_size: int,
+                 layers: int = 1, embedding: int | None = None, dropout: float = 0.0, **norm_options):
+        super().__init__()
+        self.embed = nn.Embedding(embedding, input_size) if embedding else None
+        self.rnn = CELLS[cell](input_size, hidden, num_layers=layers, dropout=dropout, norm=norm, **norm_options)
+        self.head = nn.Linear(hidden, output_size)
+
+    def forward(self, x: Tensor, state=None) -> tuple[Tensor, object]:
+        if self.embed is not None:
+            x = self.embed(x)
+        y, state = self.rnn(x, state)
+        return self.head(y), state
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` picks CUDA, then Apple MPS, then the CPU."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if device not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"unknown device {device!r}; choose auto, cpu, cuda or mps")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for, but torch sees no CUDA GPU here")
+    if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("--device mps asked for, but torch sees no Apple MPS device here")
+    return torch.device(device)

@@ -1,0 +1,160 @@
+"""`atnbench run` end to end: the CLI, the store it writes, resume, and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.config import ConfigError
+from atnbench.runspec import resolve_run
+from atnbench.store import ResultsStore
+from atnbench.train import train
+
+runner = CliRunner()
+
+TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "6", "--eval-every", "2",
+        "--val-samples", "8"]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_run_json_writes_the_store_and_reads_back(tmp_path):
+    store = tmp_path / "results.db"
+    result = invoke("run", "adding", "--norm", "atn", "--k", "3", *TINY, "--store", store, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)  # nothing else on stdout
+    for key in ("run_id", "status", "task", "norm", "k", "T", "seed", "steps", "wall_s", "min_train_loss",
+                "min_val_loss", "final_train_loss", "final_val_loss"):
+        assert key in record
+    assert record["status"] == "done" and record["steps"] == 6 and record["k"] == 3 and record["T"] == 8
+    with ResultsStore(store, create=False) as results:
+        row = results.get_run(record["run_id"])
+        curve = results.curve(record["run_id"])
+    assert row.status == "done" and row.config["norm"] == "atn" and row.env["device"] == "cpu"
+    assert [p.step for p in curve] == [2, 4, 6]
+    assert row.summary["min_val_loss"] == min(p.val_loss for p in curve)
+    assert row.summary["final_train_loss"] == curve[-1].train_loss
+
+
+def test_run_prints_a_summary_and_labels_a_shrunk_run(tmp_path):
+    result = invoke("run", "copying", "--norm", "ln", *TINY, "--budget", "0.5", "--store", tmp_path / "r.db",
+                    "--quiet")
+    assert result.exit_code == 0, result.output
+    assert "min validation loss" in result.stdout
+    assert "shrunk to 0.5" in result.stdout
+    assert "task baseline" in result.stdout
+
+
+def test_same_seed_same_numbers(tmp_path):
+    a = json.loads(invoke("run", "denoise", "--T", "24", "--hidden", "8", "--batch-size", "4", "--iters", "4",
+                          "--eval-every", "2", "--val-samples", "8", "--store", tmp_path / "a.db", "--json").stdout)
+    b = json.loads(invoke("run", "denoise", "--T", "24", "--hidden", "8", "--batch-size", "4", "--iters", "4",
+                          "--eval-every", "2", "--val-samples", "8", "--store", tmp_path / "b.db", "--json").stdout)
+    assert a["run_id"] == b["run_id"]
+    assert a["min_train_loss"] == b["min_train_loss"] and a["final_val_loss"] == b["final_val_loss"]
+
+
+def test_precedence_flag_over_config_file_over_preset(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("hidden: 12\nlr: 0.005\nk: 7\n")
+    resolved = resolve_run("adding", {"k": 3}, config_file=config)
+    assert resolved.hidden == 12 and resolved.lr == 0.005  # file over preset
+    assert resolved.k == 3  # flag over file
+    assert resolve_run("adding", {}).k == 25 and resolve_run("adding", {"T": 200}).k == 5  # preset per T
+    assert resolve_run("adding", {"epochs": 1}).steps == 2000  # the preset's epoch
+
+
+def test_budget_shrinks_steps_evals_and_validation():
+    full = resolve_run("adding", {"T": 200})
+    small = resolve_run("adding", {"T": 200}, budget=0.01)
+    assert small.steps == full.steps // 100 and small.eval_every == full.eval_every // 100
+    assert small.val_samples == full.val_samples // 100 and small.budget == 0.01
+    assert small.run_id != full.run_id
+
+
+class Interrupt:
+    """A reporter that interrupts training at a given step, as Ctrl-C would."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def start(self, run_id, total, done): pass
+    def evaluated(self, step, train_loss, val_loss): pass
+    def finish(self, status): pass
+
+    def step(self, step, loss):
+        if step == self.at:
+            raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("norm", ["atn", "bn"])
+def test_resume_after_kill_equals_uninterrupted(tmp_path, norm):
+    config = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
+                                    "val_samples": 8, "norm": norm, "k": 3})
+    with ResultsStore(tmp_path / "whole.db") as store:
+        whole = train(config, store, torch.device("cpu"))
+        whole_curve = store.curve(config.run_id)
+    with ResultsStore(tmp_path / "killed.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            train(config, store, torch.device("cpu"), Interrupt(at=9), checkpoint_every=2)
+        assert store.status(config.run_id) == "failed"
+        assert (store.checkpoint_dir(config.run_id) / "checkpoint.pt").exists()
+        resumed = train(config, store, torch.device("cpu"), resume=True)
+        resumed_curve = store.curve(config.run_id)
+    assert resumed["status"] == "done"
+    assert [(p.step, p.train_loss, p.val_loss) for p in resumed_curve] == \
+           [(p.step, p.train_loss, p.val_loss) for p in whole_curve]
+    for key in ("min_train_loss", "min_val_loss", "final_train_loss", "final_val_loss"):
+        assert resumed[key] == whole[key]
+
+
+def test_divergence_is_recorded_not_a_crash(tmp_path):
+    store = tmp_path / "r.db"
+    result = invoke("run", "adding", "--norm", "none", "--T", "8", "--hidden", "8", "--batch-size", "4",
+                    "--iters", "30", "--eval-every", "5", "--val-samples", "8", "--lr", "1e30", "--optimizer", "sgd",
+                    "--store", store, "--json")
+    record = json.loads(result.stdout)
+    assert record["status"] == "diverged" and result.exit_code == 1
+    with ResultsStore(store, create=False) as results:
+        assert results.status(record["run_id"]) == "diverged"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "nosuchtask"], "unknown task"),
+    (["run", "adding", "--norm", "magic"], "unknown norm"),
+    (["run", "adding", "--k", "0"], "k must be >= 1"),
+    (["run", "denoise", "--T", "5"], "too short"),
+    (["run", "adding", "--config", "/nonexistent/config.yaml"], "config file not found"),
+    (["run", "adding", "--lr", "-0.1"], "lr must be > 0"),
+    (["run", "adding", "--budget", "2"], "budget"),
+    (["run", "copying", "--variant", "nope"], "variant"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
+    store = tmp_path / "results.db"
+    result = invoke(*args, "--store", store)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
+    assert not store.exists()
+
+
+def test_bad_config_key_names_the_key(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("hiden: 3\n")
+    with pytest.raises(ConfigError, match="hiden"):
+        resolve_run("adding", {}, config_file=config)
+
+
+def test_tasks_and_models_list(tmp_path):
+    tasks = invoke("tasks")
+    assert tasks.exit_code == 0 and "adding" in tasks.stdout and "released-code" in tasks.stdout
+    models = invoke("models")
+    assert models.exit_code == 0
+    for name in ("lstm", "ln", "atn", "atn-bn", "bn", "bn-input", "bln", "gru-atn"):
+        assert name in models.stdout

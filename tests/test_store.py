@@ -1,0 +1,285 @@
+"""The results store: round trips, resume semantics, filters, transfer between stores,
+concurrent writers and atomicity."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from atnbench import store as store_module
+from atnbench.store import (
+    DEFAULT_STORE,
+    EvalPoint,
+    ResultsStore,
+    StoreError,
+    StoreMissing,
+    UnknownRun,
+    environment,
+)
+
+
+def config(task="copy", T=100, norm="atn", k=10, seed=0, budget=1.0, **extra):
+    return {"task": task, "T": T, "norm": norm, "k": k, "seed": seed, "budget": budget, "lr": 1e-3, **extra}
+
+
+@pytest.fixture
+def store(tmp_path):
+    with ResultsStore(tmp_path / "results" / "atnbench.db") as opened:
+        yield opened
+
+
+def test_default_location_and_checkpoint_dir(store, tmp_path):
+    assert DEFAULT_STORE.as_posix() == "atnbench-results/atnbench.db"
+    assert store.checkpoint_dir("abc123") == tmp_path / "results" / "checkpoints" / "abc123"
+    assert not store.checkpoint_dir("abc123").exists()  # a lookup, not a mkdir
+    with pytest.raises(ValueError):
+        store.checkpoint_dir("../escape")
+
+
+def test_run_and_curve_round_trip_exactly(store):
+    cfg = config(seed=2**62, budget=0.25, options={"permute": True, "path": "data/x"})
+    env = {"torch": "2.13.0", "device": "cpu"}
+    store.start_run("r1", cfg, env)
+    awkward = [0.1 + 0.2, 1 / 3, 5e-324, 1.7976931348623157e308, -0.0]
+    for step, value in enumerate(awkward):
+        store.log_eval("r1", step * 10, wall_s=step + 0.5, train_loss=value, val_loss=value * 2, metrics={"acc": value})
+    summary = {"min_val_loss": 1 / 3, "steps": 40, "steps_per_s": 123.456789, "params": 1234, "baseline": 0.69}
+    store.finish_run("r1", "done", summary)
+
+    run = store.get_run("r1")
+    assert (run.run_id, run.task, run.T, run.norm, run.k, run.seed, run.budget) == ("r1", "copy", 100, "atn", 10, 2**62, 0.25)
+    assert run.status == "done" and run.error is None
+    assert run.config == cfg and run.env == env and run.summary == summary
+    assert datetime.fromisoformat(run.created_at).utcoffset() == timedelta(0)
+    curve = store.curve("r1")
+    assert [p.step for p in curve] == [0, 10, 20, 30, 40]
+    assert [p.train_loss for p in curve] == awkward  # bit-exact, REAL columns
+    assert [p.metrics["acc"] for p in curve] == awkward  # bit-exact, JSON
+    assert curve[1] == EvalPoint(10, 1.5, 1 / 3, 2 / 3, {"acc": 1 / 3})
+    assert store.get_run("nope") is None and store.status("nope") is None and store.curve("nope") == []
+
+
+def test_log_eval_upserts_same_step(store):
+    store.start_run("r", config(), {})
+    store.log_eval("r", 100, 1.0, 2.0, 3.0)
+    store.log_eval("r", 100, 1.5, 2.5, None, {"bpc": 1.2})
+    assert store.curve("r") == [EvalPoint(100, 1.5, 2.5, None, {"bpc": 1.2})]
+
+
+def test_status_transitions(store):
+    store.start_run("r", config(), {})
+    assert store.status("r") == "running"
+    store.finish_run("r", "failed", {"steps": 3}, error="RuntimeError: boom")
+    assert (store.status("r"), store.get_run("r").error) == ("failed", "RuntimeError: boom")
+    store.start_run("r", config(), {})  # retry: back to running, old outcome cleared
+    run = store.get_run("r")
+    assert (run.status, run.error, run.summary) == ("running", None, {})
+    store.finish_run("r", "diverged", {"final_train_loss": float("nan")})
+    assert store.status("r") == "diverged"
+    store.start_run("r", config(), {})
+    store.finish_run("r", "done", {})
+    assert store.status("r") == "done"
+    with pytest.raises(ValueError, match="done, failed, diverged"):
+        store.finish_run("r", "running", {})
+    with pytest.raises(UnknownRun, match="'ghost'"):
+        store.finish_run("ghost", "done", {})
+    with pytest.raises(UnknownRun, match="start_run first"):
+        store.log_eval("ghost", 0, 0.0, 1.0, 1.0)
+
+
+def test_restart_keeps_evals_and_fresh_deletes_them(store):
+    store.start_run("r", config(), {"attempt": 1})
+    for step in (0, 100, 200):
+        store.log_eval("r", step, step / 10, 1.0, 1.0)
+    created = store.get_run("r").created_at
+    store.start_run("r", config(), {"attempt": 2})
+    assert [p.step for p in store.curve("r")] == [0, 100, 200]
+    assert store.get_run("r").created_at == created and store.get_run("r").env == {"attempt": 2}
+    store.start_run("r", config(), {"attempt": 3}, fresh=True)
+    assert store.curve("r") == []
+    assert store.get_run("r").created_at > created
+
+
+def test_truncate_evals(store):
+    store.start_run("r", config(), {})
+    for step in range(0, 600, 100):
+        store.log_eval("r", step, float(step), 1.0, 1.0)
+    assert store.truncate_evals("r", after_step=250) == 3
+    assert [p.step for p in store.curve("r")] == [0, 100, 200]
+    assert store.truncate_evals("r", after_step=200) == 0
+
+
+def test_filters_combine_with_and(store):
+    specs = [
+        ("a", config(task="copy", T=100, norm="atn")),
+        ("b", config(task="copy", T=200, norm="ln")),
+        ("c", config(task="adding", T=100, norm="ln")),
+        ("d", config(task="copy", T=100, norm="ln")),
+    ]
+    for run_id, cfg in specs:
+        store.start_run(run_id, cfg, {}, sweep="main" if run_id in "ab" else None)
+    store.finish_run("a", "done", {})
+    store.finish_run("c", "diverged", {})
+
+    def ids(**filters):
+        return [run.run_id for run in store.runs(**filters)]
+
+    assert ids() == ["a", "b", "c", "d"]  # oldest first
+    assert ids(task="copy") == ["a", "b", "d"]
+    assert ids(T=100) == ["a", "c", "d"]
+    assert ids(norm="ln") == ["b", "c", "d"]
+    assert ids(status="running") == ["b", "d"]
+    assert ids(sweep="main") == ["a", "b"]
+    assert ids(task="copy", T=100, norm="ln") == ["d"]
+    assert ids(sweep="main", status="done") == ["a"]
+    assert ids(task="nothing") == []
+
+    since = store.get_run("c").created_at
+    assert ids(since=since) == ["c", "d"]
+    as_datetime = datetime.fromisoformat(since)
+    assert ids(since=as_datetime) == ["c", "d"]
+    assert ids(since=as_datetime.astimezone(timezone(timedelta(hours=5)))) == ["c", "d"]
+    assert ids(since=since.replace("+00:00", "Z")) == ["c", "d"]
+    assert ids(since=datetime.now(timezone.utc) + timedelta(days=1)) == []
+    with pytest.raises(ValueError, match="ISO-8601"):
+        store.runs(since="last tuesday")
+
+
+def test_sweep_membership_is_many_to_many(store):
+    for run_id in ("r1", "r2", "r3"):
+        store.start_run(run_id, config(seed=int(run_id[1])), {})
+    store.add_to_sweep("table1", "r1")
+    store.add_to_sweep("table1", "r2")
+    store.add_to_sweep("ablation", "r2")
+    store.add_to_sweep("ablation", "r3")
+    store.add_to_sweep("ablation", "r3")  # idempotent
+    store.start_run("r1", config(seed=1), {}, sweep="ablation")  # membership via start_run
+    assert [r.run_id for r in store.runs(sweep="table1")] == ["r1", "r2"]
+    assert [r.run_id for r in store.runs(sweep="ablation")] == ["r1", "r2", "r3"]
+    assert store.sweeps("r2") == ["ablation", "table1"]
+    assert store.sweeps() == ["ablation", "table1"]
+    with pytest.raises(UnknownRun):
+        store.add_to_sweep("table1", "ghost")
+
+
+def test_export_import_round_trip(store, tmp_path):
+    store.start_run("r", config(options={"nested": [1, 2.5]}), {"device": "cpu"}, sweep="s1")
+    store.add_to_sweep("s2", "r")
+    for step in (0, 50, 100):
+        store.log_eval("r", step, step * 0.01, 1 / (step + 3), None if step == 0 else 0.1 * step, {"acc": 0.5})
+    store.log_eval("r", 150, 1.5, float("nan"), float("inf"))
+    store.finish_run("r", "diverged", {"min_train_loss": 1 / 3, "final_train_loss": float("nan")})
+
+    record = store.export_record("r")
+    wire = json.loads(json.dumps(record, allow_nan=False))  # what travels back from a Ray worker
+    with ResultsStore(tmp_path / "driver.db") as driver:
+        driver.start_run("r", config(), {}, sweep="other")  # a stale local copy gets replaced
+        driver.log_eval("r", 999, 0.0, 0.0, 0.0)
+        assert driver.import_record(wire) == "r"
+        assert driver.get_run("r") == store.get_run("r")
+        assert driver.curve("r") == store.curve("r")
+        assert driver.sweeps("r") == ["other", "s1", "s2"]  # memberships are added, never removed
+        driver.import_record(wire)  # importing twice changes nothing
+        assert driver.export_record("r") == {**record, "sweeps": ["other", "s1", "s2"]}
+    with pytest.raises(UnknownRun):
+        store.export_record("ghost")
+    with pytest.raises(ValueError, match="missing config"):
+        store.import_record({"run_id": "x", "status": "done"})
+
+
+def _write_runs(path, prefix, barrier, count):
+    """Child process body: its own store object on the shared file, many small transactions."""
+    barrier.wait()
+    with ResultsStore(path) as own:
+        for i in range(count):
+            run_id = f"{prefix}{i}"
+            own.start_run(run_id, config(seed=i), {"writer": prefix}, sweep="shared")
+            for step in range(3):
+                own.log_eval(run_id, step, float(step), 1.0 / (step + 1), 2.0)
+            own.finish_run(run_id, "done", {"steps": 3})
+
+
+def test_two_processes_write_concurrently(tmp_path):
+    path = tmp_path / "shared.db"
+    context = mp.get_context("spawn")
+    barrier = context.Barrier(2)
+    workers = [context.Process(target=_write_runs, args=(path, prefix, barrier, 25)) for prefix in ("p", "q")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    with ResultsStore(path, create=False) as reader:
+        assert reader._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        runs = reader.runs(sweep="shared", status="done")
+        assert sorted(run.run_id for run in runs) == sorted(f"{p}{i}" for p in "pq" for i in range(25))
+        assert all(len(reader.curve(run.run_id)) == 3 for run in runs)
+
+
+def test_failed_transaction_leaves_no_half_written_row(store, monkeypatch):
+    record = {
+        "run_id": "half",
+        "status": "done",
+        "config": config(),
+        "curve": [{"step": 0, "train_loss": 1.0}, {"train_loss": 0.5}],  # second point has no step
+    }
+    with pytest.raises(KeyError):
+        store.import_record(record)
+    assert store.get_run("half") is None and store.curve("half") == []
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(ResultsStore, "_add_membership", explode)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        store.start_run("half", config(), {}, sweep="s")  # fails after the row insert
+    assert store.get_run("half") is None and store.runs() == []
+
+
+def test_missing_store_with_create_false(tmp_path):
+    path = tmp_path / "nowhere" / "atnbench.db"
+    with pytest.raises(StoreMissing) as caught:
+        ResultsStore(path, create=False)
+    assert isinstance(caught.value, FileNotFoundError)
+    message = str(caught.value)
+    assert str(path) in message and "\n" not in message
+    assert not path.exists() and not path.parent.exists()
+
+
+def test_not_a_database_is_a_readable_error(tmp_path):
+    path = tmp_path / "notes.db"
+    path.write_text("these are not the results you are looking for\n" * 100)
+    with pytest.raises(StoreError, match="not a usable atnbench results store"):
+        ResultsStore(path, create=False)
+
+
+def test_non_finite_values_become_null(store):
+    store.start_run("r", config(), {})
+    store.log_eval("r", 0, 0.1, float("nan"), float("-inf"), {"acc": float("inf"), "list": [1.0, float("nan")]})
+    store.finish_run("r", "diverged", {"min_train_loss": float("nan"), "nested": {"x": float("inf")}, "ok": 1.5})
+    assert store.get_run("r").summary == {"min_train_loss": None, "nested": {"x": None}, "ok": 1.5}
+    assert store.curve("r") == [EvalPoint(0, 0.1, None, None, {"acc": None, "list": [1.0, None]})]
+    raw = store._conn.execute("SELECT summary_json FROM runs").fetchone()[0]
+    assert "NaN" not in raw and "Infinity" not in raw
+    json.loads(raw, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
+
+
+def test_numpy_and_torch_values_are_stored_as_numbers(store):
+    np = pytest.importorskip("numpy")
+    store.start_run("r", config(), {})
+    store.finish_run("r", "done", {"acc": np.float32(0.5), "steps": np.int64(7), "curve": np.array([1.0, np.nan])})
+    assert store.get_run("r").summary == {"acc": 0.5, "steps": 7, "curve": [1.0, None]}
+
+
+def test_environment_never_raises(monkeypatch):
+    def no_git(*args, **kwargs):
+        raise OSError("git not installed")
+
+    monkeypatch.setattr(store_module.subprocess, "run", no_git)
+    env = environment(device="cpu")
+    assert set(env) >= {"torch", "python", "platform", "device", "atnbench_revision"}
+    assert env["device"] == "cpu" and env["atnbench_revision"]
+    json.dumps(env, allow_nan=False)  # storable as env_json
