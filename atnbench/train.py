@@ -24,8 +24,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from atnbench.config import RunConfig
+from atnbench.nn import detach_state
 from atnbench.store import ResultsStore, environment
-from atnbench.tasks import batch_generator, get_task
+from atnbench.tasks import get_task
+from atnbench.tasks.source import DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, count_parameters, model_name
 
 CHECKPOINT = "checkpoint.pt"
@@ -62,11 +64,11 @@ def make_optimizer(config: RunConfig, params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum)
 
 
-def build_model(config: RunConfig) -> SequenceModel:
-    task = get_task(config.task)
+def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
     norm_options = dict(k=config.k, eps=config.eps, affine=config.affine)
-    return SequenceModel(config.cell, config.norm, task.input_size, config.hidden, task.output_size,
-                         layers=config.layers, bias_inside=config.bias_inside, **norm_options)
+    return SequenceModel(config.cell, config.norm, source.input_size, config.hidden, source.output_size,
+                         layers=config.layers, embedding=source.vocab_size, bias_inside=config.bias_inside,
+                         **norm_options)
 
 
 def task_loss(task, logits: Tensor, target: Tensor) -> Tensor:
@@ -77,53 +79,60 @@ def task_loss(task, logits: Tensor, target: Tensor) -> Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
 
-def validation_set(config: RunConfig, device: torch.device) -> list[tuple[Tensor, Tensor]]:
-    """The fixed held-out set: same seed, same samples, in training-size batches."""
-    task = get_task(config.task)
-    gen = batch_generator(config.seed, "val")
-    batches, left = [], config.val_samples
-    while left > 0:
-        size = min(config.batch_size, left)
-        x, y = task.make_batch(gen, size, config.T)
-        batches.append((x.to(device), y.to(device)))
-        left -= size
-    return batches
-
-
 @torch.no_grad()
-def evaluate(model, task, batches) -> float:
+def evaluate(model, task, source: DataSource, split: str) -> tuple[float, Optional[float]]:
+    """Mean loss per scored example over a split, and the accuracy where the task has one."""
     was_training = model.training
     model.eval()
-    total, count = 0.0, 0
-    for x, y in batches:
-        logits, _ = model(x)
-        total += task_loss(task, logits, y).item() * x.shape[1]
-        count += x.shape[1]
+    total, count, correct, scored, state = 0.0, 0, 0, 0, None
+    for batch in source.eval_batches(split):
+        logits, state = model(batch.x, state if batch.carry else None)
+        total += task_loss(task, logits, batch.y).item() * batch.x.shape[1]
+        count += batch.x.shape[1]
+        if task.metric == "accuracy":
+            scores = logits[-1] if task.target == "last" else logits
+            correct += int((scores.argmax(-1) == batch.y).sum())
+            scored += batch.y.numel()
     model.train(was_training)
-    return total / count
+    return total / count, (correct / scored if scored else None)
+
+
+def evaluate_all(model, task, source: DataSource) -> tuple[float, dict]:
+    """The validation loss, and every split's loss and metric for the curve's metrics."""
+    metrics, val_loss = {}, float("nan")
+    for split in source.splits:
+        loss, accuracy = evaluate(model, task, source, split)
+        if split == "val":
+            val_loss = loss
+        else:
+            metrics[f"{split}_loss"] = loss
+        if task.metric:
+            metrics[f"{split}_{task.metric}"] = derived_metric(task.metric, loss, accuracy)
+    return val_loss, metrics
 
 
 @dataclass
 class Checkpoint:
     path: Path
 
-    def save(self, model, optimizer, gen: torch.Generator, step: int, wall_s: float) -> None:
+    def save(self, model, optimizer, source: DataSource, state, step: int, wall_s: float) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
         torch.save({
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-            "generator": gen.get_state(), "torch_rng": torch.get_rng_state(),
-            "step": step, "wall_s": wall_s,
+            "source": source.state_dict(), "torch_rng": torch.get_rng_state(),
+            "state": detach_state(state), "step": step, "wall_s": wall_s,
         }, tmp)
         os.replace(tmp, self.path)  # a kill mid-write never leaves a torn checkpoint
 
-    def load(self, model, optimizer, gen: torch.Generator) -> tuple[int, float]:
-        state = torch.load(self.path, map_location="cpu", weights_only=False)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        gen.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])
-        return state["step"], state["wall_s"]
+    def load(self, model, optimizer, source: DataSource, device: torch.device):
+        """Restore everything; returns (step, wall_s, recurrent state carried across batches)."""
+        saved = torch.load(self.path, map_location=device, weights_only=False)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        source.load_state_dict(saved["source"])
+        torch.set_rng_state(saved["torch_rng"].cpu())
+        return saved["step"], saved["wall_s"], saved["state"]
 
 
 def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float, params: int) -> dict:
@@ -132,7 +141,12 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
     train = [p.train_loss for p in curve if p.train_loss is not None]
     val = [p.val_loss for p in curve if p.val_loss is not None]
     last = curve[-1] if curve else None
-    return {
+    extra = {}
+    for key in sorted({key for p in curve for key in p.metrics}):
+        values = [p.metrics[key] for p in curve if p.metrics.get(key) is not None]
+        best = max if key.endswith("accuracy") else min  # the attained best, as the paper reports
+        extra[key] = best(values) if values else None
+    return {**extra, "metric": task.metric,
         "min_train_loss": min(train) if train else None,
         "min_val_loss": min(val) if val else None,
         "final_train_loss": last.train_loss if last else None,
@@ -157,18 +171,17 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     resume = resume and checkpoint.path.exists()
 
     torch.manual_seed(config.seed)
-    model = build_model(config).to(device)
+    source = make_source(task, config, device)
+    model = build_model(config, source).to(device)
     optimizer = make_optimizer(config, model.parameters())
-    gen = batch_generator(config.seed, "train")
-    step, wall_before = 0, 0.0
+    step, wall_before, state = 0, 0.0, None
     if resume:
-        step, wall_before = checkpoint.load(model, optimizer, gen)
+        step, wall_before, state = checkpoint.load(model, optimizer, source, device)
         store.truncate_evals(run_id, step)
     env = environment()
     env["device"] = str(device)
     store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=not resume)
     params = count_parameters(model)
-    val_batches = validation_set(config, device)
 
     reporter.start(run_id, config.steps, step)
     started = time.perf_counter()
@@ -177,10 +190,10 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     try:
         model.train()
         while step < config.steps:
-            x, y = task.make_batch(gen, config.batch_size, config.T)
-            x, y = x.to(device), y.to(device)
-            logits, _ = model(x)
-            loss = task_loss(task, logits, y)
+            batch = source.train_batch()
+            state = detach_state(state) if batch.carry else None  # truncated BPTT across batches
+            logits, state = model(batch.x, state)
+            loss = task_loss(task, logits, batch.y)
             value = loss.item()
             if not math.isfinite(value):
                 raise Diverged(f"loss became {value} at step {step + 1}")
@@ -194,17 +207,17 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
             window_steps += 1
             reporter.step(step, value)
             if step % config.eval_every == 0 or step == config.steps:
-                val = evaluate(model, task, val_batches)
+                val, metrics = evaluate_all(model, task, source)
                 if not math.isfinite(val):
                     raise Diverged(f"validation loss became {val} at step {step}")
                 train_loss = window_loss / window_steps
                 wall = wall_before + time.perf_counter() - started
-                store.log_eval(run_id, step, wall, train_loss, val)
+                store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
                 reporter.evaluated(step, train_loss, val)
                 window_loss, window_steps = 0.0, 0
                 evals += 1
                 if evals % checkpoint_every == 0 and step < config.steps:
-                    checkpoint.save(model, optimizer, gen, step, wall)
+                    checkpoint.save(model, optimizer, source, state, step, wall)
     except Diverged as err:
         status, error = "diverged", str(err)
     except BaseException as err:  # recorded, then re-raised: an interrupted run is never 'done'

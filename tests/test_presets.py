@@ -137,10 +137,10 @@ def test_package_data_before_source_tree(tmp_path, monkeypatch):
     checkout = tmp_path / "checkout"
     write(checkout, "pyproject.toml", "")
     write(checkout / "tasks", "adding.yaml", MINIMAL)
-    data = write(checkout / "atnbench" / "presets" / "tasks", "adding.yaml", MINIMAL)
+    data = write(checkout / "atnbench" / "preset_data" / "tasks", "adding.yaml", MINIMAL)
     monkeypatch.setattr(presets, "PACKAGE_DIR", checkout / "atnbench")
     monkeypatch.chdir(tmp_path)
-    assert search_dirs("tasks") == [tmp_path / "tasks", checkout / "atnbench/presets/tasks", checkout / "tasks"]
+    assert search_dirs("tasks") == [tmp_path / "tasks", checkout / "atnbench/preset_data/tasks", checkout / "tasks"]
     assert find_preset_file("tasks", "adding") == data
     data.unlink()
     assert find_preset_file("tasks", "adding") == checkout / "tasks" / "adding.yaml"

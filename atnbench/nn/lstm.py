@@ -43,7 +43,7 @@ class NormLSTMLayer(NormRecurrentLayer):
         outputs = []
         for xn_t in xn.unbind(0):  # unbind, not indexing: indexing makes backward quadratic in T
             gates = xn_t + norm_h(torch.nn.functional.linear(h, weight_hh, bias_hh))
-            f, i, g, o = gates.chunk(4, dim=1)
+            i, f, g, o = gates.chunk(4, dim=1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(norm_c(c))
             outputs.append(h)

@@ -31,6 +31,10 @@ class TaskSpec:
     min_T: int
     seq_len: Callable[[int], int]
     reference: str
+    # Real-data tasks build a DataSource (atnbench/tasks/source.py) instead of generating
+    # batches; None means a synthetic task served by make_batch.
+    make_source: Optional[Callable] = None
+    metric: Optional[str] = None  # "accuracy", "bpc" or "ppl", reported beside the loss
 
 
 def batch_generator(seed: int, stream: str) -> torch.Generator:
