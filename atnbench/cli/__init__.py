@@ -1,6 +1,7 @@
 """The ``atnbench`` command line. Each command lives in its own module and registers on ``app``."""
 
 from atnbench.cli import run as _run  # noqa: F401  (registers run, tasks, models)
+from atnbench.cli import bench as _bench  # noqa: F401
 from atnbench.cli.app import app
 
 __all__ = ["app"]

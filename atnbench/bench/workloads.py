@@ -1,0 +1,114 @@
+"""Workloads and models that ``atnbench bench`` times.
+
+A workload is one of the ATN paper's task shapes (batch, input width, hidden size, T, loss).
+Its inputs are random tensors of the right shape and type, generated once and seeded: the
+timing of these models does not depend on the values (no data-dependent control flow).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from atnbench.bench.reference_atn import ReferenceATNLSTM
+from atnbench.nn import NormLSTM
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    batch: int
+    input_size: int
+    hidden: int
+    T: int
+    loss: str  # "last": MSE on the last step's output; "all": cross-entropy on every step
+    classes: int  # output width (1 for regression)
+    description: str = ""
+
+    def with_overrides(self, T: Optional[int] = None, batch: Optional[int] = None) -> "Workload":
+        if (T is not None and T < 1) or (batch is not None and batch < 1):
+            raise ValueError("--T and --batch must be >= 1")
+        return dataclasses.replace(self, T=self.T if T is None else T, batch=self.batch if batch is None else batch)
+
+    def make_batch(self, device: torch.device, seed: int = 0) -> tuple[Tensor, Tensor]:
+        """Random (x, target) of this workload's shape: x is (T, B, input_size), time first."""
+        gen = torch.Generator().manual_seed(seed)
+        if self.loss == "last":  # adding: (marker, value) pairs, one regression target
+            x = torch.rand(self.T, self.batch, self.input_size, generator=gen)
+            target = torch.rand(self.batch, self.classes, generator=gen)
+        else:  # one-hot symbols in, a class per step out
+            symbols = torch.randint(0, self.input_size, (self.T, self.batch), generator=gen)
+            x = nn.functional.one_hot(symbols, self.input_size).float()
+            target = torch.randint(0, self.classes, (self.T, self.batch), generator=gen)
+        return x.to(device), target.to(device)
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("adding", 50, 2, 60, 200, "last", 1, "adding problem, MSE on the last step"),
+    Workload("copying", 128, 10, 68, 220, "all", 9, "copying problem T=200 (+20), CE every step"),
+    Workload("denoise", 128, 10, 100, 200, "all", 9, "denoise task, CE every step"),
+    Workload("ptb-char", 32, 50, 1000, 220, "all", 50, "character-level PTB, one-hot 50, CE every step"),
+)}
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise ValueError(f"unknown workload {name!r}; choose from: {', '.join(WORKLOADS)}") from None
+
+
+class BenchModel(nn.Module):
+    """A recurrent layer plus a linear read-out, as the tasks train it."""
+
+    def __init__(self, rnn: nn.Module, workload: Workload):
+        super().__init__()
+        self.rnn = rnn
+        self.head = nn.Linear(workload.hidden, workload.classes)
+        self.last_only = workload.loss == "last"
+
+    def forward(self, x: Tensor) -> Tensor:
+        out, _ = self.rnn(x)
+        return self.head(out[-1] if self.last_only else out)
+
+
+def loss_fn(workload: Workload) -> Callable[[Tensor, Tensor], Tensor]:
+    if workload.loss == "last":
+        return nn.functional.mse_loss
+    return lambda y, target: nn.functional.cross_entropy(y.flatten(0, 1), target.flatten())
+
+
+# model name -> (description, uses k, factory(input_size, hidden, k))
+MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
+    "lstm-fused": ("torch nn.LSTM (fused kernel)", False, lambda i, h, k: NormLSTM(i, h, norm="none")),
+    "lstm": ("plain LSTM, Python loop", False, lambda i, h, k: NormLSTM(i, h, norm="none", backend="loop")),
+    "ln": ("LN-LSTM", False, lambda i, h, k: NormLSTM(i, h, norm="ln")),
+    "atn": ("ATN-LSTM, running window sums", True, lambda i, h, k: NormLSTM(i, h, norm="atn", k=k)),
+    "atn-bn": ("ATN-BN LSTM", True, lambda i, h, k: NormLSTM(i, h, norm="atn-bn", k=k)),
+    "bn": ("recurrent BN-LSTM", False, lambda i, h, k: NormLSTM(i, h, norm="bn")),
+    "bln": ("BLN-LSTM", False, lambda i, h, k: NormLSTM(i, h, norm="bln")),
+    "bn-input": ("BN on the input term only", False, lambda i, h, k: NormLSTM(i, h, norm="bn-input")),
+    "atn-ref": ("ATN-LSTM, window rebuilt every step (authors' way)", True,
+                lambda i, h, k: ReferenceATNLSTM(i, h, k=k)),
+}
+
+
+def check_model(name: str) -> None:
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose from: {', '.join(MODELS)}")
+
+
+def uses_k(name: str) -> bool:
+    check_model(name)
+    return MODELS[name][1]
+
+
+def build_model(name: str, workload: Workload, k: Optional[int], device: torch.device, seed: int = 0) -> BenchModel:
+    check_model(name)
+    torch.manual_seed(seed)
+    rnn = MODELS[name][2](workload.input_size, workload.hidden, k if k is not None else 1)
+    return BenchModel(rnn, workload).to(device)

@@ -1,0 +1,166 @@
+"""``atnbench bench``: time training and inference steps of the models on the paper's task shapes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+import torch
+import typer
+from rich import box
+from rich.table import Table
+
+from atnbench.cli.app import app, err, out, user_errors
+
+BASELINES = ("lstm-fused", "ln")
+
+
+def _names(text: str, what: str) -> list[str]:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    if not items:
+        raise ValueError(f"--{what} needs at least one value")
+    return list(dict.fromkeys(items))
+
+
+def _ks(text: str) -> list[int]:
+    ks = []
+    for item in _names(text, "k"):
+        try:
+            k = int(item)
+        except ValueError:
+            raise ValueError(f"--k takes whole numbers separated by commas, got {item!r}") from None
+        if k < 1:
+            raise ValueError(f"--k values must be >= 1, got {k}")
+        ks.append(k)
+    return ks
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def entries_for(models: list[str], ks: list[int], reference: bool) -> list[tuple[str, Optional[int]]]:
+    """(model, k) pairs to time: the baselines first, then the requested models, k-expanded."""
+    from atnbench.bench.workloads import check_model, uses_k
+
+    names = [m for m in BASELINES if m not in models] + models
+    if reference and "atn-ref" not in names:
+        names.append("atn-ref")
+    entries = []
+    for name in names:
+        check_model(name)
+        entries.extend([(name, k) for k in ks] if uses_k(name) else [(name, None)])
+    return entries
+
+
+def _f(value, digits=1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def results_table(workload: str, records: list[dict]) -> Table:
+    r0 = records[0]
+    table = Table(title=f"atnbench bench {workload}  (B={r0['batch']}, in={r0['input_size']}, "
+                        f"H={r0['hidden']}, T={r0['T']}; median of {r0['reps']} reps)", box=box.SIMPLE_HEAD,
+                  pad_edge=False, collapse_padding=True)
+    for column in ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM", "×LN"):
+        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True,
+                         min_width=10 if column == "model" else len(column))
+    for r in records:
+        half_iqr = (r["train_ms_p75"] - r["train_ms_p25"]) / 2
+        table.add_row(r["model"], "-" if r["k"] is None else str(r["k"]), _f(r["train_ms"]), _f(half_iqr),
+                      _f(r["steps_per_s"], 2), _f(r["infer_ms"]), _f(r["peak_mem_mb"]),
+                      _f(r["ratio_lstm_fused"], 2), _f(r["ratio_ln"], 2))
+    return table
+
+
+def to_csv(records: list[dict]) -> str:
+    fields = list(dict.fromkeys(key for r in records for key in r))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records)
+    return buffer.getvalue()
+
+
+@app.command()
+@user_errors
+def bench(
+    workload: str = typer.Option("adding", "--workload", help="Comma list of: adding, copying, denoise, ptb-char."),
+    models: str = typer.Option("lstm-fused,ln,atn", "--models",
+                               help="Comma list of: lstm-fused, lstm, ln, atn, atn-bn, bn, bln, bn-input, atn-ref. "
+                                    "lstm-fused and ln are always timed (the ratio baselines)."),
+    k: str = typer.Option("5", "--k", help="Comma list of ATN windows, e.g. 1,5,25,45,65."),
+    reference: bool = typer.Option(False, "--reference", help="Also time atn-ref, ATN rebuilding its window every "
+                                                              "step as the authors' code does, for each k."),
+    reps: int = typer.Option(10, "--reps", help="Timed repetitions per model (interleaved round-robin)."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up steps per model."),
+    threads: Optional[int] = typer.Option(None, "--threads", help="torch.set_num_threads (default: all cores)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    json_out: bool = typer.Option(False, "--json", help="Print only a JSON list of records on stdout."),
+    csv_out: bool = typer.Option(False, "--csv", help="Print only CSV records on stdout."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Also write the JSON records to this file."),
+    T: Optional[int] = typer.Option(None, "--T", hidden=True, help="Override the workloads' sequence length."),
+    batch: Optional[int] = typer.Option(None, "--batch", hidden=True, help="Override the workloads' batch size."),
+):
+    """Time a training step (forward, loss, backward, RMSprop) and inference of each model.
+
+    Models are interleaved round-robin (so drift of the machine hits all alike). Reported: median train and inference ms with quartiles, peak memory, and each model's cost relative to nn.LSTM and LN-LSTM from the same run.
+
+    Example: [bold]atnbench bench --workload adding,copying --models lstm-fused,ln,atn --k 5,45 --reference[/]
+    """
+    from atnbench.bench.timing import time_workload
+    from atnbench.bench.workloads import get_workload
+    from atnbench.zoo import resolve_device
+
+    if json_out and csv_out:
+        raise ValueError("choose one of --json and --csv")
+    if reps < 1:
+        raise ValueError(f"--reps must be >= 1, got {reps}")
+    if warmup < 0:
+        raise ValueError(f"--warmup must be >= 0, got {warmup}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
+    entries = entries_for(_names(models, "models"), _ks(k), reference)
+    torch_device = resolve_device(device)
+    torch.set_num_threads(threads or available_cores())
+    env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
+           "cpu": cpu_model(), "dtype": "float32"}
+
+    records: list[dict] = []
+    with err.status("") as status:
+        for w in workloads:
+            found = time_workload(w, entries, torch_device, reps, warmup, progress=status.update)
+            records.extend({**r, **env} for r in found)
+            err.print(f"[dim]{w.name}: done ({len(found)} models)[/]")
+
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(records, indent=2) + "\n")
+    if json_out:
+        print(json.dumps(records))
+    elif csv_out:
+        print(to_csv(records), end="")
+    else:
+        for w in workloads:
+            out.print(results_table(w.name, [r for r in records if r["workload"] == w.name]))
+        mem = "CUDA max allocated" if torch_device.type == "cuda" else "saved activations (autograd)"
+        out.print(f"[dim]torch {torch.__version__}, device {torch_device}, {env['threads']} threads, "
+                  f"CPU {env['cpu']}; mem = peak {mem}; ± = half the interquartile range of train ms[/]")

@@ -1,0 +1,136 @@
+"""``atnbench bench``: the reference ATN, the workloads, the memory measure and the CLI.
+
+Fast and timing-free: nothing here asserts how fast anything is.
+"""
+
+import csv
+import io
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from atnbench.bench import ReferenceATNLSTM, WORKLOADS, build_model, get_workload, saved_activation_bytes
+from atnbench.bench.workloads import loss_fn
+from atnbench.cli import app
+from atnbench.nn import NormLSTM
+
+REQUIRED = {"workload", "model", "k", "train_ms", "infer_ms", "peak_mem_mb", "train_ms_p25", "train_ms_p75",
+            "train_ms_min", "train_ms_max", "infer_ms_p25", "infer_ms_p75", "ratio_lstm_fused", "ratio_ln"}
+TINY = ["--T", "10", "--batch", "4", "--reps", "1", "--warmup", "0"]
+
+
+def _pair(k, seed=0):
+    torch.manual_seed(seed)
+    model = NormLSTM(3, 6, norm="atn", k=k, init="torch").double()
+    with torch.no_grad():  # non-trivial gains and shifts, so that every parameter matters
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_()
+    return model, ReferenceATNLSTM(3, 6, k=k).double().load_norm_lstm(model)
+
+
+@pytest.mark.parametrize("k", [1, 3, 8, 40])
+def test_reference_atn_matches_norm_lstm(k):
+    model, ref = _pair(k)
+    x = (3 * torch.randn(25, 4, 3, dtype=torch.float64)).requires_grad_()
+    out, state = model(x)
+    out_ref, state_ref = ref(x)
+    torch.testing.assert_close(out_ref, out, rtol=0, atol=1e-10)
+    torch.testing.assert_close(state_ref.c, state.c, rtol=0, atol=1e-10)
+    g = torch.randn_like(out)
+    grads = torch.autograd.grad(out, [x, *model.parameters()], g)
+    grads_ref = torch.autograd.grad(out_ref, [x, *ref.parameters()], g)
+    for a, b in zip(grads_ref, grads):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
+
+
+def test_reference_default_init_matches_norm_lstm_init():
+    torch.manual_seed(1)
+    ref = ReferenceATNLSTM(2, 5, k=4)
+    torch.manual_seed(1)
+    layer = NormLSTM(2, 5, norm="atn", k=4).layers[0]
+    for (name, a), (_, b) in zip(ref.named_parameters(), layer.named_parameters()):
+        assert torch.equal(a, b), name
+
+
+def test_workload_registry_shapes():
+    expected = {"adding": (50, 2, 60, 200, "last", 1), "copying": (128, 10, 68, 220, "all", 9),
+                "denoise": (128, 10, 100, 200, "all", 9), "ptb-char": (32, 50, 1000, 220, "all", 50)}
+    assert set(WORKLOADS) == set(expected)
+    for name, (b, i, h, t, loss, classes) in expected.items():
+        w = get_workload(name)
+        assert (w.batch, w.input_size, w.hidden, w.T, w.loss, w.classes) == (b, i, h, t, loss, classes)
+        small = w.with_overrides(T=7, batch=3)
+        x, target = small.make_batch(torch.device("cpu"))
+        assert x.shape == (7, 3, i) and x.dtype == torch.float32
+        assert target.shape == ((3, 1) if loss == "last" else (7, 3))
+        assert torch.equal(x, small.make_batch(torch.device("cpu"))[0])  # seeded
+        y = build_model("atn", small, 2, torch.device("cpu"))(x)
+        assert torch.isfinite(loss_fn(small)(y, target))
+    with pytest.raises(ValueError, match="unknown workload"):
+        get_workload("nope")
+
+
+def test_saved_activations_grow_with_k_only_for_window_rebuilding():
+    w = get_workload("copying").with_overrides(T=24, batch=4)
+    x, target = w.make_batch(torch.device("cpu"))
+
+    def saved(name, k):
+        return saved_activation_bytes(build_model(name, w, k, torch.device("cpu")), x, target, loss_fn(w))
+
+    ref = [saved("atn-ref", k) for k in (1, 8, 20)]
+    atn = [saved("atn", k) for k in (1, 8, 20)]
+    assert ref[0] < ref[1] < ref[2] and ref[2] > 1.5 * ref[0]
+    assert max(atn) <= 1.1 * min(atn)
+
+
+def _bench(*args):
+    return CliRunner().invoke(app, ["bench", *args])
+
+
+def test_cli_json_records():
+    result = _bench("--workload", "adding", "--models", "lstm-fused,ln,atn", "--k", "2", "--json", *TINY)
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert [(r["model"], r["k"]) for r in records] == [("lstm-fused", None), ("ln", None), ("atn", 2)]
+    for r in records:
+        assert REQUIRED <= set(r), REQUIRED - set(r)
+        assert r["workload"] == "adding" and r["T"] == 10 and r["batch"] == 4
+        assert r["train_ms"] > 0 and r["infer_ms"] > 0 and r["peak_mem_mb"] > 0
+    assert records[0]["ratio_lstm_fused"] == 1.0 and records[1]["ratio_ln"] == 1.0
+
+
+def test_cli_csv_baselines_reference_and_output_file(tmp_path):
+    target = tmp_path / "out" / "bench.json"
+    result = _bench("--workload", "adding,copying", "--models", "atn", "--k", "1,3", "--reference", "--csv",
+                    "--output", str(target), *TINY)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert REQUIRED <= set(rows[0])
+    per_workload = [(r["model"], r["k"]) for r in rows if r["workload"] == "copying"]
+    assert per_workload == [("lstm-fused", ""), ("ln", ""), ("atn", "1"), ("atn", "3"),
+                            ("atn-ref", "1"), ("atn-ref", "3")]  # baselines always timed
+    assert len(json.loads(target.read_text())) == len(rows) == 12
+
+
+def test_cli_table_default_output():
+    result = _bench("--models", "lstm,atn", *TINY)
+    assert result.exit_code == 0, result.output
+    assert "×nn.LSTM" in result.stdout and "atn" in result.stdout and "torch " in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workload", "adding,nope"], "unknown workload 'nope'"),
+    (["--models", "ln,gru"], "unknown model 'gru'"),
+    (["--k", "5,0"], "--k values must be >= 1"),
+    (["--k", "five"], "--k takes whole numbers"),
+    (["--reps", "0"], "--reps must be >= 1"),
+])
+def test_cli_bad_input_is_one_line(args, message):
+    result = _bench(*args)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert result.stdout == ""
