@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from atnbench.nn.window import moments_from_sums, power_sums, windowed_moments
+from atnbench.nn.window import step_moments, windowed_moments
 
 
 def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
@@ -44,8 +44,7 @@ def atn_ln_sequence(
     x: Tensor, k: int, eps: float, weight: Tensor | None, bias: Tensor | None, history: Tensor | None
 ) -> tuple[Tensor, Tensor]:
     """ATN-LN of a whole (T, B, n) sequence; returns the output and the window state."""
-    total, count, history = windowed_moments(power_sums(x, dim=-1), k, history)
-    mean, var = moments_from_sums(total, count.unsqueeze(-1), x.dtype)
+    mean, var, _, history = windowed_moments(step_moments(x, dim=-1), k, history, x.dtype)
     y = standardize(x, mean.unsqueeze(-1), var.unsqueeze(-1), eps)
     return affine(y, weight, bias), history
 
@@ -72,12 +71,14 @@ def atn_bn_sequence(
     """ATN-BN of a (T, B, n) sequence with batch statistics.
 
     Per feature, the moments pool the batch and the last k steps. Returns the output, the
-    per-step window mean and variance (T, n) (for population estimates) and the window state.
+    per-step window mean and unbiased variance (T, n) (for population estimates: the window
+    pools batch x count values) and the window state.
     """
-    total, count, history = windowed_moments(power_sums(x, dim=1), k, history)
-    mean, var = moments_from_sums(total, count.unsqueeze(-1), x.dtype)
+    mean, var, count, history = windowed_moments(step_moments(x, dim=1), k, history, x.dtype)
     y = standardize(x, mean.unsqueeze(1), var.unsqueeze(1), eps)
-    return affine(y, weight, bias), mean, var, history
+    pooled = (count * x.shape[1]).unsqueeze(-1)
+    unbiased = var * (pooled / (pooled - 1).clamp_min(1)).to(var.dtype)
+    return affine(y, weight, bias), mean, unbiased, history
 
 
 def assorted_time_batch_norm(

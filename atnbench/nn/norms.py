@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.nn import functional as F_
-from atnbench.nn.window import WindowStream, empty_history, moments_from_sums, power_sums
+from atnbench.nn.window import WindowStream, empty_history, step_moments
 
 Probe = Callable[[Tensor, int], None]
 
@@ -191,8 +191,7 @@ class _WindowStream(NormStream):
 
     def step(self, a):
         norm = self.norm
-        total, count = self.window.push(power_sums(a, dim=self.reduce_dim))
-        mean, var = moments_from_sums(total, count, a.dtype)
+        mean, var = self.window.push(step_moments(a, dim=self.reduce_dim), a.dtype)
         y = F_.standardize(a, mean.unsqueeze(self.stat_axis), var.unsqueeze(self.stat_axis), norm.eps)
         return F_.affine(y, norm.weight, norm.bias)
 
@@ -347,10 +346,10 @@ class _AssortedTimeBatchNormStream(_WindowStream):
     def step(self, a):
         norm = self.norm
         if norm.training or not norm.use_population:
-            total, count = self.window.push(power_sums(a, dim=0))
-            mean, var = moments_from_sums(total, count, a.dtype)
+            mean, var = self.window.push(step_moments(a, dim=0), a.dtype)
             if norm.training:
-                norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": var.unsqueeze(0)})
+                pooled = len(self.window.sums) * a.shape[0]
+                norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, pooled).unsqueeze(0)})
             return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
         pop = norm.stats.lookup(self.t, 1)
         return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)

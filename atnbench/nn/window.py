@@ -14,18 +14,22 @@ P_j = (m_j, v_j + m_j^2), obtained for all steps at once by cumulative-sum diffe
 subtracts the one leaving (``WindowStream``).
 
 Numerics (the choice, documented): per-step moments come from ``torch.var_mean`` in the
-working dtype (a two-pass, cancellation-free variance within a step); the power sums, the
-cumulative sums and the running totals are kept in float64 (``accumulation_dtype``), where
-``E[a^2] - mean^2`` loses only ~1e-16 * (mean^2 / var) relatively and the add/subtract drift
-of a running total over 10^4 steps stays below 1e-12. The variance is then clamped at 0
+working dtype (a two-pass, cancellation-free variance within a step). The window combination
+``E[a^2] - mean^2`` would cancel badly when the mean is large against the spread, so the power
+sums are formed from step means shifted by a fixed reference (the first step's mean of the
+sequence, detached; the shift cancels exactly in the result and in the gradients), and are
+accumulated in float64 (``accumulation_dtype``): cumulative sums and running totals then carry
+errors relative to the spread of the data, not to its offset. The variance is clamped at 0
 before eps is added. MPS has no float64, so there the accumulation falls back to float32.
 
-The window is part of the recurrent state: ``history`` holds the power sums of the last
-(at most k-1) steps, oldest first, and its length says how many there are. Passing it back
+The window is part of the recurrent state: ``history`` holds the per-step (mean, var) of the
+last (at most k-1) steps, oldest first, and its length says how many there are. Passing it back
 continues the sequence exactly (truncated BPTT sees one continuous stream).
 """
 
 from __future__ import annotations
+
+from collections import deque
 
 import torch
 from torch import Tensor
@@ -36,25 +40,28 @@ def accumulation_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def power_sums(a: Tensor, dim: int | tuple[int, ...]) -> Tensor:
-    """Per-step power sums ``(mean, mean of squares)`` of ``a`` reduced over ``dim``.
+def step_moments(a: Tensor, dim: int | tuple[int, ...]) -> Tensor:
+    """Each step's ``(mean, biased variance)`` of ``a`` reduced over ``dim``.
 
-    Returns a tensor of the reduced shape with a trailing axis of size 2, in the
-    accumulation dtype. The variance inside a step is computed in the working dtype by
-    ``var_mean`` (no cancellation); only the combination ``v + m^2`` happens in float64.
+    A tensor of the reduced shape with a trailing axis of size 2, in the accumulation dtype.
+    The variance inside a step comes from ``var_mean`` in the working dtype (two-pass, no
+    cancellation).
     """
     var, mean = torch.var_mean(a, dim=dim, unbiased=False)
-    acc = accumulation_dtype(a.device)
-    mean = mean.to(acc)
-    return torch.stack((mean, var.to(acc) + mean * mean), dim=-1)
+    return torch.stack((mean, var), dim=-1).to(accumulation_dtype(a.device))
 
 
-def moments_from_sums(total: Tensor, count: Tensor | int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-    """Mean and clamped variance from summed power sums over ``count`` steps."""
-    avg = total / (count.unsqueeze(-1) if isinstance(count, Tensor) else count)
-    mean, ex2 = avg.unbind(-1)
-    var = (ex2 - mean * mean).clamp_min(0.0)
-    return mean.to(dtype), var.to(dtype)
+def _shifted_sums(moments: Tensor, ref: Tensor) -> Tensor:
+    """Power sums ``(m - ref, v + (m - ref)^2)`` of steps whose means are shifted by ``ref``."""
+    d = moments[..., 0] - ref
+    return torch.stack((d, moments[..., 1] + d * d), dim=-1)
+
+
+def _window_moments(total: Tensor, count: Tensor | int, ref: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    avg = total / count
+    shift, ex2 = avg.unbind(-1)
+    var = (ex2 - shift * shift).clamp_min(0.0)
+    return (ref + shift).to(dtype), var.to(dtype)
 
 
 def empty_history(stat_shape: tuple[int, ...], device: torch.device) -> Tensor:
@@ -63,49 +70,66 @@ def empty_history(stat_shape: tuple[int, ...], device: torch.device) -> Tensor:
 
 
 def windowed_moments(
-    sums: Tensor, k: int, history: Tensor | None = None
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Window moments for every step at once, fully parallel over time.
+    moments: Tensor, k: int, history: Tensor | None, dtype: torch.dtype
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Window mean and variance for every step at once, fully parallel over time.
 
-    ``sums`` is (T, *S, 2) per-step power sums; ``history`` the (h <= k-1, *S, 2) sums of the
-    steps before. Returns ``(total, count, new_history)``: ``total[t]`` is the sum of the
-    power sums of the window ending at t (at most k steps, fewer at the start), ``count`` the
-    (T,) number of steps in each window, ``new_history`` the last min(k-1, h+T) steps.
+    ``moments`` is (T, *S, 2) per-step ``(mean, var)``; ``history`` the (h <= k-1, *S, 2)
+    moments of the steps before. Returns ``(mean, var, count, new_history)``: the moments of
+    the window ending at each step (at most k steps, fewer at the start) in ``dtype``, the (T,)
+    number of steps in each window, and the last min(k-1, h+T) steps' moments.
     """
     if history is None:
-        history = sums.new_zeros((0, *sums.shape[1:]))
-    h, steps = history.shape[0], sums.shape[0]
-    full = torch.cat((history, sums), dim=0)
-    prefix = torch.cat((torch.zeros_like(full[:1]), full.cumsum(dim=0)), dim=0)
-    end = torch.arange(h + 1, h + steps + 1, device=sums.device)
+        history = moments.new_zeros((0, *moments.shape[1:]))
+    h, steps = history.shape[0], moments.shape[0]
+    full = torch.cat((history, moments), dim=0)
+    ref = full[0, ..., 0].detach()  # shifting by the first mean keeps the cumulative sums small
+    sums = _shifted_sums(full, ref)
+    prefix = torch.cat((torch.zeros_like(sums[:1]), sums.cumsum(dim=0)), dim=0)
+    end = torch.arange(h + 1, h + steps + 1, device=moments.device)
     start = (end - k).clamp_min(0)
+    count = (end - start).to(moments.dtype)
     total = prefix[end] - prefix[start]
+    mean, var = _window_moments(total, count.view(-1, *([1] * (total.dim() - 1))), ref, dtype)
     keep = min(k - 1, h + steps)
-    return total, (end - start).to(sums.dtype), full[full.shape[0] - keep :]
+    return mean, var, count, full[full.shape[0] - keep :]
 
 
 class WindowStream:
     """Step-by-step window moments with a running total: O(1) work per step for any k.
 
-    Call ``push(sums_t)`` with the newest step's power sums; it returns the window total and
-    the number of steps in it. ``history()`` gives the state to hand to the next call.
+    ``push(moments_t, dtype)`` takes the newest step's ``(mean, var)`` and returns the window's
+    mean and variance: the newest step's power sums are added to the running total and the
+    leaving step's subtracted. ``history()`` gives the state to hand to the next call.
     """
 
     def __init__(self, k: int, history: Tensor):
         self.k = k
         self.initial = history
-        self.steps: list[Tensor] = list(history.unbind(0))
-        self.total: Tensor | None = history.sum(dim=0) if self.steps else None
+        self.raw: deque[Tensor] = deque(history.unbind(0), maxlen=k - 1)
+        self.ref: Tensor | None = history[0, ..., 0].detach() if history.shape[0] else None
+        self.sums: deque[Tensor] = deque(maxlen=k)
+        self.total: Tensor | None = None
+        if self.ref is not None:
+            shifted = _shifted_sums(history, self.ref)
+            self.sums.extend(shifted.unbind(0))
+            self.total = shifted.sum(dim=0)
 
-    def push(self, sums: Tensor) -> tuple[Tensor, int]:
-        self.steps.append(sums)
-        self.total = sums if self.total is None else self.total + sums
-        if len(self.steps) > self.k:
-            self.total = self.total - self.steps[-self.k - 1]
-        return self.total, min(len(self.steps), self.k)
+    def push(self, moments: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        if self.ref is None:
+            self.ref = moments[..., 0].detach()
+        sums = _shifted_sums(moments, self.ref)
+        if self.total is None:
+            self.total = sums
+        elif len(self.sums) == self.k:
+            self.total = self.total + sums - self.sums[0]  # the deque drops sums[0] on append
+        else:
+            self.total = self.total + sums
+        self.sums.append(sums)
+        self.raw.append(moments)
+        return _window_moments(self.total, len(self.sums), self.ref, dtype)
 
     def history(self) -> Tensor:
-        kept = self.steps[max(0, len(self.steps) - (self.k - 1)) :] if self.k > 1 else []
-        if not kept:
+        if not self.raw:
             return self.initial[:0]
-        return torch.stack(kept, dim=0)
+        return torch.stack(tuple(self.raw), dim=0)
