@@ -47,9 +47,6 @@ class RunConfig:
     variant: Optional[str] = None
     options: dict = field(default_factory=dict)  # task-specific extras (data paths, permute, ...)
 
-    # fields that do not change the numbers and stay out of the run id
-    NOT_IDENTITY = ("device",)
-
     def __post_init__(self):
         checks = [
             (self.T >= 1, f"T must be >= 1, got {self.T}"),

@@ -44,7 +44,7 @@ def user_errors(command):
         except USER_ERRORS as error:
             if os.environ.get("ATNBENCH_DEBUG"):
                 raise
-            message = error.args[0] if isinstance(error, (KeyError,)) and error.args else str(error)
+            message = str(error)
             fail(message.splitlines()[0] if message else type(error).__name__)
 
     return wrapper
