@@ -1,0 +1,196 @@
+"""``atnbench report`` (the paper's tables from the results store, exports, figures) and
+``atnbench plot`` (the figures only)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.store import DEFAULT_STORE, ResultsStore, StoreError
+
+RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(text: Optional[str]) -> Optional[str | datetime]:
+    """An ISO-8601 date/time, or an age such as ``30m``, ``12h``, ``7d``, ``2w``."""
+    if text is None:
+        return None
+    match = RELATIVE_SINCE.match(text)
+    if match:
+        return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
+    return text
+
+
+def _filters_text(task, T, sweep, norm, since) -> str:
+    parts = [f"--{name} {value}" for name, value in (("task", task), ("T", T), ("sweep", sweep), ("norm", norm),
+                                                    ("since", since)) if value is not None]
+    return " ".join(parts) if parts else "(no filters)"
+
+
+def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optional[str], norm: Optional[str],
+                since: Optional[str]):
+    """Open the store (never creating it), select the runs, aggregate them into groups.
+
+    Exits with one line when the store is missing, unusable or empty, or when nothing
+    finished matches the filters.
+    """
+    from atnbench.report.aggregate import RunData, aggregate
+    from atnbench.tasks import get_task
+    from atnbench.zoo import canonical_norm
+
+    norm_column = canonical_norm(norm) if norm is not None else None
+    try:
+        results = ResultsStore(store, create=False)
+    except StoreError as error:
+        fail(str(error).splitlines()[0])
+    with results:
+        total = len(results.runs())
+        if total == 0:
+            fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
+                 f"or `atnbench sweep` first")
+        records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
+        if sweep is not None and not records and sweep not in results.sweeps():
+            known = ", ".join(results.sweeps()) or "none"
+            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+        finished = [r for r in records if r.status in ("done", "diverged")]
+        if not finished:
+            fail(f"no finished runs match {_filters_text(task, T, sweep, norm, since)} "
+                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)", code=1)
+        runs = [RunData(record, tuple(results.curve(record.run_id)) if record.status == "done" else ())
+                for record in records]
+        path = results.path
+    baselines = {}
+    for key in {(r.task, r.T) for r in records}:
+        try:
+            baselines[key] = get_task(key[0]).baseline(key[1])
+        except (ValueError, TypeError):
+            pass
+    groups = [group for group in aggregate(runs, baselines) if group.rows]
+    return groups, path, len(records), total
+
+
+def _is_k_sweep(sweep: Optional[str]) -> bool:
+    return sweep is not None and sweep.startswith("k-")
+
+
+def _write_plots(groups, out_dir: Path, k_view: bool, say) -> list[Path]:
+    from atnbench.report.plots import NothingToPlot, write_plots
+
+    try:
+        paths = write_plots(groups, out_dir, k_ablation=True if k_view else None)
+    except NothingToPlot as nothing:
+        err.print(str(nothing))
+        return []
+    for path in paths:
+        say(f"wrote {path}")
+    return paths
+
+
+FILTERS_HELP = {
+    "task": "Only this task (copying, adding, denoise, ...).",
+    "T": "Only this sequence length.",
+    "sweep": "Only the runs of this sweep; a k-sweep (k-ablation, k-scan) shows k against loss.",
+    "norm": "Only this normalization (lstm, ln, atn, ...).",
+    "since": "Only runs created at or after this ISO date/time, or within an age such as 12h, 7d.",
+}
+
+
+@app.command()
+@user_errors
+def report(
+    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
+    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help=FILTERS_HELP["sweep"]),
+    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
+    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    paper: bool = typer.Option(False, "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper."),
+    by_k: bool = typer.Option(False, "--by-k", help="Show loss against the ATN window k (the k-ablation view) whatever the sweep."),
+    final: bool = typer.Option(False, "--final", help="Also show the final (last evaluation) losses."),
+    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="table, markdown, csv, json or latex (default: table, or what --output's suffix says)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal."),
+    plots: Optional[Path] = typer.Option(None, "--plots", help="Also write the figures (PNG and SVG) into this folder."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+):
+    """Summarise the results store as the ATN paper's tables: one row per model, min train and
+    min validation loss as mean ± std over seeds, the best per column in bold green.
+
+    Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --plots figs[/]
+    """
+    from atnbench.report.aggregate import k_ablations
+    from atnbench.report.export import export, format_for
+    from atnbench.report.render import (
+        group_view,
+        k_ablation_view,
+        rich_view,
+        table_width,
+    )
+
+    fmt = format_for(fmt, str(output) if output is not None else None)
+    groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
+    k_view = by_k or _is_k_sweep(sweep)
+    views = []
+    if k_view:
+        views = [k_ablation_view(view, with_paper=paper) for view in k_ablations(groups)]
+        if not views:
+            err.print("no ATN runs with a window k among the selected runs; showing the model tables instead")
+    if not views:
+        views = [group_view(group, with_paper=paper, final=final) for group in groups]
+
+    to_stdout = output is None and fmt != "table"  # machine-readable output owns stdout
+    console = err if to_stdout else out
+
+    def say(message: str) -> None:
+        console.print(Text(message), soft_wrap=True)
+
+    meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
+            "paper": paper, "runs_selected": selected, "runs_in_store": total}
+    if output is not None:
+        text = export(views, fmt, meta)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        say(f"wrote {output}")
+    elif fmt == "table":
+        out.print(Text(f"atnbench report · {path} · {selected} of {total} runs selected "
+                       f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
+        printer = out
+        if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
+            printer = Console(width=max([out.width] + [table_width(out, view) for view in views]))
+        for view in views:
+            printer.print(rich_view(view, plain=printer.color_system is None))
+    else:
+        sys.stdout.write(export(views, fmt, meta))
+        sys.stdout.flush()
+    if plots is not None:
+        _write_plots(groups, plots, k_view, say)
+
+
+@app.command()
+@user_errors
+def plot(
+    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
+    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help=FILTERS_HELP["sweep"]),
+    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
+    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
+    out_dir: Path = typer.Option(Path("atnbench-results") / "plots", "--out", help="Folder for the PNG and SVG files."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+):
+    """Write the figures only: loss curves per task and T (mean and min-max band over seeds),
+    the k-ablation (loss against k, LN and LSTM as references) and the cost per model.
+
+    Example: [bold]atnbench plot --task copying --out figs[/]
+    """
+    groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
+    paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
+    if not paths:
+        raise typer.Exit(1)

@@ -1,0 +1,21 @@
+"""``atnbench report``: the results store as the ATN paper's tables, with the paper's numbers
+beside ours, exports (Markdown, LaTeX, CSV, JSON) and figures.
+
+- ``aggregate``: runs -> groups (task, T, budget) -> rows (model) of mean ± std over seeds;
+- ``paper``: the paper's Tables 1-5 (``paper_values.yaml``) and the comparisons with them;
+- ``render``: format-neutral table views and rich tables; ``export``: the other formats;
+- ``plots``: loss curves, the k-ablation and the cost, as PNG and SVG files.
+"""
+
+from atnbench.report.aggregate import (
+    Group,
+    KAblation,
+    ModelRow,
+    RunData,
+    Stat,
+    aggregate,
+    k_ablations,
+    mean_std,
+)
+
+__all__ = ["Group", "KAblation", "ModelRow", "RunData", "Stat", "aggregate", "k_ablations", "mean_std"]

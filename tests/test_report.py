@@ -1,0 +1,406 @@
+"""`atnbench report` and `atnbench plot`: aggregation on a store filled with known numbers,
+the paper's values, every export format, the figures, and the one-line failures."""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import json
+import math
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.report.aggregate import (
+    RunData,
+    aggregate,
+    k_ablations,
+    mean_std,
+    run_values,
+)
+from atnbench.report.export import to_csv, to_json, to_latex, to_markdown
+from atnbench.report.paper import load_paper, order_differences, paper
+from atnbench.report.plots import NothingToPlot, write_plots
+from atnbench.report.render import group_view, k_ablation_view
+from atnbench.runspec import resolve_run
+from atnbench.store import ResultsStore
+
+runner = CliRunner()
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "papers" / "atn-assorted-time-normalization.md"
+
+# (task, T, norm, k, seed, budget, status, level, sweep). A run of level L has the curve
+# train = [4L, L, 2L], validation = [4L, L/2, L] at steps 100, 200, 300: min train L, final
+# train 2L, min validation L/2, final validation L. Levels are dyadic, so means are exact.
+RUNS = [
+    ("copying", 100, "none", None, 0, 1.0, "done", 0.125, "k-ablation"),
+    ("copying", 100, "none", None, 1, 1.0, "done", 0.25, "k-ablation"),
+    ("copying", 100, "none", None, 2, 1.0, "done", 0.375, "k-ablation"),
+    ("copying", 100, "ln", None, 0, 1.0, "done", 0.5, "k-ablation"),
+    ("copying", 100, "ln", None, 1, 1.0, "done", 1.0, "k-ablation"),
+    ("copying", 100, "ln", None, 2, 1.0, "diverged", None, "k-ablation"),
+    ("copying", 100, "atn", 45, 0, 1.0, "done", 0.0625, "k-ablation"),
+    ("copying", 100, "atn", 45, 1, 1.0, "done", 0.125, "k-ablation"),
+    ("copying", 100, "atn", 45, 2, 1.0, "done", 0.1875, "k-ablation"),
+    ("copying", 100, "atn", 25, 0, 1.0, "done", 0.125, "k-ablation"),
+    ("copying", 100, "atn", 25, 1, 1.0, "done", 0.25, "k-ablation"),
+    ("copying", 100, "atn", 65, 0, 1.0, "done", 0.25, "k-ablation"),
+    ("copying", 100, "atn", 65, 1, 1.0, "done", 0.5, "k-ablation"),
+    ("copying", 100, "bn", None, 0, 1.0, "running", 0.5, None),
+    ("copying", 200, "none", None, 0, 1.0, "done", 0.5, None),
+    ("copying", 200, "atn", 45, 0, 1.0, "done", 0.25, None),
+    ("copying", 200, "atn", 45, 1, 1.0, "done", 0.25, None),
+    ("adding", 100, "none", None, 0, 0.01, "done", 0.004, None),
+    ("adding", 100, "atn", 25, 0, 0.01, "done", 0.002, None),
+]
+
+
+def fill(path: Path) -> Path:
+    with ResultsStore(path) as store:
+        for task, T, norm, k, seed, budget, status, level, sweep in RUNS:
+            flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
+            config = resolve_run(task, flags, budget=budget)  # the paper preset: comparable runs
+            store.start_run(config.run_id, config.to_dict(), {"device": "cpu"}, sweep=sweep)
+            if status == "diverged":
+                store.log_eval(config.run_id, 100, 1.0, 2.0, 2.5)
+                store.log_eval(config.run_id, 200, 2.0, float("nan"), float("inf"))
+            elif level is not None:
+                for step, train, val in zip((100, 200, 300), (4 * level, level, 2 * level), (4 * level, level / 2, level)):
+                    store.log_eval(config.run_id, step, step / 100, train, val)
+            if status != "running":
+                store.finish_run(config.run_id, status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
+                                                          "baseline": None})
+    return path
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    return fill(tmp_path_factory.mktemp("report") / "results.db")
+
+
+@pytest.fixture(scope="module")
+def groups(store_path):
+    from atnbench.tasks import get_task
+
+    with ResultsStore(store_path, create=False) as store:
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    return aggregate(runs, {(t, T): get_task(t).baseline(T) for t, T in {(r.record.task, r.record.T) for r in runs}})
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def group_of(groups, task, T):
+    return next(g for g in groups if g.task == task and g.T == T)
+
+
+# -- aggregation -----------------------------------------------------------------------------------
+
+
+def test_groups_by_task_T_and_budget_with_rows_per_model_and_k(groups):
+    assert [(g.task, g.T, g.budget) for g in groups] == [("adding", 100, 0.01), ("copying", 100, 1.0),
+                                                         ("copying", 200, 1.0)]
+    copying = group_of(groups, "copying", 100)
+    assert [r.label for r in copying.rows] == ["lstm", "ln", "atn (k=25)", "atn (k=45)", "atn (k=65)"]
+    assert [r.label for r in group_of(groups, "copying", 200).rows] == ["lstm", "atn"]  # one k: no k label
+    assert copying.baseline == 10 * math.log(8) / 120
+    assert any("1 running" in note for note in copying.notes)
+
+
+def test_cells_are_exact_mean_and_sample_std_over_seeds_of_curve_minima(groups):
+    copying = group_of(groups, "copying", 100)
+    lstm = copying.row("lstm")
+    assert lstm.seeds == (0, 1, 2) and lstm.diverged_seeds == ()
+    assert (lstm.stats["min_train_loss"].mean, lstm.stats["min_train_loss"].std) == (0.25, 0.125)
+    assert (lstm.stats["min_val_loss"].mean, lstm.stats["min_val_loss"].std) == (0.125, 0.0625)
+    assert (lstm.stats["final_train_loss"].mean, lstm.stats["final_train_loss"].std) == (0.5, 0.25)
+    assert (lstm.stats["final_val_loss"].mean, lstm.stats["final_val_loss"].std) == (0.25, 0.125)
+    assert lstm.stats["min_train_loss"].values == (0.125, 0.25, 0.375)  # one value per seed
+    ln = copying.row("ln")
+    assert ln.seeds == (0, 1) and ln.diverged_seeds == (2,)  # counted, never averaged
+    assert ln.stats["min_train_loss"].mean == 0.75 and ln.stats["min_train_loss"].std == math.sqrt(0.125)
+    assert copying.row("atn (k=45)").stats["min_train_loss"].mean == 0.125
+    assert copying.row("atn (k=25)").stats["min_val_loss"].mean == 0.09375
+    single = group_of(groups, "copying", 200).row("lstm").stats["min_train_loss"]
+    assert (single.mean, single.std, single.n) == (0.5, None, 1)  # one seed: no std
+    assert group_of(groups, "copying", 200).row("atn").stats["min_train_loss"].std == 0.0
+    assert copying.best("min_train_loss") == {"atn (k=45)"}
+    assert copying.row("lstm").stats["wall_s"].mean == 11.0 and copying.row("lstm").stats["steps_per_s"].mean == 101.0
+
+
+def test_mean_std_and_summary_fallback():
+    assert mean_std([]).mean is None and mean_std([2.0]).std is None
+    assert mean_std([1.0, 2.0, 3.0]).std == 1.0
+    from atnbench.store import RunRecord
+
+    record = RunRecord("r", "copying", 100, "ln", 10, 0, 1.0, "done", {"cell": "lstm"}, {},
+                       {"min_train_loss": 0.3, "min_val_loss": 0.4, "final_val_loss": 0.5}, None, "", "")
+    values = run_values(RunData(record, ()))  # no curve: the summary's numbers
+    assert values["min_train_loss"] == 0.3 and values["final_val_loss"] == 0.5
+
+
+def test_k_ablation_view_sets_k_against_loss_with_references(groups):
+    (view,) = [v for v in k_ablations(groups) if v.group.task == "copying" and v.group.T == 100]
+    assert [row.k for row in view.rows] == [25, 45, 65]
+    assert [row.model for row in view.references] == ["lstm", "ln"]
+    table = k_ablation_view(view, with_paper=True)
+    assert [r.label for r in table.rows][:3] == ["atn k=25", "atn k=45", "atn k=65"]
+    assert [r.cells["min_train_loss"].mean for r in table.rows[:3]] == [0.1875, 0.125, 0.375]
+    assert table.rows[1].cells["min_val_loss"].best
+    assert any("Fig. 7" in note and "k=45 < k=25 < k=65" in note and "(same)" in note for note in table.notes)
+
+
+# -- the paper's values ----------------------------------------------------------------------------
+
+
+def test_paper_values_are_in_natural_units_with_the_papers_scale():
+    values = paper()
+    t1 = values.table_for("copying", 100)
+    assert (t1.table, t1.scale, t1.k) == (1, 0.1, 45)
+    assert t1.value("lstm", "Train") == (0.1677, 0.0006)
+    assert values.table_for("copying", 200).value("atn", "Validation") == (0.07608, 0.00533)
+    assert values.table_for("adding", 200).value("lstm", "Validation") == (0.002216, 0.001225)
+    assert values.table_for("denoise", 100).value("lstm", "Train") == (0.13875, 0.05855)
+    assert values.table_for("ptb-char", None).value("atn", "Test") == (1.547, 0.018)
+    assert values.table_for("wikitext2", 70).value("ln", "Validation") == (80.08, 1.116)
+    assert values.table_for("adding", 20) is None
+
+
+@pytest.mark.skipif(not PAPER_MD.is_file(), reason="the paper's text is not beside the repository")
+def test_paper_values_match_the_papers_tables_digit_for_digit():
+    """Every '1.677 ± 0.006' of Tables 1-5 of the paper equals the data file's value / scale."""
+    text = PAPER_MD.read_text().replace("$", "").replace("\\pm", "±")
+    values = load_paper()
+    checked = 0
+    for number in (1, 2, 3, 4, 5):
+        block = text.split(f"**Table {number}**", 1)[1].split("denotes", 1)[0]
+        tables = [t for t in values.tables if t.table == number]
+        for line in block.splitlines():
+            name = line.split("\t")[0].strip().lower()
+            if name not in ("lstm", "ln", "atn"):
+                continue
+            pairs = re.findall(r"([\d.]+)\s*±\s*([\d.]+)", line)
+            expected = [(t, column) for t in tables for column in t.columns]
+            assert len(pairs) == len(expected), line
+            for (mean, std), (table, column) in zip(pairs, expected):
+                ours = table.value(name, column)
+                decimals = len(mean.split(".")[1])
+                assert f"{ours[0] / table.scale:.{decimals}f}" == mean, (number, name, column)
+                assert f"{ours[1] / table.scale:.{len(std.split('.')[1])}f}" == std, (number, name, column)
+                checked += 1
+    assert checked == 3 * (4 * 3 + 2 * 2)
+
+
+def test_order_differences():
+    assert order_differences({"lstm": 3, "ln": 2, "atn": 1}, {"lstm": 3, "ln": 2, "atn": 1}) == set()
+    assert order_differences({"lstm": 1, "ln": 2, "atn": 3}, {"lstm": 3, "ln": 2, "atn": 1}) == {"lstm", "atn"}
+    assert order_differences({"lstm": 1, "atn": 3}, {"lstm": 3, "ln": 2, "atn": 1}) == {"lstm", "atn"}
+
+
+def test_paper_view_has_values_ratios_order_marks_and_flags_reduced_budget(groups):
+    view = group_view(group_of(groups, "copying", 100), with_paper=True)
+    assert view.paper_table == "Table 1, T=100" and view.comparable and view.scale == 0.1
+    lstm = next(r for r in view.rows if r.label == "lstm")
+    cell = lstm.cells["min_train_loss"]
+    assert (cell.paper_mean, cell.paper_std) == (0.1677, 0.0006) and cell.ratio == 0.25 / 0.1677
+    atn25 = next(r for r in view.rows if r.label == "atn (k=25)")
+    assert atn25.paper_model is None  # only the paper's k=45 is compared
+    # ours (min train): atn 0.125 < lstm 0.25 < ln 0.75; the paper's: atn < ln < lstm
+    assert lstm.cells["min_train_loss"].order_differs
+    assert not next(r for r in view.rows if r.label == "atn (k=45)").cells["min_train_loss"].order_differs
+    assert any(note.startswith("⇅ min train") for note in view.notes)
+    reduced = group_view(group_of(groups, "adding", 100), with_paper=True)
+    assert not reduced.comparable and reduced.protocol == "reduced budget (1%)"
+    assert reduced.rows[0].cells["min_train_loss"].paper_mean == 0.001036  # shown, but flagged
+    assert any(note.startswith("†") and "reduced budget (1%)" in note for note in reduced.notes)
+
+
+# -- exports ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def views(groups):
+    return [group_view(group, with_paper=True, final=True) for group in groups]
+
+
+def test_json_round_trips(views):
+    data = json.loads(to_json(views, {"store": "x"}))
+    assert data["store"] == "x" and len(data["tables"]) == 3
+    copying = next(t for t in data["tables"] if t["task"] == "copying" and t["T"] == 100)
+    lstm = next(r for r in copying["rows"] if r["label"] == "lstm")
+    assert lstm["seeds"] == [0, 1, 2] and lstm["cells"]["min_train_loss"]["mean"] == 0.25
+    assert lstm["cells"]["min_train_loss"]["ratio"] == 0.25 / 0.1677
+    assert next(r for r in copying["rows"] if r["label"] == "ln")["diverged"] == 1
+    assert next(r for r in copying["rows"] if r["kind"] == "baseline")["cells"]["min_val_loss"]["mean"] \
+        == 10 * math.log(8) / 120
+    adding = next(t for t in data["tables"] if t["task"] == "adding")
+    assert adding["reduced_budget"] and adding["comparable_with_paper"] is False
+
+
+def test_csv_parses_with_exact_numbers(views):
+    rows = list(csv.DictReader(io.StringIO(to_csv(views))))
+    assert len(rows) == sum(len(v.rows) for v in views)
+    lstm = next(r for r in rows if r["task"] == "copying" and r["T"] == "100" and r["row"] == "lstm")
+    assert float(lstm["min_train_loss_mean"]) == 0.25 and float(lstm["min_train_loss_std"]) == 0.125
+    assert float(lstm["final_val_loss_mean"]) == 0.25 and lstm["seeds"] == "0;1;2"
+    assert float(lstm["min_train_loss_paper_mean"]) == 0.1677
+    assert float(lstm["min_train_loss_ratio"]) == 0.25 / 0.1677
+    single = next(r for r in rows if r["task"] == "copying" and r["T"] == "200" and r["row"] == "lstm")
+    assert single["min_train_loss_std"] == ""
+
+
+def test_markdown_tables_have_a_consistent_shape(views):
+    text = to_markdown(views)
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    assert len(tables) == 3
+    for table in tables:
+        widths = {len(re.findall(r"(?<!\\)\|", line)) for line in table}
+        assert len(widths) == 1, table
+        assert re.fullmatch(r"\|(:?-{3,}:?\|)+", table[1])
+    assert "| **1.250 ± 0.625** |" in text  # the best: atn k=45, min train, in the paper's ×10⁻¹
+    assert "1.677 ± 0.006" in text and "reduced budget (1%)" in text
+
+
+def test_latex_has_a_tabular_per_table(views):
+    text = to_latex(views)
+    assert text.count(r"\begin{tabular}") == 3 and text.count(r"\end{tabular}") == 3
+    assert r"$\mathbf{1.250 \pm 0.625}$" in text  # the best min train of copying T=100, in ×10⁻¹
+    body = text.split(r"\midrule", 1)[1].split(r"\bottomrule", 1)[0]
+    amps = {line.count("&") for line in body.splitlines() if line.endswith(r"\\")}
+    assert len(amps) == 1
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def test_report_prints_paper_style_tables(store_path):
+    result = invoke("report", "--store", store_path, "--task", "copying", "--T", 100)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "attained minima: copying, T=100, full protocol" in out
+    assert "min train" in out and "min validation" in out and "seeds" in out
+    assert "2.500 ± 1.250" in out  # lstm, min train, in the paper's ×10⁻¹
+    assert "2 (+1 diverged)" in out and "baseline" in out and "1.733" in out  # 10 ln 8 / 120 = 0.1733
+
+
+def test_report_paper_shows_values_ratio_and_flags_reduced_budget(store_path):
+    result = invoke("report", "--store", store_path, "--paper")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "1.677 ± 0.006" in out and "ours/paper" in out and "1.49×" in out  # 0.25 / 0.1677
+    assert "reduced budget (1%)" in out and "†" in out and "⇅" in out
+
+
+def test_report_k_ablation_sweep_and_output_files(store_path, tmp_path):
+    result = invoke("report", "--store", store_path, "--sweep", "k-ablation", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (table,) = json.loads(result.stdout)["tables"]
+    assert table["kind"] == "k-ablation" and [r["k"] for r in table["rows"][:3]] == [25, 45, 65]
+    target = tmp_path / "out" / "report.tex"
+    result = invoke("report", "--store", store_path, "--output", target)  # format from the suffix
+    assert result.exit_code == 0 and f"wrote {target}" in result.stdout
+    assert r"\begin{tabular}" in target.read_text()
+
+
+def test_report_writes_plots_and_plot_command(store_path, tmp_path):
+    result = invoke("report", "--store", store_path, "--sweep", "k-ablation", "--plots", tmp_path / "figs")
+    assert result.exit_code == 0, result.output
+    written = [Path(line.split("wrote ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("wrote ")]
+    names = {p.name for p in written}
+    assert {"curves_copying_T100.png", "curves_copying_T100.svg", "kablation_atn_copying_T100.png",
+            "kablation_atn_copying_T100.svg", "cost_copying_T100.png", "cost_copying_T100.svg"} <= names
+    for path in written:
+        assert path.is_file() and path.stat().st_size > 1000
+        if path.suffix == ".png":
+            assert path.read_bytes()[:8] == PNG_MAGIC
+        else:
+            assert ET.parse(path).getroot().tag.endswith("svg")
+    result = invoke("plot", "--store", store_path, "--task", "adding", "--out", tmp_path / "p2")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "p2").iterdir()) == [
+        "cost_adding_T100_budget0.01.png", "cost_adding_T100_budget0.01.svg",
+        "curves_adding_T100_budget0.01.png", "curves_adding_T100_budget0.01.svg"]
+
+
+def test_plot_of_an_empty_selection_writes_nothing(store_path, tmp_path, groups):
+    result = invoke("plot", "--store", store_path, "--task", "denoise", "--out", tmp_path / "none")
+    assert result.exit_code != 0 and "no finished runs match --task denoise" in result.output
+    assert not (tmp_path / "none").exists()
+    empty = copy.deepcopy([g for g in groups if g.task == "adding"])
+    for group in empty:
+        group.runs = {label: [RunData(r.record, ()) for r in runs] for label, runs in group.runs.items()}
+    with pytest.raises(NothingToPlot):
+        write_plots(empty, tmp_path / "none2")
+    assert not (tmp_path / "none2").exists()
+
+
+def test_missing_or_empty_store_is_one_line_and_nonzero(tmp_path):
+    for command in ("report", "plot"):
+        result = invoke(command, "--store", tmp_path / "nowhere.db")
+        assert result.exit_code != 0
+        assert len(result.output.strip().splitlines()) == 1 and "no results store" in result.output
+    ResultsStore(tmp_path / "empty.db").close()
+    result = invoke("report", "--store", tmp_path / "empty.db")
+    assert result.exit_code != 0
+    assert len(result.output.strip().splitlines()) == 1 and "holds no runs" in result.output
+
+
+def test_filters_norm_and_since(store_path):
+    result = invoke("report", "--store", store_path, "--norm", "lstm", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = [r["label"] for t in json.loads(result.stdout)["tables"] for r in t["rows"] if r["kind"] == "model"]
+    assert set(rows) == {"lstm"}
+    assert invoke("report", "--store", store_path, "--since", "1h", "-f", "csv").exit_code == 0
+    result = invoke("report", "--store", store_path, "--since", "2999-01-01")
+    assert result.exit_code != 0 and "no finished runs" in result.output
+    assert invoke("report", "--store", store_path, "--since", "yesterday").exit_code == 2
+
+
+def _record(run_id, task, T, norm, seed, k=10, budget=1.0):
+    from atnbench.store import RunRecord
+
+    config = {"task": task, "T": T, "norm": norm, "k": k, "seed": seed, "budget": budget, "cell": "lstm"}
+    return RunRecord(run_id, task, T, norm, k, seed, budget, "done", config, {}, {}, None, "", "")
+
+
+def test_language_model_tables_compare_bpc_and_accuracy_is_best_when_highest():
+    from atnbench.store import EvalPoint
+
+    runs = []
+    for seed, bpc in ((0, 1.5), (1, 1.75)):  # ATN reports bpc on validation and test
+        runs.append(RunData(_record(f"a{seed}", "ptb-char", 220, "atn", seed), (
+            EvalPoint(1, 1.0, 1.2, 1.2, {"val_bpc": bpc + 1, "test_bpc": bpc + 1.5}),
+            EvalPoint(2, 2.0, 1.1, 1.1, {"val_bpc": bpc, "test_bpc": bpc + 0.25}))))
+    ln_loss = 1.5 * math.log(2)  # LN recorded only the loss, in nats: 1.5 bits
+    runs.append(RunData(_record("l0", "ptb-char", 220, "ln", 0), (EvalPoint(1, 1.0, 1.0, ln_loss, {}),)))
+    (group,) = aggregate(runs)
+    view = group_view(group, with_paper=True)
+    assert view.paper_table == "Table 4" and [c.paper for c in view.columns] == ["Validation", "Test"]
+    atn = next(r for r in view.rows if r.label == "atn")
+    assert atn.cells["min_val_bpc"].mean == 1.625 and atn.cells["min_test_bpc"].mean == 1.875
+    assert (atn.cells["min_val_bpc"].paper_mean, atn.cells["min_val_bpc"].ratio) == (1.504, 1.625 / 1.504)
+    ln = next(r for r in view.rows if r.label == "ln")
+    assert ln.cells["min_val_bpc"].mean == pytest.approx(1.5) and ln.cells["min_val_bpc"].best
+
+    acc = [RunData(_record(f"m{norm}", "smnist-noise", 784, norm, 0),
+                   (EvalPoint(1, 1.0, 2.0, 2.0, {"val_accuracy": a, "test_accuracy": a}),
+                    EvalPoint(2, 2.0, 1.0, 1.0, {"val_accuracy": a / 2, "test_accuracy": a / 2})))
+           for norm, a in (("ln", 0.25), ("atn", 0.875))]
+    (group,) = aggregate(acc)
+    view = group_view(group)
+    assert [c.key for c in view.columns] == ["min_train_loss", "min_val_loss", "max_val_accuracy", "max_test_accuracy"]
+    atn = next(r for r in view.rows if r.label == "atn")
+    assert atn.cells["max_val_accuracy"].mean == 0.875 and atn.cells["max_val_accuracy"].best
+    assert "0.875 ± -" in to_markdown([view])  # accuracy keeps its own scale
