@@ -1,0 +1,204 @@
+"""``atnbench stats``, ``atnbench invariances`` and ``atnbench gradcheck``: why ATN behaves differently."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from atnbench.cli.app import app, err, out, user_errors
+from atnbench.store import DEFAULT_STORE
+
+
+def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
+    values = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise ValueError(f"--{what} takes whole numbers separated by commas, got {item!r}") from None
+        if value < minimum:
+            raise ValueError(f"--{what} values must be >= {minimum}, got {value}")
+        values.append(value)
+    if not values:
+        raise ValueError(f"--{what} needs at least one value")
+    return list(dict.fromkeys(values))
+
+
+def _g(value: float, digits: int = 3) -> str:
+    return f"{value:.{digits}g}"
+
+
+@app.command()
+@user_errors
+def stats(
+    k: str = typer.Option("5,25,55", "--k", help="ATN windows to compare with LN (comma-separated)."),
+    T: int = typer.Option(75, "--T", help="Adding-problem sequence length."),
+    iters: int = typer.Option(100, "--iters", help="Training steps before the recorded iteration (0: at initialisation)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed (model init and data)."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size (default: the adding preset's, 60)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the preset's, 50)."),
+    out_dir: Path = typer.Option(Path("atnbench-results") / "stats", "--out", help="Folder for the figures and CSV."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database that --from-run reads."),
+    from_run: Optional[list[str]] = typer.Option(None, "--from-run", help="Use this run's model from its checkpoint instead of training (repeatable)."),
+    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or mps."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+):
+    """Post-normalization mean and variance over time (ATN paper Sect. 5.2, Fig. 6).
+
+    Trains LN and ATN(k) LSTMs without trainable gain/bias on the adding problem (a short budget:
+    --iters), then records one training iteration through probes on every normalization.
+
+    Example: [bold]atnbench stats --k 5,25,55 --T 75 --iters 100[/]
+    """
+    from atnbench.analysis import stats as st
+    from atnbench.analysis.figures import write_term_figures
+    from atnbench.store import ResultsStore
+    from atnbench.zoo import resolve_device
+
+    if iters < 0:
+        raise ValueError(f"--iters must be >= 0, got {iters}")
+    torch_device = resolve_device(device)
+    models = []
+    if from_run:
+        with ResultsStore(store, create=False) as results:
+            for run_id in dict.fromkeys(from_run):
+                models.append(st.load_run(results, run_id, torch_device))
+    else:
+        for norm, window in [("ln", 1)] + [("atn", w) for w in _ints(k, "k")]:
+            config = st.stats_config(norm, window, T, iters, seed, hidden, batch_size)
+            label = st.model_label(norm, window)
+            if not quiet:
+                err.print(f"training {label}: {iters} steps, adding T={config.T}, hidden {config.hidden}, "
+                          f"batch {config.batch_size}, no gain/bias")
+            models.append(st.train_model(config, iters, torch_device, label))
+    series = [s for m in models for s in st.record_iteration(m)]
+
+    out_dir = Path(out_dir)
+    steps = {m.steps for m in models}
+    suffix = f" (after {steps.pop()} steps)" if len(steps) == 1 else ""
+    written = write_term_figures(series, out_dir, suffix)
+    written.append(st.write_csv(series, out_dir / "stats-series.csv"))
+    rows = st.summarize(series)
+    (out_dir / "stats-summary.json").write_text(json.dumps(rows, indent=2) + "\n")
+    written.append(out_dir / "stats-summary.json")
+
+    table = Table(title="post-normalization statistics over time (one training iteration)", box=box.SIMPLE_HEAD,
+                  pad_edge=False,
+                  caption="mean and variance across features at each step (batch-averaged): their std, min "
+                          "and max over the steps t; W_h h from step 1 (step 0 is W_h h_0 + b = b)")
+    for column in ("model", "term", "mean\nstd_t", "mean\nmin", "mean\nmax", "var\nstd_t", "var\nmin", "var\nmax"):
+        table.add_column(column, justify="left" if column in ("model", "term") else "right", no_wrap=True)
+    layers = {r["layer"] for r in rows}
+    for r in rows:
+        term = st.TERMS[r["term"]] + ("" if len(layers) == 1 else f" (layer {r['layer']})")
+        table.add_row(r["model"], term, *(_g(r[key], 2) for key in
+                                          ("mean_std", "mean_min", "mean_max", "var_std", "var_min", "var_max")))
+    out.print(table)
+    for path in written:
+        out.print(str(path), soft_wrap=True, highlight=False)
+
+
+@app.command()
+@user_errors
+def invariances(
+    json_out: bool = typer.Option(False, "--json", help="Print only the list of records as JSON."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the inputs and weights."),
+):
+    """Table 6 of the ATN paper (Appendix B), measured: which transformations leave each norm's output unchanged.
+
+    Layer level: norm(W x) as in Ba et al.'s Table 1; LSTM level: a NormLSTM's h with the
+    transformation on W_x and x. float64, eps 0; paper's claim beside each measured cell.
+    """
+    from atnbench.analysis import invariances as inv
+
+    records = inv.measure_all(seed)
+    if json_out:
+        print(json.dumps([r.to_dict() for r in records]))
+        return
+    disagreements = [r for r in records if r.agrees is False]
+    for level in inv.LEVELS:
+        chosen = [r for r in records if r.level == level]
+        norms = list(dict.fromkeys(r.norm for r in chosen))
+        what = ("norm(W x), Ba et al.'s layer" if level == "layer"
+                else "NormLSTM output h, transformation on W_x and x")
+        table = Table(title=f"Table 6 measured: {level} level ({what})", box=box.SIMPLE_HEAD,
+                      caption=f"each cell: measured / paper's claim (-: none), then the max |output change|; "
+                              f"invariant = change < {inv.TOLERANCE:g}; red: disagrees with the paper")
+        table.add_column("transformation", ratio=1)
+        for norm in norms:
+            table.add_column(norm.upper(), justify="center", no_wrap=True)
+        for transformation in inv.TRANSFORMATIONS:
+            cells = []
+            for norm in norms:
+                r = next(x for x in chosen if x.norm == norm and x.transformation == transformation)
+                measured = "Yes" if r.invariant else "No"
+                paper = "-" if r.paper is None else ("Yes" if r.paper else "No")
+                style = "bold white on red" if r.agrees is False else ("green" if r.agrees else "")
+                cell = Text(measured, style=style)
+                cell.append(f"/{paper}", style=style or "dim")
+                cell.append(f"\n{r.max_deviation:.0e}", style="dim")
+                if not r.clear:
+                    cell.append(" ?", style="yellow")
+                cells.append(cell)
+            table.add_row(transformation, *cells)
+        out.print(table)
+    if disagreements:
+        out.print(Text(f"{len(disagreements)} measured cell(s) disagree with Table 6:", style="bold red"))
+        for r in disagreements:
+            out.print(f"  {r.level} {r.norm}: {r.transformation}: measured "
+                      f"{'Yes' if r.invariant else 'No'}, paper {'Yes' if r.paper else 'No'}")
+    else:
+        out.print("every measured cell with a claim in Table 6 agrees with the paper")
+
+
+@app.command()
+@user_errors
+def gradcheck(
+    k: str = typer.Option("1,3,7", "--k", help="ATN windows to check (comma-separated)."),
+    T: int = typer.Option(20, "--T", help="Sequence length."),
+    n: int = typer.Option(8, "--n", help="Features per step."),
+    eps: float = typer.Option(1e-5, "--eps", help="Epsilon inside the square root."),
+    seed: int = typer.Option(0, "--seed", help="Random seed of the sequence and gain."),
+    tol: float = typer.Option(1e-8, "--tol", help="Largest error that passes."),
+):
+    """Proposition 1 (eqs. 11-13, in the form of eq. A10): closed-form dy_i(t)/da_i(t-m) vs autograd, float64.
+
+    Prints the maximum error per m; exit code 1 if any exceeds --tol.
+    """
+    from atnbench.analysis.gradcheck import check
+
+    if T < 1:
+        raise ValueError(f"--T must be >= 1, got {T}")
+    if n < 1:
+        raise ValueError(f"--n must be >= 1, got {n}")
+    if eps < 0:
+        raise ValueError(f"--eps must be >= 0, got {eps}")
+    results = [check(window, T, n, eps, seed) for window in _ints(k, "k")]
+    table = Table(title=f"Proposition 1 vs autograd (float64, T={T}, n={n}, eps={eps:g})", box=box.SIMPLE_HEAD,
+                  caption="error = max over t, i of |closed form - autograd|; eq. 13 as typeset "
+                          "(bracket closed early) for comparison")
+    for column in ("k", "m", "entries", "max error (A10)", "max error (eq. 13 typeset)"):
+        table.add_column(column, justify="right")
+    worst = 0.0
+    for result in results:
+        for e in result.per_m:
+            worst = max(worst, e.max_error)
+            style = "bold red" if e.max_error > tol else ""
+            table.add_row(str(e.k), str(e.m), str(e.entries), Text(f"{e.max_error:.2e}", style=style),
+                          f"{e.typeset_max_error:.2e}")
+    out.print(table)
+    outside = max(r.outside_window_max for r in results)
+    out.print(f"max |dy(t)/da(u)| outside the window (u > t or u <= t-k): {outside:.2e}")
+    passed = worst <= tol and outside <= tol
+    out.print(Text(f"{'PASS' if passed else 'FAIL'}: max error {worst:.2e} (tolerance {tol:g})",
+                   style="bold green" if passed else "bold red"))
+    if not passed:
+        raise typer.Exit(1)
