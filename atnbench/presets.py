@@ -110,7 +110,7 @@ def _fail(path: Path, key: str, expected: str) -> ConfigError:
     return ConfigError(f"{path}: key '{key}': {expected}")
 
 
-def _type_ok(expected: Any, value: Any) -> bool:
+def type_ok(expected: Any, value: Any) -> bool:
     options = typing.get_args(expected) or (expected,)
     if value is None:
         return type(None) in options
@@ -127,7 +127,7 @@ def _check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
         if key not in LAYER_FIELDS:
             raise _fail(path, f"{where}.{key}", f"unknown setting; expected one of: {', '.join(sorted(LAYER_FIELDS))}")
         expected = FIELD_TYPES[key]
-        if not _type_ok(expected, value):
+        if not type_ok(expected, value):
             name = " or ".join("null" if t is type(None) else t.__name__
                                for t in typing.get_args(expected) or (expected,))
             hint = ""
@@ -200,7 +200,10 @@ def resolve_preset(preset: TaskPreset, T: Optional[int] = None, variant: Optiona
         for replaced_by, replaced in (("epochs", "steps"), ("steps", "epochs")):
             if replaced_by in layer:
                 merged.pop(replaced, None)
+        options = {**(merged.get("options") or {}), **(layer.get("options") or {})}  # merged key by key
         merged.update(layer)
+        if options:
+            merged["options"] = options
     epochs = merged.pop("epochs", None)
     if epochs is not None:
         if not merged.get("steps_per_epoch"):

@@ -4,6 +4,8 @@ Precedence (later wins): built-in defaults < task preset (defaults, per_T, varia
 ``--config FILE`` < command-line flags. ``budget`` then shrinks the run proportionally
 (training steps, evaluation interval and validation set) so a paper protocol fits a laptop;
 the budget is part of the config, so shrunk runs are labelled and never mistaken for full ones.
+Settings that cannot change a run's numbers are canonicalised (``_canonicalise``), so the
+same experiment has the same run id whether it came from ``atnbench run`` or a sweep.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Optional
 import yaml
 
 from atnbench.config import ConfigError, RunConfig, build_config
+from atnbench.nn.schemes import get_scheme
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.tasks import get_task
 from atnbench.zoo import canonical_norm
@@ -65,6 +68,19 @@ def apply_budget(values: dict[str, Any], budget: float) -> dict[str, Any]:
     return values
 
 
+def _canonicalise(values: dict[str, Any], preset_k: int) -> None:
+    """One config, one run id: settings that cannot change the numbers take a fixed value.
+
+    k only matters to windowed norms (ATN), so elsewhere it stays the preset's; a
+    ``bias_inside`` equal to the norm's default is stored as the default (None).
+    """
+    scheme = get_scheme(values["norm"])
+    if not scheme.windowed:
+        values["k"] = preset_k
+    if values.get("bias_inside") is not None and values["bias_inside"] == scheme.bias_inside:
+        values["bias_inside"] = None
+
+
 def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Path] = None,
                 variant: Optional[str] = None, budget: Optional[float] = None) -> RunConfig:
     """The RunConfig for ``atnbench run TASK`` (and every run of a sweep)."""
@@ -77,14 +93,21 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
 
     values: dict[str, Any] = {"task": task.name, "T": T}
     values.update(_epochs_to_steps(resolve_preset(preset, T, variant)))
+    preset_k = values.get("k", RunConfig.k)
     per_epoch = values.get("steps_per_epoch")
     for layer in (file_values, flags):
         layer = dict(layer)
         if "epochs" in layer and "steps_per_epoch" not in layer:
             layer["steps_per_epoch"] = per_epoch
+        if not isinstance(layer.get("options") or {}, dict):
+            raise ConfigError(f"options must be a mapping of task settings, got {layer['options']!r}")
+        options = {**(values.get("options") or {}), **(layer.get("options") or {})}  # merged key by key
         values.update(_epochs_to_steps(layer))
+        if options:
+            values["options"] = options
     values["task"], values["T"], values["variant"] = task.name, int(values["T"]), variant
     values["norm"] = canonical_norm(values.get("norm", RunConfig.norm))
+    _canonicalise(values, preset_k)
     if values["T"] < task.min_T:
         raise ConfigError(f"T={values['T']} is too short for {task.name}: it needs T >= {task.min_T}")
     if budget is None:

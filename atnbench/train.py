@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from atnbench import schedule
 from atnbench.config import RunConfig
 from atnbench.nn import detach_state
 from atnbench.store import ResultsStore, environment
@@ -65,6 +66,8 @@ def make_optimizer(config: RunConfig, params) -> torch.optim.Optimizer:
 
 
 def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
+    if getattr(source, "build_model", None) is not None:  # a task with its own model (wikitext2)
+        return source.build_model(config)
     norm_options = dict(k=config.k, eps=config.eps, affine=config.affine)
     return SequenceModel(config.cell, config.norm, source.input_size, config.hidden, source.output_size,
                          layers=config.layers, embedding=source.vocab_size, bias_inside=config.bias_inside,
@@ -87,8 +90,9 @@ def evaluate(model, task, source: DataSource, split: str) -> tuple[float, Option
     total, count, correct, scored, state = 0.0, 0, 0, 0, None
     for batch in source.eval_batches(split):
         logits, state = model(batch.x, state if batch.carry else None)
-        total += task_loss(task, logits, batch.y).item() * batch.x.shape[1]
-        count += batch.x.shape[1]
+        scored_here = batch.y.numel()  # every scored step counts alike, whatever the segment's length
+        total += task_loss(task, logits, batch.y).item() * scored_here
+        count += scored_here
         if task.metric == "accuracy":
             scores = logits[-1] if task.target == "last" else logits
             correct += int((scores.argmax(-1) == batch.y).sum())
@@ -173,13 +177,14 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     torch.manual_seed(config.seed)
     source = make_source(task, config, device)
     model = build_model(config, source).to(device)
-    optimizer = make_optimizer(config, model.parameters())
+    optimizer = schedule.wrap(config, make_optimizer(config, model.parameters()), model.parameters(), source)
     step, wall_before, state = 0, 0.0, None
     if resume:
         step, wall_before, state = checkpoint.load(model, optimizer, source, device)
         store.truncate_evals(run_id, step)
     env = environment()
     env["device"] = str(device)
+    env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
     store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=not resume)
     params = count_parameters(model)
 
@@ -207,13 +212,15 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
             window_steps += 1
             reporter.step(step, value)
             if step % config.eval_every == 0 or step == config.steps:
-                val, metrics = evaluate_all(model, task, source)
+                with schedule.eval_weights(optimizer):  # ASGD's average once it has taken over
+                    val, metrics = evaluate_all(model, task, source)
                 if not math.isfinite(val):
                     raise Diverged(f"validation loss became {val} at step {step}")
                 train_loss = window_loss / window_steps
                 wall = wall_before + time.perf_counter() - started
                 store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
                 reporter.evaluated(step, train_loss, val)
+                schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
                 window_loss, window_steps = 0.0, 0
                 evals += 1
                 if evals % checkpoint_every == 0 and step < config.steps:

@@ -1,0 +1,251 @@
+"""``atnbench sweep``: the paper's tables and ablations as one command each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.store import DEFAULT_STORE
+
+# command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
+FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
+              "layers": "--layers", "batch_size": "--batch-size", "lr": "--lr", "optimizer": "--optimizer",
+              "momentum": "--momentum", "epochs": "--epochs", "steps": "--iters", "eval_every": "--eval-every",
+              "val_samples": "--val-samples", "clip": "--clip", "affine": "--affine/--no-affine",
+              "bias_inside": "--bias-inside/--bias-outside", "variant": "--variant"}
+
+
+def _duration(seconds: float) -> str:
+    hours = seconds / 3600
+    if hours >= 1:
+        return f"~{hours:.1f} CPU-h"
+    return f"~{max(seconds / 60, 0.1):.1f} CPU-min"
+
+
+def _k_text(config) -> str:
+    from atnbench.nn.schemes import SCHEMES
+
+    return str(config.k) if SCHEMES[config.norm].windowed else "-"
+
+
+def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]:
+    """Statuses from an existing store, without creating one."""
+    from atnbench.store import ResultsStore
+
+    if not Path(store).is_file():
+        return {}
+    with ResultsStore(store, create=False) as results:
+        return {run_id: results.status(run_id) for run_id in run_ids}
+
+
+def _left(status: Optional[str]) -> str:
+    return {"done": "done", "diverged": "diverged", "failed": "left (resume)", "running": "left (resume)"}.get(
+        status, "left")
+
+
+def _list_sweeps(budget, seeds, json_out: bool) -> None:
+    from atnbench.sweep import estimate_seconds, expand, list_sweeps, load_sweep
+
+    rows = []
+    for name in list_sweeps():
+        spec = load_sweep(name)
+        runs = expand(spec, budget=budget, seeds=seeds)
+        rows.append({"name": spec.name, "description": spec.description, "citation": spec.citation,
+                     "task": spec.task, "runs": len(runs), "cpu_hours": estimate_seconds([r.config for r in runs]) / 3600,
+                     "source": str(spec.source)})
+    if json_out:
+        print(json.dumps(rows))
+        return
+    table = Table(title="atnbench sweeps", caption="cost: a rough single-thread CPU estimate "
+                  "(steps x T x batch x hidden^2, calibrated on a laptop CPU; a factor 2-3 either way)"
+                  + (f"; budget {budget:g}" if budget else ""))
+    for column in ("sweep", "runs", "cost", "what it runs"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        what = row["description"] + (f"\n[dim]{row['citation']}[/]" if row["citation"] else "")
+        table.add_row(row["name"], str(row["runs"]), _duration(row["cpu_hours"] * 3600), what)
+    out.print(table)
+
+
+def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
+    from atnbench.sweep import estimate_seconds
+
+    statuses = _store_statuses(store, [run.run_id for run in runs])
+    if json_out:
+        print(json.dumps([{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
+                           "config": run.config.to_dict()} for run in runs]))
+        return
+    extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
+    left = [run for run in runs if statuses.get(run.run_id) not in ("done", "diverged")]
+    table = Table(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
+                  caption=f"{spec.description}\n{spec.source}; left to run: "
+                          f"{_duration(estimate_seconds([r.config for r in left]))} (rough)")
+    for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
+        table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left")
+    from atnbench.zoo import model_name
+
+    for i, run in enumerate(runs, 1):
+        c = run.config
+        status = statuses.get(run.run_id)
+        style = {"done": "green", "diverged": "yellow"}.get(status, "")
+        shown = _left(status)
+        values = []
+        for key in extra:
+            value = getattr(c, key)
+            if key == "bias_inside" and value is None:
+                from atnbench.nn.schemes import SCHEMES
+
+                value = SCHEMES[c.norm].bias_inside
+            values.append(str(value))
+        table.add_row(str(i), run.run_id, c.task, str(c.T), model_name(c.cell, c.norm), _k_text(c), *values,
+                      str(c.seed), str(c.steps), f"[{style}]{shown}[/]" if style else shown)
+    out.print(table)
+
+
+def _records(runs, store: Path) -> list[dict]:
+    from atnbench.config import build_config
+    from atnbench.store import ResultsStore
+    from atnbench.train import result_record
+
+    records = []
+    with ResultsStore(store, create=False) as results:
+        for run in runs:
+            row = results.get_run(run.run_id)
+            if row is None:
+                records.append({"run_id": run.run_id, "label": run.label, "status": "not-run"})
+            else:
+                records.append({**result_record(build_config(row.config), row.status, row.summary, row.error),
+                                "label": run.label})
+    return records
+
+
+def _summary(spec, result) -> Table:
+    table = Table(title=f"sweep {spec.name}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    rows = [("runs in the sweep", result.total),
+            ("already in the store (skipped)", len(result.skipped)),
+            ("done", result.count("done")), ("diverged", result.count("diverged")),
+            ("failed", result.count("failed")), ("interrupted", result.count("interrupted")),
+            ("not started", result.count("not-started"))]
+    for name, value in rows:
+        if value or name in ("runs in the sweep", "done", "failed"):
+            style = {"failed": "red", "diverged": "yellow", "interrupted": "yellow"}.get(name, "")
+            table.add_row(name, f"[{style}]{value}[/]" if style and value else str(value))
+    return table
+
+
+@app.command()
+@user_errors
+def sweep(
+    name: Optional[str] = typer.Argument(None, help="Sweep preset name (see --list) or path to a sweep YAML file."),
+    list_: bool = typer.Option(False, "--list", help="List the sweep presets with their size and a rough cost."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the expanded runs and what the store holds; run nothing."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
+    threads: int = typer.Option(1, "--threads", help="Torch threads per run (fixed per run, so results do not depend on --workers)."),
+    backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4 (default: the sweep's)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps (per worker)."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout (the runs' records) instead of tables."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run (unless the sweep varies it)."),
+    norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
+    k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run."),
+    cell: Optional[str] = typer.Option(None, "--cell", help="Run flag for every run."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Run flag for every run."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Run flag for every run."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Run flag for every run."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Run flag for every run."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run."),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run."),
+    iters: Optional[int] = typer.Option(None, "--iters", help="Run flag for every run (optimizer steps)."),
+    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Run flag for every run."),
+    val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Run flag for every run."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run."),
+    affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
+    bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
+    variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
+):
+    """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
+
+    Examples: [bold]atnbench sweep --list[/];  [bold]atnbench sweep k-ablation --budget 0.01 --dry-run[/];
+    [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
+    """
+    from atnbench.sweep import BACKENDS, expand, load_sweep, parse_seeds, run_sweep
+
+    seed_list = parse_seeds(seeds) if seeds is not None else None
+    if budget is not None and not 0 < budget <= 1:
+        fail(f"--budget must be in (0, 1], got {budget}")
+    if list_:
+        _list_sweeps(budget, seed_list, json_out)
+        return
+    if name is None:
+        fail("give a sweep name or file (atnbench sweep --list shows the presets)")
+    if backend not in BACKENDS:
+        fail(f"unknown --backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if address is not None and backend != "ray":
+        fail("--address is for --backend ray")
+    if workers is not None and workers < 1:
+        fail(f"--workers must be >= 1, got {workers}")
+    if threads < 1:
+        fail(f"--threads must be >= 1, got {threads}")
+    if backend == "ray" and workers is not None:
+        fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
+
+    spec = load_sweep(name)
+    overrides = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, hidden=hidden, layers=layers, batch_size=batch_size,
+                     lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
+                     steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
+                     bias_inside=bias_inside, variant=variant)
+    overrides = {key: value for key, value in overrides.items() if value is not None}
+    varied = set(spec.varied) | ({"steps", "epochs"} if {"steps", "epochs"} & set(spec.varied) else set())
+    for key in overrides:
+        if key in varied:
+            fail(f"{FLAG_NAMES[key]} would replace the values sweep {spec.name} varies ({key}); "
+                 f"edit a copy of {spec.source} instead")
+    runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
+    if backend == "local":
+        from atnbench.zoo import resolve_device
+
+        resolve_device(device)  # "cuda" on a machine without one: one line now, not N failed runs
+    if dry_run:
+        _dry_run(spec, runs, store, json_out)
+        return
+
+    if backend == "local" and workers is not None:
+        from atnbench.sweep.local import available_cores
+
+        cores = available_cores()
+        if workers * threads > cores:
+            err.print(f"[yellow]note:[/] {workers} workers x {threads} threads > {cores} cores: runs will compete for CPU")
+    result = run_sweep(spec, runs, store, backend=backend, workers=workers, threads=threads, device=device,
+                       address=address, quiet=quiet)
+    if json_out:
+        counts = {"runs": result.total, "skipped": len(result.skipped)}
+        counts.update({status: result.count(status) for status in
+                       ("done", "diverged", "failed", "interrupted", "not-started")})
+        print(json.dumps({"sweep": spec.name, "store": str(Path(store).absolute()), "counts": counts,
+                          "runs": _records(runs, store)}))
+    else:
+        out.print(_summary(spec, result))
+        for job, outcome in result.failures:  # one line each, whole: error messages get copied
+            out.print(f"[red]failed[/] {job.run_id} {job.label}: {outcome.get('error') or '-'}",
+                      soft_wrap=True, highlight=False)
+    if result.signal is not None:
+        import signal as signal_module
+
+        left = result.total - len(result.skipped) - result.count("done") - result.count("diverged") - result.count("failed")
+        err.print(f"stopped by {signal_module.Signals(result.signal).name}: {left} run(s) left; "
+                  f"run the same command again to resume")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

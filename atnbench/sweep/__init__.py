@@ -1,0 +1,65 @@
+"""Sweeps: many runs from one file, run locally (serially or in processes) or on Ray, resumable.
+
+    spec = load_sweep("k-ablation")            # sweeps/k-ablation.yaml, checked
+    runs = expand(spec, budget=0.01)           # PlannedRun(config, label), fixed order and ids
+    result = run_sweep(spec, runs, "results.db", workers=4)
+
+See ``spec`` for the file format, ``expand`` for canonical run ids, ``runner`` for skipping,
+resuming and stopping, ``local`` and ``ray_backend`` for who writes the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+from atnbench.sweep.expand import PlannedRun, estimate_seconds, expand
+from atnbench.sweep.runner import StopRequest, SweepOutcome, plan
+from atnbench.sweep.spec import SweepSpec, list_sweeps, load_sweep, parse_seeds
+
+BACKENDS = ("local", "ray")
+
+__all__ = ["BACKENDS", "PlannedRun", "SweepOutcome", "SweepSpec", "estimate_seconds", "expand", "list_sweeps",
+           "load_sweep", "parse_seeds", "run_sweep"]
+
+
+def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Path], backend: str = "local",
+              workers: Optional[int] = None, threads: int = 1, device: str = "cpu", address: Optional[str] = None,
+              quiet: bool = False, live: Optional[bool] = None) -> SweepOutcome:
+    """Run what the store does not hold yet; returns the counts, outcomes and exit code."""
+    from atnbench.store import ResultsStore
+    from atnbench.sweep import local
+    from atnbench.sweep.view import NoView, SweepView
+
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    store_path = Path(store_path).expanduser().absolute()
+    if backend == "ray":
+        from atnbench.sweep import ray_backend
+
+        ray_backend.import_ray()  # the install hint before the store is touched
+    with ResultsStore(store_path) as store:
+        jobs, skipped = plan(runs, store, spec.name)
+    result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs)
+    if not jobs:
+        return result
+    workers = workers or max(1, local.available_cores() // threads)
+    serial = backend == "local" and min(workers, len(jobs)) <= 1
+    owned = ray_backend.connect(address) if backend == "ray" else False  # ray.init replaces the SIGTERM handler,
+    labels = {run.run_id: run.label for run in runs}  # so ours go in after it
+    view = NoView() if quiet else SweepView(spec.name, len(runs), len(skipped), labels, live=live)
+    try:
+        with StopRequest(raise_on_second=serial) as stop:
+            if backend == "ray":
+                result.outcomes = ray_backend.run_ray(jobs, store_path, device, threads, view, stop)
+            elif serial:
+                result.outcomes = local.run_serial(jobs, store_path, device, threads, view, stop)
+            else:
+                result.outcomes = local.run_workers(jobs, store_path, device, workers, threads, view, stop)
+            unfinished = any(o["status"] in ("interrupted", "not-started") for o in result.outcomes.values())
+            result.signal = stop.signum if unfinished else None  # a signal after the last run is moot
+    finally:
+        view.close()
+        if owned:
+            ray_backend.disconnect()
+    return result

@@ -1,0 +1,138 @@
+"""A sweep file -> the list of run configs it stands for, in a fixed order with fixed run ids.
+
+Each run's settings are layered (later wins): the task preset (through ``resolve_run``) <
+``base`` < the grid point < the ``runs`` entry < command-line overrides, then ``--budget``
+shrinks it. Order: seeds outermost (an interrupted sweep has whole seeds done first), then grid
+points, then ``runs`` entries, each in file order.
+
+Canonical run ids: a setting that does not change the model must not split one run into
+several. ``k`` only enters the windowed normalizations (ATN, ATN-BN): for every other norm a
+sweep's k is dropped, so the run takes the k that ``atnbench run`` would give it (the task
+preset's for its T) and LSTM/LN runs are one run however many k values the sweep lists, and the
+same run as in every other sweep and as ``atnbench run`` with the same settings. Likewise a
+``bias_inside`` equal to the norm's default placement is stored as the default (null).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from atnbench.config import ConfigError, RunConfig
+from atnbench.sweep.spec import SweepSpec
+
+# Rough cost model for ``--list``: seconds per (sequence step x sample x hidden^2) of training,
+# measured with one torch thread on a 2-core x86 laptop-class CPU for ATN/BN-type LSTMs (the
+# plain LSTM's fused kernel and LN are cheaper). An evaluation sample costs about a third of a
+# training sample. Good to a factor of 2-3, no better: it ignores the machine and small-model
+# overheads.
+SECONDS_PER_UNIT = 3.5e-9
+NORM_COST = {"none": 0.15, "ln": 0.4}
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    config: RunConfig
+    label: str  # "copying T=100 atn k=45 seed=0": for tables and the live view
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id
+
+
+def merge_layers(*layers: dict[str, Any]) -> dict[str, Any]:
+    """Later layers win; a later ``epochs`` replaces an earlier ``steps`` and vice versa, and
+    ``options`` (task extras) merge key by key, as in task presets."""
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for given, replaced in (("epochs", "steps"), ("steps", "epochs")):
+            if given in layer:
+                merged.pop(replaced, None)
+        options = {**(merged.get("options") or {}), **(layer.get("options") or {})}
+        merged.update(layer)
+        if options:
+            merged["options"] = options
+    return merged
+
+
+def _product(mapping: dict[str, list]) -> list[dict[str, Any]]:
+    keys = list(mapping)
+    return [dict(zip(keys, values)) for values in itertools.product(*(mapping[k] for k in keys))]
+
+
+def points(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every combination of grid point and runs entry, before seeds, in file order."""
+    grid_points = _product(spec.grid) if spec.grid else [{}]
+    run_points = [point for entry in spec.runs for point in _product(entry)] or [{}]
+    return [{**g, **r} for g in grid_points for r in run_points]
+
+
+def canonical_config(task: str, settings: dict[str, Any], budget: Optional[float] = None) -> RunConfig:
+    """The RunConfig for one run of a sweep; ``k: T`` means the run's own T (windowed norms).
+
+    ``resolve_run`` canonicalises k for norms without a window and a default ``bias_inside``,
+    so runs shared between sweeps (and with ``atnbench run``) share their run id.
+    """
+    from atnbench.runspec import resolve_run
+
+    flags = dict(settings)
+    if flags.get("k") == "T":
+        del flags["k"]
+        config = resolve_run(task, flags, budget=budget)
+        return resolve_run(task, {**flags, "k": config.T}, budget=budget)
+    return resolve_run(task, flags, budget=budget)
+
+
+def run_label(config: RunConfig, extra: tuple[str, ...] = ()) -> str:
+    from atnbench.nn.schemes import SCHEMES
+    from atnbench.zoo import model_name
+
+    scheme = SCHEMES[config.norm]
+    parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]
+    if scheme.windowed:
+        parts.append(f"k={config.k}")
+    for key in extra:
+        value = getattr(config, key)
+        if key == "bias_inside" and value is None:
+            value = scheme.bias_inside
+        parts.append(f"{key}={value}")
+    parts.append(f"seed={config.seed}")
+    return " ".join(parts)
+
+
+def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tuple[int, ...]] = None,
+           overrides: Optional[dict[str, Any]] = None) -> list[PlannedRun]:
+    """The sweep's runs, deduplicated by run id (first occurrence kept), in a fixed order.
+
+    ``overrides`` (command-line run flags) apply to every run; ``budget`` and ``seeds`` replace
+    the file's. Any run that cannot be configured is a ConfigError naming the sweep file.
+    """
+    overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
+    extra = tuple(key for key in spec.varied if key not in ("T", "norm", "k", "seed", "task"))
+    planned: dict[str, PlannedRun] = {}
+    for seed in (seeds or spec.seeds):
+        for point in points(spec):
+            settings = merge_layers(spec.base, point, overrides, {"seed": seed})
+            try:
+                config = canonical_config(spec.task, settings, budget)
+            except (ConfigError, ValueError) as err:
+                described = " ".join(f"{key}={value}" for key, value in {**point, "seed": seed}.items())
+                message = str(err).splitlines()[0] if str(err) else type(err).__name__
+                raise ConfigError(f"{spec.source}: run {described}: {message}") from None
+            if config.run_id not in planned:
+                planned[config.run_id] = PlannedRun(config, run_label(config, extra))
+    return list(planned.values())
+
+
+def estimate_seconds(configs: list[RunConfig]) -> float:
+    """Rough single-thread CPU seconds for the runs (see SECONDS_PER_UNIT)."""
+    from atnbench.tasks import get_task
+
+    total = 0.0
+    for c in configs:
+        length = get_task(c.task).seq_len(c.T)
+        samples = c.steps * c.batch_size + (c.steps / c.eval_every) * c.val_samples / 3
+        total += samples * length * c.hidden ** 2 * c.layers * NORM_COST.get(c.norm, 1.0)
+    return total * SECONDS_PER_UNIT

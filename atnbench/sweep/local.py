@@ -1,0 +1,155 @@
+"""Local backend: runs one after another in this process, or N at a time in worker processes.
+
+Who writes the store: each worker process opens the shared SQLite store itself and trains into
+it, exactly as ``atnbench run`` does. The store is built for that (WAL journaling, BEGIN
+IMMEDIATE with a 30 s busy timeout; a run writes one small row per evaluation), and it keeps
+one code path for everything around a run: the curve is visible to readers while the run is
+going, an interrupted run leaves its partial curve and its checkpoint in place beside the store,
+and a resume (from any backend, or from ``atnbench run --resume``) finds them there. Sending
+results back for the parent to write would mean shipping partial curves and checkpoints around
+for nothing on one machine; that is what the Ray backend does, because there the workers share
+no filesystem with the store.
+
+Threads: every run trains with ``threads`` torch threads (default 1) whatever the number of
+workers. On CPU some kernels (LayerNorm's backward among them) sum in a thread-count-dependent
+order, so a run's numbers depend, in the last bits, on its thread count; fixing it per run keeps
+serial, ``--workers N`` and Ray results identical and a resumed run equal to an uninterrupted
+one. Processes use the spawn start method (no forked torch/OpenMP state).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue as queue_module
+import signal
+from concurrent.futures import FIRST_COMPLETED, CancelledError, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from atnbench.store import ResultsStore
+from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, SweepInterrupted, execute, mark_lost
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:
+    """Every job in this process, in order; returns run_id -> outcome."""
+    import torch
+
+    outcomes: dict[str, dict] = {}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with ResultsStore(store_path) as store:
+            for job in jobs:
+                if stop.requested:
+                    break
+                reporter = EventReporter(job.run_id, view.event, lambda: stop.requested)
+                outcome = execute(job, store, device, reporter)
+                outcomes[job.run_id] = outcome
+                view.finished(job.run_id, outcome)
+    except SweepInterrupted:  # a second signal landed between runs
+        pass
+    finally:
+        torch.set_num_threads(previous)
+    for job in jobs:
+        outcomes.setdefault(job.run_id, {"run_id": job.run_id, "status": NOT_STARTED})
+    return outcomes
+
+
+# -- worker processes ---------------------------------------------------------------------------
+
+_EVENTS = None  # the parent's event queue
+_STOP = None  # the parent's stop event
+_SIGNALLED = False  # this worker itself got SIGINT/SIGTERM (e.g. Ctrl-C reaches the whole group)
+
+
+def _on_signal(signum, frame):
+    global _SIGNALLED
+    _SIGNALLED = True
+
+
+def _init_worker(events, stop, threads: int) -> None:
+    global _EVENTS, _STOP
+    _EVENTS, _STOP = events, stop
+    # The parent coordinates the stop; a signal here only makes the current run stop cleanly.
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _should_stop() -> bool:
+    return _SIGNALLED or _STOP.is_set()
+
+
+def _emit(*event) -> None:
+    _EVENTS.put(event)
+
+
+def _work(job: Job, store_path: str, device: str) -> dict:
+    if _should_stop():
+        return {"run_id": job.run_id, "status": NOT_STARTED}
+    with ResultsStore(store_path) as store:
+        return execute(job, store, device, EventReporter(job.run_id, _emit, _should_stop))
+
+
+def _drain(events, view) -> None:
+    while True:
+        try:
+            event = events.get_nowait()
+        except (queue_module.Empty, EOFError, OSError):
+            return
+        view.event(*event)
+
+
+def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, threads: int, view,
+                stop: StopRequest) -> dict:
+    """The jobs on ``workers`` spawned processes; returns run_id -> outcome."""
+    context = multiprocessing.get_context("spawn")
+    events, stop_event = context.Queue(), context.Event()
+    outcomes: dict[str, dict] = {}
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
+                               initializer=_init_worker, initargs=(events, stop_event, threads))
+    futures = {pool.submit(_work, job, str(store_path), device): job for job in jobs}
+    pending = set(futures)
+    aborted = False
+    try:
+        while pending:
+            done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+            _drain(events, view)
+            for future in done:
+                job = futures[future]
+                try:
+                    outcome = future.result()
+                except CancelledError:
+                    outcome = {"run_id": job.run_id, "status": NOT_STARTED}
+                except BrokenProcessPool as err:
+                    message = f"worker process died: {err}".splitlines()[0]
+                    mark_lost(store_path, job, message)
+                    outcome = {"run_id": job.run_id, "status": "failed", "error": message}
+                outcomes[job.run_id] = outcome
+                view.finished(job.run_id, outcome)
+            if stop.requested and not stop_event.is_set():
+                stop_event.set()  # running jobs stop at their next step, queued ones do not start
+                for future in pending:
+                    future.cancel()
+            if stop.hard:
+                aborted = True
+                for process in list(getattr(pool, "_processes", {}).values()):
+                    process.terminate()  # their runs stay 'running' and resume from the last checkpoint
+                for future in pending:
+                    outcomes[futures[future].run_id] = {"run_id": futures[future].run_id, "status": "interrupted"}
+                break
+    finally:
+        stop_event.set()  # after an unexpected error too: do not wait for whole runs to finish
+        pool.shutdown(wait=not aborted, cancel_futures=True)
+        _drain(events, view)
+    return outcomes

@@ -1,0 +1,193 @@
+"""What every backend shares: the plan (skip, resume, run), one run's execution, stopping.
+
+Plan: a run the store holds as ``done`` or ``diverged`` is skipped (rerunning it would give the
+same numbers); a ``failed`` or ``running`` one (interrupted, crashed) is resumed from its
+checkpoint (from scratch if it has none); anything else runs fresh.
+
+Stopping: SIGINT and SIGTERM set a flag (``StopRequest``); the backend passes it on to its
+runs, which stop at their next training step by raising ``SweepInterrupted`` inside ``train``
+(a ``KeyboardInterrupt``: the run is recorded as failed/"interrupted" with its checkpoint kept),
+and no new run starts. A second signal aborts at once. The sweep exits with 128 + the signal
+number; the same command resumes it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from atnbench.config import build_config
+from atnbench.store import ResultsStore, environment
+from atnbench.sweep.expand import PlannedRun
+
+# outcomes of one attempt, besides the store's statuses done / diverged / failed
+INTERRUPTED = "interrupted"  # stopped mid-run by a signal: recorded as failed, resumable
+NOT_STARTED = "not-started"  # the sweep was stopped before this run began
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Raised inside a run's training loop when the sweep is asked to stop."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run to execute: plain data, so it pickles to a worker process or a Ray task."""
+
+    run_id: str
+    config: dict
+    label: str
+    sweep: str
+    resume: bool = False
+
+
+@dataclass
+class SweepOutcome:
+    total: int
+    skipped: list[tuple[PlannedRun, str]]  # (run, status already in the store)
+    outcomes: dict[str, dict] = field(default_factory=dict)  # run_id -> execute()'s result
+    jobs: list[Job] = field(default_factory=list)
+    signal: Optional[int] = None
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes.values() if o["status"] == status)
+
+    @property
+    def failures(self) -> list[tuple[Job, dict]]:
+        by_id = {job.run_id: job for job in self.jobs}
+        return [(by_id[run_id], o) for run_id, o in self.outcomes.items() if o["status"] == "failed"]
+
+    @property
+    def exit_code(self) -> int:
+        if self.signal is not None:
+            return 128 + self.signal
+        return 1 if self.failures else 0
+
+
+def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str) -> tuple[list[Job], list[tuple[PlannedRun, str]]]:
+    """Split the sweep into runs to execute and runs the store already finished.
+
+    A finished run found in the store joins this sweep's membership, so ``runs(sweep=...)``
+    lists the whole sweep even when its runs came from another sweep or ``atnbench run``.
+    """
+    jobs, skipped = [], []
+    for run in runs:
+        status = store.status(run.run_id)
+        if status in ("done", "diverged"):
+            store.add_to_sweep(sweep, run.run_id)
+            skipped.append((run, status))
+        else:
+            jobs.append(Job(run.run_id, run.config.to_dict(), run.label, sweep, resume=status is not None))
+    return jobs, skipped
+
+
+def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
+    """Train one job into ``store``; never raises for a run's own failure.
+
+    Returns {"run_id", "status", "error"?, "min_val_loss"?, "steps"?} with status done,
+    diverged, failed or interrupted.
+    """
+    from atnbench.train import train
+    from atnbench.zoo import resolve_device
+
+    config = build_config(job.config)
+    if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
+        raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
+    try:
+        record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep)
+    except KeyboardInterrupt:
+        return {"run_id": job.run_id, "status": INTERRUPTED}
+    except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
+        message = f"{type(err).__name__}: {err}".splitlines()[0]
+        if store.status(job.run_id) in (None, "running"):  # failed before train could record it
+            store.start_run(job.run_id, config.to_dict(), environment(device), sweep=job.sweep)
+            store.finish_run(job.run_id, "failed", {}, error=message)
+        return {"run_id": job.run_id, "status": "failed", "error": message}
+    outcome = {"run_id": job.run_id, "status": record["status"], "min_val_loss": record.get("min_val_loss"),
+               "steps": record.get("steps"), "wall_s": record.get("wall_s")}
+    if record.get("error"):
+        outcome["error"] = record["error"]
+    return outcome
+
+
+class EventReporter:
+    """A ``train`` reporter that forwards progress as events and stops the run on request.
+
+    ``emit(run_id, kind, a, b)`` receives ("start", total, done), ("step", step, loss) at most
+    every ``interval`` seconds, and ("eval", step, (train_loss, val_loss)); ``should_stop()`` is
+    asked at every step.
+    """
+
+    def __init__(self, run_id: str, emit: Callable[..., None], should_stop: Callable[[], bool],
+                 interval: float = 0.25):
+        self.run_id, self.emit, self.should_stop, self.interval = run_id, emit, should_stop, interval
+        self.last = 0.0
+
+    def start(self, run_id, total, done):
+        self.emit(self.run_id, "start", total, done)
+
+    def step(self, step, loss):
+        if self.should_stop():
+            raise SweepInterrupted
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            self.emit(self.run_id, "step", step, loss)
+
+    def evaluated(self, step, train_loss, val_loss):
+        self.emit(self.run_id, "eval", step, (train_loss, val_loss))
+
+    def finish(self, status):
+        pass  # the backend reports the outcome itself, with the result
+
+
+class StopRequest:
+    """SIGINT/SIGTERM -> a flag (first signal) or an immediate interrupt (second signal).
+
+    The handler only sets attributes (it may run between any two bytecodes, so it takes no
+    locks); backends poll ``requested``. ``raise_on_second``: a second signal raises
+    ``SweepInterrupted`` in the main thread (used when runs train in this process).
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, raise_on_second: bool = False):
+        self.signum: Optional[int] = None
+        self.hard = False
+        self.raise_on_second = raise_on_second
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def _handle(self, signum, frame):
+        if self.signum is None:
+            self.signum = signum
+            return
+        self.hard = True
+        if self.raise_on_second:
+            raise SweepInterrupted
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        return False
+
+
+def mark_lost(store_path: Path, job: Job, message: str) -> None:
+    """A run whose worker died without recording it: mark its row failed (resumable)."""
+    with ResultsStore(store_path) as store:
+        if store.status(job.run_id) in (None, "running"):
+            store.start_run(job.run_id, job.config, environment(), sweep=job.sweep)
+            store.finish_run(job.run_id, "failed", {}, error=message)

@@ -1,0 +1,93 @@
+"""IMDB sentiment classification, the BLN paper's RNN experiment (Ziaee & Cano, Sect. 4.2).
+
+Recipe: a review's tokens (``atnbench/data/imdb.py``) through an embedding
+(``options.embedding``, default 128) and a normalized LSTM; the last step's output scores
+positive vs negative (cross-entropy; accuracy reported, on the whole test split as the paper
+does). Reviews are cut or left-padded with ``<pad>`` to T tokens, keeping their last T (so
+the last step has read the end of every review; Keras' ``pad_sequences`` defaults).
+
+The paper states Adam, eps = 1e-4 in every normalization, batch sizes 1 and 25, and training
+on 20% of the training split (the ``bln-20pct`` preset variant; ``options.train_fraction``);
+it does not give the network's sizes, review length, vocabulary or epochs (its Fig. 5 is not
+in the text), so the preset's are assumptions, named there.
+
+Splits: the training split is shuffled once in a fixed order (seed 0, the same for every run;
+the Hub copy is sorted by label); its last ``val_size`` reviews (default min(2500, N // 10))
+are the validation set, of which the first ``val_samples`` are scored; training uses the first
+``train_fraction`` of the whole split (default: everything but the validation reviews). The
+test split is scored whole, in a fixed shuffled order (batch statistics never see a batch of
+one class only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from atnbench.config import ConfigError
+from atnbench.data.common import generator
+from atnbench.tasks.registry import TaskSpec
+
+
+def make_batch(generator, batch_size, T):
+    raise RuntimeError("imdb reads IMDB reviews: its batches come from make_source(config, device)")
+
+
+def pad_left(reviews: list[list[int]], T: int, pad: int = 0) -> torch.Tensor:
+    """(N, T) int64: each review's last T ids, left-padded with ``pad``."""
+    out = torch.full((len(reviews), T), pad, dtype=torch.long)
+    for i, ids in enumerate(reviews):
+        ids = ids[-T:]
+        if ids:
+            out[i, T - len(ids):] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def make_source(config, device: torch.device):
+    from atnbench.data.imdb import load_imdb
+    from atnbench.tasks.real import ClassificationSource
+
+    options = config.options
+    data, vocab = load_imdb(options)
+    train_reviews, train_labels = data["train"]
+    n = len(train_labels)
+    val_size = int(options.get("val_size", min(2500, n // 10)))
+    if not 0 < val_size < n:
+        raise ConfigError(f"imdb: val_size must be in 1..{n - 1} for {n} training reviews, got {val_size}")
+    fraction = float(options.get("train_fraction", 1.0))
+    n_train = n - val_size if fraction >= 1 else int(round(fraction * n))
+    if not 0 < n_train <= n - val_size:
+        raise ConfigError(f"imdb: train_fraction {fraction} gives {n_train} reviews; "
+                          f"at most {n - val_size} are left beside the {val_size} validation reviews")
+    shuffle = torch.randperm(n, generator=generator(0, "imdb:split"))
+    x = pad_left(train_reviews, config.T)[shuffle]
+    y = torch.tensor(train_labels, dtype=torch.long)[shuffle]
+    scored = min(val_size, config.val_samples)
+    test_reviews, test_labels = data["test"]
+    test_order = torch.randperm(len(test_labels), generator=generator(0, "imdb:test-order"))
+    split = {
+        "train": (x[:n_train], y[:n_train]),
+        "val": (x[n - val_size: n - val_size + scored], y[n - val_size: n - val_size + scored]),
+        "test": (pad_left(test_reviews, config.T)[test_order], torch.tensor(test_labels, dtype=torch.long)[test_order]),
+    }
+    return ClassificationSource("imdb", split, config, device, input_size=int(options.get("embedding", 128)),
+                                output_size=2, vocab_size=len(vocab))
+
+
+SPEC = TaskSpec(
+    name="imdb",
+    description="classify IMDB movie reviews as positive or negative (embedding + normalized LSTM, T tokens)",
+    measures="cross-entropy of the last step's sentiment prediction (accuracy reported); guessing scores ln 2",
+    input_size=128,  # the embedding size (options.embedding)
+    output_size=2,
+    loss="ce",
+    target="last",
+    make_batch=make_batch,
+    baseline=lambda T: math.log(2),
+    min_T=1,
+    seq_len=lambda T: T,
+    reference="Ziaee & Cano (2023), Sect. 4.2 (protocol of Sect. 4); Maas et al. (2011)",
+    make_source=make_source,
+    metric="accuracy",
+)

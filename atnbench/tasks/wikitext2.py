@@ -1,0 +1,121 @@
+"""WikiText-2 word-level language modelling, the ATN paper's Sect. 4.2.3 (Table 5).
+
+The paper trains AWD-LSTM (Merity et al. 2018) with its LSTMs normalized: three layers,
+embedding 400, hidden 1150, BPTT 70, batch 32, gradient-norm clipping 0.25, SGD at lr 30
+(no momentum, no decay) switched to averaged SGD by the non-monotone criterion with n = 5
+(``options.asgd_switch``, ``atnbench/schedule.py``), k = 25, 500 epochs; perplexity on the
+validation and test streams (exp of the cross-entropy per word).
+
+The model here (``AWDStyleLM``) keeps AWD-LSTM's shape: embedding 400 -> normalized LSTM
+1150 -> 1150 -> 400 (the last layer is the embedding size, ``options.last_hidden``) -> a
+decoder tied to the embedding (``options.tie_weights``), embeddings initialised U(-0.1, 0.1);
+``layers`` and ``hidden`` come from the run config. Of AWD-LSTM's regularisers it keeps the
+dropouts: embedding dropout (``dropoute`` 0.1, whole words), locked (variational) dropout on
+the embedding output (``dropouti`` 0.65), between layers (``dropouth`` 0.2, the WikiText-2
+setting) and on the last layer's output (``dropout`` 0.4). Left out: DropConnect on the
+hidden-to-hidden weights (``wdrop`` 0.5), activation regularisation (AR, alpha 2) and temporal
+activation regularisation (TAR, beta 1), weight decay 1.2e-6, the randomised BPTT length
+(70, or 35 with probability 0.05, +-5), the learning-rate rescaling by sequence length, the
+fine-tuning stage, and evaluation batch sizes 10 / 1 (``options.eval_batch_size`` sets
+one; the training batch size by default). Expect perplexities above the paper's.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from atnbench.tasks.registry import TaskSpec
+
+DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
+
+
+def make_batch(generator, batch_size, T):
+    raise RuntimeError("wikitext2 reads WikiText-2: its batches come from make_source(config, device)")
+
+
+def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """One dropout mask per sequence, the same at every step (variational dropout)."""
+    if not training or p == 0:
+        return x
+    mask = x.new_empty(1, *x.shape[1:]).bernoulli_(1 - p) / (1 - p)
+    return x * mask
+
+
+class AWDStyleLM(nn.Module):
+    """Embedding -> stacked normalized LSTMs of their own widths -> decoder (tied by default)."""
+
+    def __init__(self, config, vocab_size: int, embedding: int, last_hidden: int, tie_weights: bool = True,
+                 **dropouts: float):
+        super().__init__()
+        from atnbench.zoo import CELLS
+
+        if tie_weights and last_hidden != embedding:
+            raise ValueError(f"tied weights need last_hidden == embedding, got {last_hidden} and {embedding}")
+        self.dropouts = {**DROPOUTS, **dropouts}
+        self.embed = nn.Embedding(vocab_size, embedding)
+        sizes = [embedding] + [config.hidden] * (config.layers - 1) + [last_hidden]
+        norm_options = dict(k=config.k, eps=config.eps, affine=config.affine)
+        self.rnns = nn.ModuleList(
+            CELLS[config.cell](sizes[i], sizes[i + 1], num_layers=1, norm=config.norm,
+                               bias_inside=config.bias_inside, **norm_options)
+            for i in range(config.layers)
+        )
+        self.head = nn.Linear(last_hidden, vocab_size)
+        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+        nn.init.zeros_(self.head.bias)
+        if tie_weights:
+            self.head.weight = self.embed.weight
+        else:
+            nn.init.uniform_(self.head.weight, -0.1, 0.1)
+
+    def forward(self, x: Tensor, state=None):
+        d = self.dropouts
+        weight = self.embed.weight
+        if self.training and d["dropoute"] > 0:  # drop whole words: rows of the embedding
+            keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1 - d["dropoute"]) / (1 - d["dropoute"])
+            weight = weight * keep
+        h = locked_dropout(F.embedding(x, weight), d["dropouti"], self.training)
+        states = []
+        for i, rnn in enumerate(self.rnns):
+            h, layer_state = rnn(h, None if state is None else state[i])
+            states.append(layer_state)
+            last = i == len(self.rnns) - 1
+            h = locked_dropout(h, d["dropout"] if last else d["dropouth"], self.training)
+        return self.head(h), tuple(states)
+
+
+def make_source(config, device: torch.device):
+    from atnbench.data.wikitext import load_wikitext2
+    from atnbench.tasks.real import LMSource
+
+    options = config.options
+    embedding = int(options.get("embedding", 400))
+    last_hidden = int(options.get("last_hidden", embedding))
+    tie = bool(options.get("tie_weights", True))
+    dropouts = {key: float(options[key]) for key in DROPOUTS if key in options}
+    ids, vocab = load_wikitext2(options)
+
+    def build_model(run_config):
+        return AWDStyleLM(run_config, len(vocab), embedding, last_hidden, tie, **dropouts)
+
+    return LMSource("wikitext2", ids, vocab, config, device, input_size=embedding, model_factory=build_model)
+
+
+SPEC = TaskSpec(
+    name="wikitext2",
+    description="predict the next word of WikiText-2 with a 3-layer AWD-style LSTM (BPTT T, state carried)",
+    measures="cross-entropy per word in nats; perplexity (ppl) on validation and test reported",
+    input_size=400,  # the embedding size (options.embedding)
+    output_size=33278,  # wikitext-2-v1's vocabulary; the source counts the real one
+    loss="ce",
+    target="all",
+    make_batch=make_batch,
+    baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
+    min_T=1,
+    seq_len=lambda T: T,
+    reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 4.2.3 and Table 5; Merity, Keskar & Socher (2018)",
+    make_source=make_source,
+    metric="ppl",
+)

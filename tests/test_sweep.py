@@ -1,0 +1,435 @@
+"""`atnbench sweep`: expansion, presets, skipping, interrupt + resume, workers, Ray, bad files.
+
+Every sweep here is tiny (T=8, hidden 8, batch 4, a few steps), so the file runs in well under
+a minute on 2 cores; the interrupt tests run the CLI in a subprocess and signal it only once the
+store shows a run in progress with a checkpoint, so they do not depend on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.config import ConfigError
+from atnbench.runspec import resolve_run
+from atnbench.store import ResultsStore
+from atnbench.sweep import expand, load_sweep
+
+runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
+
+TINY = """\
+name: tiny
+description: a tiny sweep for the tests
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, steps: 6, eval_every: 2, val_samples: 8}
+grid:
+  norm: [none, ln, atn]
+  k: [3, 5]
+seeds: [0, 1]
+"""  # 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
+
+# a short run, a long one to interrupt, another short one
+KILL = """\
+name: kill
+description: interrupt me
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, eval_every: 25, val_samples: 8}
+runs:
+  - {norm: none, steps: 20}
+  - {norm: ln, steps: 3000}
+  - {norm: atn, k: 3, steps: 20}
+seeds: [0]
+"""
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def snapshot(store: Path) -> dict:
+    """Everything a sweep leaves in the store that must not depend on how it ran."""
+    with ResultsStore(store, create=False) as results:
+        return {
+            run.run_id: {
+                "status": run.status, "config": run.config, "sweeps": results.sweeps(run.run_id),
+                "curve": [(p.step, p.train_loss, p.val_loss, p.metrics) for p in results.curve(run.run_id)],
+                "summary": {k: v for k, v in run.summary.items() if k not in ("wall_s", "steps_per_s")},
+            }
+            for run in results.runs()
+        }
+
+
+@pytest.fixture
+def away(tmp_path, monkeypatch):
+    """Run from an empty folder, so only the package's own presets are found."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --- expansion -------------------------------------------------------------------------------------
+
+def test_expansion_is_deterministic_and_does_not_split_runs_on_k(tmp_path):
+    path = write(tmp_path, "tiny.yaml", TINY)
+    first = expand(load_sweep(path))
+    again = expand(load_sweep(str(path)))
+    assert [r.run_id for r in first] == [r.run_id for r in again]
+    assert [r.config for r in first] == [r.config for r in again]
+    assert [(r.config.norm, r.config.k, r.config.seed) for r in first] == [
+        ("none", 10, 0), ("ln", 10, 0), ("atn", 3, 0), ("atn", 5, 0),
+        ("none", 10, 1), ("ln", 10, 1), ("atn", 3, 1), ("atn", 5, 1),
+    ]  # seeds outermost; k of lstm/ln is what `atnbench run` would use (the preset's, here the default)
+    assert first[1].label == "adding T=8 ln seed=0" and first[2].label == "adding T=8 atn k=3 seed=0"
+    # the same run id as `atnbench run` with the same settings
+    same = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 6, "eval_every": 2,
+                                  "val_samples": 8, "norm": "ln"})
+    assert first[1].run_id == same.run_id
+    # --seeds, --budget and run flags pass through
+    other = expand(load_sweep(path), budget=0.5, seeds=(7,), overrides={"lr": 0.01})
+    assert [r.config.seed for r in other] == [7] * 4
+    assert all(r.config.budget == 0.5 and r.config.steps == 3 and r.config.lr == 0.01 for r in other)
+
+
+def test_k_T_and_bias_inside_canonicalisation(tmp_path):
+    path = write(tmp_path, "s.yaml", """\
+        description: k = T and the default bias placement
+        task: adding
+        base: {T: 12}
+        grid:
+          norm: [ln, atn]
+          bias_inside: [true, false]
+        runs:
+          - {k: T}
+        seeds: [0]
+        """)
+    runs = expand(load_sweep(path))
+    assert [(r.config.norm, r.config.k, r.config.bias_inside) for r in runs] == [
+        ("ln", 10, None), ("ln", 10, False), ("atn", 12, None), ("atn", 12, False)]  # ln: the default k
+    assert runs[0].run_id == resolve_run("adding", {"T": 12, "norm": "ln"}).run_id
+
+
+# --- shipped presets --------------------------------------------------------------------------------
+
+SIZES = {"k-ablation": 15, "norm-ablation": 21, "table1-copying": 18, "table2-adding": 18, "table3-denoise": 18,
+         "bias-placement": 12, "k-scan": 24}
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_shipped_presets_load_and_expand(away, name):
+    spec = load_sweep(name)
+    assert spec.source.parent == REPO / "sweeps" and spec.description and spec.citation
+    runs = expand(spec)
+    assert len(runs) == SIZES[name] and len({r.run_id for r in runs}) == len(runs)
+    assert sorted({r.config.seed for r in runs}) == [0, 1, 2]
+    assert all(r.config.budget == 1.0 for r in runs)
+
+
+def test_preset_contents_follow_the_paper(away):
+    def cells(name):
+        return {(r.config.T, r.config.norm, r.config.k if r.config.norm == "atn" else None)
+                for r in expand(load_sweep(name))}
+
+    lstm_ln = {(T, norm, None) for T in (100, 200) for norm in ("none", "ln")}
+    assert cells("table1-copying") == lstm_ln | {(100, "atn", 45), (200, "atn", 45)}
+    assert cells("table2-adding") == lstm_ln | {(100, "atn", 25), (200, "atn", 5)}
+    assert cells("table3-denoise") == lstm_ln | {(100, "atn", 20), (200, "atn", 60)}
+    assert cells("k-ablation") == {(100, "none", None), (100, "ln", None)} | {(100, "atn", k) for k in (25, 45, 65)}
+    assert {r.config.k for r in expand(load_sweep("k-scan"))} == {1, 2, 5, 10, 25, 45, 65, 100}
+    assert {r.config.norm for r in expand(load_sweep("norm-ablation"))} == {
+        "none", "ln", "atn", "atn-bn", "bn", "bn-input", "bln"}
+    # the same run shared between sweeps (one row in the store, listed by both)
+    shared = {r.run_id for r in expand(load_sweep("table2-adding"))}
+    bias = expand(load_sweep("bias-placement"))
+    assert sum(r.run_id in shared for r in bias) == 6  # bias inside = LN's and ATN's default
+    assert {r.run_id for r in expand(load_sweep("k-ablation")) if r.config.norm != "atn"} <= \
+        {r.run_id for r in expand(load_sweep("table1-copying"))}
+
+
+def test_list_and_dry_run_write_nothing(away):
+    listed = invoke("sweep", "--list", "--json")
+    assert listed.exit_code == 0, listed.output
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert {name: row["runs"] for name, row in rows.items()} == SIZES
+    assert all(row["cpu_hours"] > 0 for row in rows.values())
+    table = invoke("sweep", "--list")
+    assert table.exit_code == 0 and "k-ablation" in table.stdout and "CPU-h" in table.stdout
+    store = away / "r.db"
+    dry = invoke("sweep", "k-ablation", "--dry-run", "--budget", "0.01", "--store", store)
+    assert dry.exit_code == 0, dry.output
+    assert "15 runs" in dry.stdout and dry.stdout.count("left") >= 15
+    assert not store.exists()
+
+
+# --- running -----------------------------------------------------------------------------------------
+
+def run_json(*args) -> dict:
+    result = invoke("sweep", *args, "--json", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_second_invocation_runs_nothing(tmp_path):
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    first = run_json(path, "--store", store, "--workers", "1")
+    assert first["counts"]["done"] == 8 and first["counts"]["skipped"] == 0
+    assert all(r["status"] == "done" and r["steps"] == 6 for r in first["runs"])
+    before = snapshot(store)
+    with ResultsStore(store, create=False) as results:
+        stamps = {run.run_id: run.updated_at for run in results.runs()}
+        assert {run.run_id for run in results.runs(sweep="tiny")} == set(stamps)
+    second = run_json(path, "--store", store, "--workers", "2")
+    assert second["counts"]["skipped"] == 8 and second["counts"]["done"] == 0
+    assert second["runs"] == first["runs"]
+    with ResultsStore(store, create=False) as results:
+        assert {run.run_id: run.updated_at for run in results.runs()} == stamps  # not touched
+    assert snapshot(store) == before
+    dry = invoke("sweep", path, "--dry-run", "--store", store)
+    assert "8 in the store, 0 left" in dry.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    """The tiny sweep run serially, uninterrupted: what every other way of running it must give."""
+    folder = tmp_path_factory.mktemp("reference")
+    path, store = write(folder, "tiny.yaml", TINY), folder / "r.db"
+    run_json(path, "--store", store, "--workers", "1")
+    return snapshot(store)
+
+
+def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    result = run_json(path, "--store", store, "--workers", "2")
+    assert result["counts"]["done"] == 8
+    assert snapshot(store) == tiny_reference
+
+
+def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    import atnbench.train
+
+    path = write(tmp_path, "s.yaml", """\
+        description: one run fails, one diverges
+        task: adding
+        base: {T: 8, hidden: 8, batch_size: 4, steps: 6, eval_every: 2, val_samples: 8}
+        runs:
+          - {norm: ln}
+          - {norm: none, optimizer: sgd, lr: 1.0e+30}
+          - {norm: atn, k: 3}
+        seeds: [0]
+        """)
+    store = tmp_path / "r.db"
+    real_train = atnbench.train.train
+
+    def flaky(config, *args, **kwargs):
+        if config.norm == "ln":
+            raise RuntimeError("simulated out of memory")
+        return real_train(config, *args, **kwargs)
+
+    monkeypatch.setattr(atnbench.train, "train", flaky)
+    result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
+    assert result.exit_code == 1, result.output
+    assert "simulated out of memory" in result.stdout and "diverged" in result.stdout
+    assert any(line.startswith("failed ") and "adding T=8 ln " in line for line in result.stdout.splitlines())
+    with ResultsStore(store, create=False) as results:
+        assert sorted((run.norm, run.status) for run in results.runs()) == [
+            ("atn", "done"), ("ln", "failed"), ("none", "diverged")]
+    monkeypatch.setattr(atnbench.train, "train", real_train)
+    again = run_json(path, "--store", store, "--workers", "1")  # only the failed run runs again
+    assert again["counts"] == {"runs": 3, "skipped": 2, "done": 1, "diverged": 0, "failed": 0,
+                               "interrupted": 0, "not-started": 0}
+
+
+# --- interrupt and resume -------------------------------------------------------------------------------
+
+def poll_store(db: Path, condition, process, timeout: float = 120.0):
+    """Wait until ``condition(connection)`` holds on the (read-only) store; fail if the process ends first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the sweep ended before it could be interrupted"
+        if db.exists():
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    if condition(conn):
+                        return
+            except sqlite3.Error:
+                pass  # the schema is not there yet
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for the sweep")
+
+
+def one_done_and_ln_checkpointed(conn) -> bool:
+    statuses = dict(conn.execute("SELECT norm, status FROM runs").fetchall())
+    evals = conn.execute("SELECT COUNT(*) FROM evals JOIN runs USING (run_id) WHERE runs.norm = 'ln'").fetchone()[0]
+    return statuses.get("none") == "done" and statuses.get("ln") == "running" and evals >= 3  # checkpoint at 2
+
+
+@pytest.fixture(scope="module")
+def kill_reference(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("kill-reference")
+    path, store = write(folder, "kill.yaml", KILL), folder / "r.db"
+    run_json(path, "--store", store, "--workers", "1")
+    return snapshot(store)
+
+
+@pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 1), (signal.SIGTERM, 2)], ids=["SIGINT-serial", "SIGTERM-workers"])
+def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_reference, signum, workers):
+    path, store = write(tmp_path, "kill.yaml", KILL), tmp_path / "r.db"
+    command = [sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')", "sweep", str(path),
+               "--store", str(store), "--workers", str(workers), "--device", "cpu"]
+    with open(tmp_path / "log.txt", "w") as log:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            poll_store(store, one_done_and_ln_checkpointed, process)
+            process.send_signal(signum)
+            code = process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    log_text = (tmp_path / "log.txt").read_text()
+    assert code == 128 + signum, log_text
+    assert "run the same command again to resume" in log_text
+    with ResultsStore(store, create=False) as results:
+        ln = next(run for run in results.runs() if run.norm == "ln")
+        assert ln.status == "failed" and ln.error == "interrupted"
+        assert (results.checkpoint_dir(ln.run_id) / "checkpoint.pt").exists()
+        assert results.status(next(run.run_id for run in results.runs() if run.norm == "none")) == "done"
+        steps_before = len(results.curve(ln.run_id))
+
+    rerun = invoke("sweep", path, "--store", store, "--workers", str(workers), "--device", "cpu")
+    assert rerun.exit_code == 0, rerun.output
+    assert "resuming at step" in rerun.output and 3 <= steps_before < 3000 // 25
+    assert snapshot(store) == kill_reference
+
+
+# --- Ray -------------------------------------------------------------------------------------------------
+
+@pytest.mark.ray
+def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_reference):
+    ray = pytest.importorskip("ray")
+
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    # one run interrupted locally after its first checkpoint: the Ray task must resume it
+    spec = load_sweep(path)
+    interrupted = expand(spec)[1].config  # ln, seed 0
+
+    class StopAt:
+        def start(self, run_id, total, done): pass
+        def evaluated(self, step, train_loss, val_loss): pass
+        def finish(self, status): pass
+
+        def step(self, step, loss):
+            if step == 5:
+                raise KeyboardInterrupt
+
+    from atnbench.train import train
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ResultsStore(store) as results, pytest.raises(KeyboardInterrupt):
+            train(interrupted, results, torch.device("cpu"), StopAt(), sweep="tiny")
+    finally:
+        torch.set_num_threads(previous)
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    try:
+        result = invoke("sweep", path, "--store", store, "--backend", "ray", "--device", "cpu", "--json")
+    finally:
+        ray.shutdown()
+    assert result.exit_code == 0, result.output
+    counts = json.loads(result.stdout)["counts"]
+    assert counts["done"] == 8 and counts["skipped"] == 0
+    assert snapshot(store) == tiny_reference
+    with ResultsStore(store, create=False) as results:
+        assert not (results.checkpoint_dir(interrupted.run_id) / "checkpoint.pt").exists()
+
+
+def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    result = invoke("sweep", path, "--backend", "ray", "--store", store)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "pip install 'atnbench[ray]'" in lines[0]
+    assert not store.exists()
+
+
+# --- bad sweep files --------------------------------------------------------------------------------------
+
+GOOD_HEAD = "description: bad\ntask: adding\nbase: {T: 8, steps: 2}\n"
+
+
+@pytest.mark.parametrize("text, key, expected", [
+    (GOOD_HEAD + "grid: {norm: [ln]}\nseed: [0]\n", "seed", "unknown top-level key"),
+    (GOOD_HEAD + "grid: {hiden: [8, 16]}\n", "grid.hiden", "unknown setting"),
+    (GOOD_HEAD + "grid: {norm: [ln, layernorm]}\n", "grid.norm", "unknown norm 'layernorm'"),
+    (GOOD_HEAD + "runs:\n  - {norm: atn, k: [3, magic]}\n", "runs[0].k", "expected int"),
+    (GOOD_HEAD + "grid: {}\n", "grid", "empty"),
+    (GOOD_HEAD + "grid: {norm: []}\n", "grid.norm", "empty list"),
+    (GOOD_HEAD, "grid", "missing"),
+    (GOOD_HEAD + "grid: {norm: ln}\n", "grid.norm", "expected a non-empty list"),
+    (GOOD_HEAD + "grid: {seed: [0, 1]}\n", "grid.seed", "top-level 'seeds'"),
+    (GOOD_HEAD + "grid: {norm: [ln]}\nruns: [{norm: atn}]\n", "runs[0].norm", "also set in grid"),
+    (GOOD_HEAD + "grid: {norm: [ln]}\nseeds: []\n", "seeds", "non-empty list"),
+    ("description: bad\ntask: addition\ngrid: {norm: [ln]}\n", "task", "unknown task 'addition'"),
+    ("task: adding\ngrid: {norm: [ln]}\n", "description", "missing"),
+    (GOOD_HEAD + "grid: {lr: [1e-3]}\n", "grid.lr", "write 1.0e-3"),
+])
+def test_bad_sweep_files_are_rejected_before_anything_runs(tmp_path, text, key, expected):
+    path, store = tmp_path / "bad.yaml", tmp_path / "r.db"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as error:
+        load_sweep(path)
+    message = str(error.value)
+    assert str(path) in message and f"key '{key}'" in message and expected in message, message
+    result = invoke("sweep", path, "--store", store)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert f"key '{key}'" in lines[0] and expected in lines[0]
+    assert not store.exists()
+
+
+@pytest.mark.parametrize("text, expected", [
+    (GOOD_HEAD + "grid: {norm: [ln, atn]]}\n", "invalid YAML at line 4"),       # syntax error
+    (GOOD_HEAD + "grid: {norm: [atn], k: [3, 0]}\n", "k must be >= 1, got 0"),  # caught when expanding
+    ("description: bad\ntask: denoise\ngrid: {T: [100, 5]}\n", "too short"),
+])
+def test_bad_values_name_the_file_and_the_run(tmp_path, text, expected):
+    path, store = tmp_path / "bad.yaml", tmp_path / "r.db"
+    path.write_text(text)
+    result = invoke("sweep", path, "--store", store, "--dry-run")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, result.output
+    assert str(path) in lines[0] and expected in lines[0]
+    assert not store.exists()
+
+
+def test_bad_command_lines(tmp_path):
+    path = write(tmp_path, "tiny.yaml", TINY)
+    for args, expected in [
+        (["sweep"], "give a sweep name"),
+        (["sweep", "no-such-sweep"], "no sweeps preset named 'no-such-sweep'"),
+        (["sweep", path, "--seeds", "a,b"], "--seeds"),
+        (["sweep", path, "--norm", "ln"], "--norm would replace"),
+        (["sweep", path, "--address", "h:1"], "--address is for --backend ray"),
+        (["sweep", path, "--backend", "slurm"], "unknown --backend"),
+    ]:
+        result = invoke(*args, "--store", tmp_path / "r.db")
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+    assert not (tmp_path / "r.db").exists()
