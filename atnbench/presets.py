@@ -139,17 +139,22 @@ def _check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
     return layer
 
 
+def check_top_level(path: Path, data: dict[str, Any], allowed: tuple[str, ...], required: tuple[str, ...]) -> None:
+    """Unknown or missing top-level keys of a preset file, named with the file."""
+    for key in data:
+        if key not in allowed:
+            raise _fail(path, key, f"unknown top-level key; expected one of: {', '.join(allowed)}")
+    for key in required:
+        if key not in data:
+            raise _fail(path, key, "missing")
+
+
 def load_task_preset(name_or_path: str | Path) -> TaskPreset:
     from atnbench.tasks import task_names  # late: the task registry imports torch
 
     path = find_preset_file("tasks", name_or_path)
     data = read_yaml_mapping(path)
-    for key in data:
-        if key not in TOP_LEVEL:
-            raise _fail(path, key, f"unknown top-level key; expected one of: {', '.join(TOP_LEVEL)}")
-    for key in REQUIRED:
-        if key not in data:
-            raise _fail(path, key, "missing")
+    check_top_level(path, data, TOP_LEVEL, REQUIRED)
     if data["task"] not in task_names():
         raise _fail(path, "task", f"unknown task {data['task']!r}; expected one of: {', '.join(task_names())}")
     if not isinstance(data["citation"], str):

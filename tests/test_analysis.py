@@ -21,13 +21,6 @@ CPU = torch.device("cpu")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add hand-offs (and stall when the other core is busy)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def invoke(*args):

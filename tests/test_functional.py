@@ -19,14 +19,6 @@ from reference import (
     ref_seq_bn,
 )
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add OpenMP hand-offs (and stall for ms when the
-    other core is busy). Restored after the module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 ATOL = 1e-10  # float64: the implementations differ only in summation order (~1e-15)

@@ -37,12 +37,6 @@ INVARIANT_TOL = 1e-10
 CHANGED_MIN = 1e-3
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def data(seed=0):

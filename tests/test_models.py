@@ -18,13 +18,6 @@ NORMS = ("none", "ln", "atn", "atn-bn", "bn", "bn-input", "bln")
 BATCH_NORMS = ("atn-bn", "bn", "bn-input", "bln")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add OpenMP hand-offs (ms stalls on a busy core)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def close(actual, expected, atol=1e-10):

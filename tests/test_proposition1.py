@@ -16,14 +16,6 @@ from atnbench.nn import functional as F
 
 from reference import as_f64, prop1_derivative, ref_atn_ln, window_steps
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add OpenMP hand-offs (and stall for ms when the
-    other core is busy). Restored after the module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 EPS = 1e-3

@@ -16,14 +16,6 @@ from atnbench.nn.window import WindowStream, windowed_moments
 
 from reference import as_f64, layer_params, ref_atn_bn, ref_atn_ln, ref_norm_lstm
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny tensors: intra-op threads only add OpenMP hand-offs (and stall for ms when the
-    other core is busy). Restored after the module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 ATOL = 1e-10

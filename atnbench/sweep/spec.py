@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atnbench.config import FIELDS, ConfigError
-from atnbench.presets import FIELD_TYPES, type_ok, find_preset_file, list_presets, read_yaml_mapping
+from atnbench.presets import FIELD_TYPES, check_top_level, find_preset_file, list_presets, read_yaml_mapping, type_ok
 
 TOP_LEVEL = ("name", "description", "citation", "task", "base", "grid", "runs", "seeds")
 REQUIRED = ("description", "task")
@@ -127,12 +127,7 @@ def load_sweep(name_or_path: str | Path) -> SweepSpec:
 
     path = find_preset_file("sweeps", name_or_path)
     data = read_yaml_mapping(path)
-    for key in data:
-        if key not in TOP_LEVEL:
-            raise _fail(path, key, f"unknown top-level key; expected one of: {', '.join(TOP_LEVEL)}")
-    for key in REQUIRED:
-        if key not in data:
-            raise _fail(path, key, "missing")
+    check_top_level(path, data, TOP_LEVEL, REQUIRED)
     for key in ("name", "description", "citation"):
         if key in data and not (isinstance(data[key], str) and data[key].strip()):
             raise _fail(path, key, f"expected a one-line string, got {data[key]!r}")
