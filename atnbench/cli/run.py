@@ -111,6 +111,7 @@ def run(
     threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the default matches them."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
     resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
+    checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (for --resume)."),
     json_out: bool = typer.Option(False, "--json", help="Print only the result record as JSON on stdout."),
     out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the result record as JSON to this file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
@@ -132,7 +133,8 @@ def run(
     with ResultsStore(store) as results:
         reporter = reporter_for(f"{run_config.task} {run_config.norm}", quiet=quiet)
         try:
-            record = train(run_config, results, torch_device, reporter, resume=resume)
+            record = train(run_config, results, torch_device, reporter, resume=resume,
+                           checkpoint_every=checkpoint_every)
         except KeyboardInterrupt:
             err.print(f"interrupted: run {run_config.run_id} recorded as failed; "
                       f"continue it with the same command and --resume")
