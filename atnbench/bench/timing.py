@@ -103,6 +103,15 @@ def infer_step(c: Candidate, x: Tensor) -> None:
     c.model.train()
 
 
+def path_of(model: BenchModel) -> str:
+    """Which implementation ran: "fused" (nn.LSTM), "cpp"/"function" (the fast path), "loop", or "other"."""
+    rnn = model.rnn
+    if getattr(rnn, "fused", False):
+        return "fused"
+    paths = sorted(set(getattr(rnn, "last_paths", ()) or ()))
+    return "+".join(paths) if paths else "other"
+
+
 def _timed(fn, device: torch.device) -> float:
     sync(device)
     start = time.perf_counter()
@@ -149,7 +158,7 @@ def time_workload(workload: Workload, entries: list[tuple[str, Optional[int]]], 
         record = {"workload": workload.name, "model": c.model_name, "k": c.k, "T": workload.T,
                   "batch": workload.batch, "input_size": workload.input_size, "hidden": workload.hidden,
                   **summarize(c.train, "train"), **summarize(c.infer, "infer"),
-                  "peak_mem_mb": mem, "mem_method": method,
+                  "peak_mem_mb": mem, "mem_method": method, "path": path_of(c.model),
                   "params": sum(p.numel() for p in c.model.parameters()), "reps": reps, "warmup": warmup}
         record["steps_per_s"] = 1e3 / record["train_ms"]
         records.append(record)

@@ -104,7 +104,8 @@ def to_csv(records: list[dict]) -> str:
 def bench(
     workload: str = typer.Option("adding", "--workload", help="Comma list of: adding, copying, denoise, ptb-char."),
     models: str = typer.Option("lstm-fused,ln,atn", "--models",
-                               help="Comma list of: lstm-fused, lstm, ln, atn, atn-bn, bn, bln, bn-input, atn-ref. "
+                               help="Comma list of: lstm-fused, lstm, ln, atn, ln-loop, atn-loop, ln-function, "
+                                    "atn-function, atn-bn, bn, bln, bn-input, atn-ref. "
                                     "lstm-fused and ln are always timed (the ratio baselines)."),
     k: str = typer.Option("5", "--k", help="Comma list of ATN windows, e.g. 1,5,25,45,65."),
     reference: bool = typer.Option(False, "--reference", help="Also time atn-ref, ATN rebuilding its window every "

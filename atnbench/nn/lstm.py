@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from atnbench.nn import fastpath
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.rnn import LSTMState, NormRecurrent, NormRecurrentLayer, WindowedLSTMState
 
@@ -62,8 +63,16 @@ class NormLSTM(NormRecurrent):
     - ``bias_inside``: the LSTM bias inside (True) or outside (False) the normalization; None
       takes the scheme's default (see module doc).
     - ``init``: ``"atn"`` (W_x orthogonal, W_h identity tiled per gate) or ``"torch"``.
-    - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"``; ``"loop"``
-      forces the Python recurrence (the same cell code as every normalization).
+    - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
+      path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
+      hand-written backward, in C++ on CPU) for ``norm="ln"``/``"atn"``; everything else, and
+      any case the fast path does not cover (a ``probe`` set on a norm, MPS or CUDA, dtypes
+      other than float32/float64, ``torch.compile``/tracing), takes the loop. The fast path
+      is once-differentiable: double backward raises there; use ``"loop"`` for it.
+      ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
+      reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
+      Python fast path where it applies (still the loop where it does not).
+      ``last_paths`` records the path each layer took in the last forward.
 
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``state`` is
     ``(h, c)`` (each ``(num_layers, B, H)``), or ``WindowedLSTMState(h, c, windows)`` for
@@ -73,6 +82,7 @@ class NormLSTM(NormRecurrent):
 
     layer_class = NormLSTMLayer
     torch_class = nn.LSTM
+    fast_norms = ("ln", "atn")
 
     def forward(self, x: Tensor, state=None, lengths: Optional[Tensor] = None):
         if self.fused:
@@ -88,10 +98,15 @@ class NormLSTM(NormRecurrent):
             windows = state[2] if len(state) > 2 else None
         if windows is None:
             windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
+        path = fastpath.select(self, x, windows)
+        self.last_paths = (path,) * len(self.layers)
         hs, cs, new_windows = [], [], []
         y = x
         for i, layer in enumerate(self.layers):
-            y, h, c, w = layer(y, h0[i], c0[i], windows[i], lengths)
+            if path == "loop":
+                y, h, c, w = layer(y, h0[i], c0[i], windows[i], lengths)
+            else:
+                y, h, c, w = fastpath.lstm_layer(layer, y, h0[i], c0[i], windows[i], path)
             y = self._dropout(y, i)
             hs.append(h)
             cs.append(c)

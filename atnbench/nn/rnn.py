@@ -23,6 +23,7 @@ from atnbench.nn.norms import NormSpec, SequenceNorm
 from atnbench.nn.schemes import NormScheme, get_scheme
 
 INITS = ("atn", "torch")
+BACKENDS = ("auto", "loop", "fused", "cpp", "function")
 
 
 class LSTMState(NamedTuple):
@@ -111,10 +112,16 @@ class NormRecurrentLayer(nn.Module):
 
 
 class NormRecurrent(nn.Module):
-    """Stack of normalized recurrent layers with the ``nn.LSTM``/``nn.GRU`` calling convention."""
+    """Stack of normalized recurrent layers with the ``nn.LSTM``/``nn.GRU`` calling convention.
+
+    ``backend``: ``"auto"`` (default), ``"loop"`` (the plain Python recurrence, the reference
+    path, always available), ``"fused"`` (torch's kernel, norm="none" only), ``"cpp"`` or
+    ``"function"`` (the fast path of ``fastpath.py``, for the norms in ``fast_norms``).
+    """
 
     layer_class: type = NormRecurrentLayer
     torch_class: type = nn.RNNBase
+    fast_norms: tuple[str, ...] = ()  # norms that the fast path (backend "cpp"/"function") covers
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, *, norm: str = "atn",
@@ -127,13 +134,19 @@ class NormRecurrent(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
-        if backend not in ("auto", "loop", "fused"):
-            raise ValueError(f"backend must be 'auto', 'loop' or 'fused', got {backend!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}")
         self.scheme = get_scheme(norm)
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
+        if backend in ("cpp", "function") and norm not in self.fast_norms:
+            covered = ", ".join(repr(n) for n in self.fast_norms) or "no norm"
+            raise ValueError(f"backend={backend!r} (the fast path) covers {covered} of {type(self).__name__}, "
+                             f"not norm={norm!r}; use 'auto' or 'loop'")
         self.norm = norm
+        self.backend = backend
+        self.last_paths: tuple[str, ...] = ()  # the path each layer took in the last forward
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.dropout = batch_first, dropout
         self.bias_inside = self.scheme.bias_inside if bias_inside is None else bias_inside
@@ -183,4 +196,4 @@ class NormRecurrent(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, norm={self.norm!r}, "
-                f"k={self.spec.k}, bias_inside={self.bias_inside}, fused={self.fused}")
+                f"k={self.spec.k}, bias_inside={self.bias_inside}, fused={self.fused}, backend={self.backend!r}")

@@ -1,0 +1,271 @@
+"""The fast path of NormLSTM: one layer's whole recurrence as one autograd node.
+
+The plain path (``backend="loop"``, ``NormLSTMLayer.forward``) runs the cell step by step in
+Python and lets autograd record ~30 nodes per step; at the paper's sizes that bookkeeping, not
+arithmetic, is the cost. The fast path computes the recurrence of a layer without recording
+anything and differentiates it with a hand-written backward (one reverse loop; for ATN the
+adjoint of the running window total is a reverse running sum over k steps, O(1) per step).
+The math is written out in ``fast_python.py``. Two implementations:
+
+- ``"cpp"``: C++ (``csrc/norm_lstm.cpp``): the batch rows are split over threads (they are
+  independent through the recurrence), each chunk runs all T steps: small GEMMs (W_x x_t,
+  W_h h_{t-1}; weight gradients accumulated per thread) and vectorised loops per row.
+  Compiled with ``torch.utils.cpp_extension`` on first use (~10-20 s) and cached
+  (``TORCH_EXTENSIONS_DIR``, default ``~/.cache/torch_extensions``). CPU only.
+- ``"function"``: the same algorithm with torch ops in Python (any device with float64): the
+  readable version, opt-in (it keeps Python's per-op cost: measured slower than the loop for
+  LN, 1.2x faster for ATN, far slower than ``"cpp"``; benchmarks/README.md).
+
+Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside or outside,
+affine on or off, float32 and float64, train and eval, any number of layers (it runs per
+layer; dropout between layers stays outside), the ATN window state in and out (continuation
+equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
+state. ``select`` falls back to the loop path whenever that is not the case: another norm, a
+``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
+window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
+once-differentiable, which cannot be detected in advance: double backward through the
+recurrence raises an error on the fast path; use ``backend="loop"`` for it.
+
+``backend="auto"`` picks ``"cpp"`` on CPU, and the loop path on other devices (not measured
+there) or when the extension cannot be built (with a warning). ``"function"`` is never chosen
+automatically. Set ``ATNBENCH_NO_BUILD=1`` to never compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from atnbench.nn import fast_python
+
+FAST_BACKENDS = ("cpp", "function")
+# The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
+GRAD_NAMES = ("x", "w_ih", "b_ih", "h0", "c0", "w_hh", "b_hh", "bias", "gx", "sx", "gh", "sh", "gc", "sc",
+              "hist_x", "hist_h", "hist_c")
+SOURCE = Path(__file__).with_name("csrc") / "norm_lstm.cpp"
+# The batch is split into chunks of at least GRAIN rows, one per thread (rows are independent).
+GRAIN = int(os.environ.get("ATNBENCH_FAST_GRAIN", "16"))
+
+# (cflags, ldflags) tried in order. -fopenmp: ATen's parallel_for is header code, parallel only
+# when compiled with OpenMP (it then shares torch's libgomp and thread count).
+BUILD_VARIANTS = [(["-O3", "-march=native", "-fopenmp", "-DATN_MVEC"], ["-fopenmp", "-lmvec"]),
+                  (["-O3", "-fopenmp"], ["-fopenmp"]),
+                  (["-O3", "-fopenmp-simd"], [])]
+
+_cpp_state: dict = {}
+
+
+def _cpu_tag() -> str:
+    """The CPU model and instruction-set flags (the build uses -march=native)."""
+    found: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key = line.split(":", 1)[0].strip()
+            if key in ("model name", "flags") and key not in found:
+                found[key] = line
+    except OSError:
+        pass
+    return "\n".join(found.values()) or (platform.processor() + platform.machine())
+
+
+def build_cpp(verbose: bool = False) -> bool:
+    """Compile (or load from the cache) the C++ extension; True if its ops are available.
+
+    Tried with glibc's vector math (``-march=native``, libmvec) first, then plain ``-O3``
+    (with and without OpenMP, which only the batch split over threads needs).
+    The extension's name carries a hash of the source, the flags, torch's version and the CPU,
+    so a cache shared between machines or versions never loads a wrong build.
+    """
+    if "ok" in _cpp_state:
+        return _cpp_state["ok"]
+    if os.environ.get("ATNBENCH_NO_BUILD"):
+        _cpp_state.update(ok=False, error="ATNBENCH_NO_BUILD is set")
+        return False
+    errors = []
+    try:
+        from torch.utils.cpp_extension import load
+
+        text = SOURCE.read_bytes()
+        for cflags, ldflags in BUILD_VARIANTS:
+            key = b"\0".join([text, " ".join(cflags + ldflags).encode(), torch.__version__.encode(),
+                              _cpu_tag().encode()])
+            name = "atnbench_fast_" + hashlib.sha256(key).hexdigest()[:16]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    load(name, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags,
+                         is_python_module=False, verbose=verbose)
+                _cpp_state.update(ok=True, name=name, flags=cflags)
+                return True
+            except Exception as e:  # no compiler, no libmvec, ...: try the next variant
+                errors.append(f"{' '.join(cflags)}: {e}")
+    except Exception as e:
+        errors.append(str(e))
+    _cpp_state.update(ok=False, error="\n".join(errors))
+    return False
+
+
+def cpp_available() -> bool:
+    return build_cpp()
+
+
+class _Cpp:
+    name = "cpp"
+
+    @staticmethod
+    def forward(inputs, ks, eps, save):
+        res = torch.ops.atnbench_fast.norm_lstm_forward(*inputs, *ks, eps, save, GRAIN)
+        return tuple(res[:5]), list(res[5:])
+
+    @staticmethod
+    def backward(grads, inputs, out, saved, ks, eps, needs):
+        x, w_ih, _, h0, c0, w_hh, _, _, gx, _, gh, _, gc, *_ = inputs
+        (dx, dw_ih, db_ih, dh0, dc0, dw_hh, db_hh, dz_sum, dgx, dgh, dgc, dsc, hx, hh, hc) = (
+            torch.ops.atnbench_fast.norm_lstm_backward(*grads, x, w_ih, h0, c0, w_hh, gx, gh, gc, out, *saved,
+                                                       *ks, eps, needs[0], GRAIN))
+        return [dx, dw_ih, db_ih, dh0, dc0, dw_hh, db_hh, dz_sum, dgx, dz_sum, dgh, dz_sum, dgc, dsc, hx, hh, hc]
+
+
+class _Python:
+    name = "function"
+
+    @staticmethod
+    def forward(inputs, ks, eps, save):
+        return fast_python.forward(*inputs, *ks, eps, save)
+
+    @staticmethod
+    def backward(grads, inputs, out, saved, ks, eps, needs):
+        return fast_python.backward(grads, *inputs, out, saved, *ks, eps)
+
+
+IMPLS = {"cpp": _Cpp, "function": _Python}
+
+
+class NormLSTMRecurrence(torch.autograd.Function):
+    """``apply(impl, kx, kh, kc, eps, *inputs)``, inputs in the order of ``GRAD_NAMES``.
+
+    One layer: ``x`` (T, B, D), its weights (``b_ih``, ``b_hh`` inside and ``bias`` outside
+    the normalizations, the gains ``g*`` and shifts ``s*`` may each be None), ``h0``/``c0``
+    (B, H), and ``hist_*`` the (m <= k-1, B, 2) float64 window states ((0, B, 2) for LN or a
+    fresh sequence). Returns ``(out, c_n, hist_x, hist_h, hist_c)``: out (T, B, H) is h of
+    every step, the histories are the new window states. Once differentiable.
+    """
+
+    @staticmethod
+    def forward(ctx, impl, kx, kh, kc, eps, *inputs):
+        outputs, saved = impl.forward(list(inputs), (kx, kh, kc), eps, True)
+        ctx.impl, ctx.ks, ctx.eps = impl, (kx, kh, kc), eps
+        ctx.optional = [t is None for t in inputs]
+        ctx.save_for_backward(*[t for t in inputs if t is not None], outputs[0], *saved)
+        ctx.n_inputs = len(inputs) - sum(ctx.optional)
+        ctx.set_materialize_grads(False)
+        return outputs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):
+        stored = ctx.saved_tensors
+        present = iter(stored[: ctx.n_inputs])
+        inputs = [None if missing else next(present) for missing in ctx.optional]
+        out, saved = stored[ctx.n_inputs], list(stored[ctx.n_inputs + 1:])
+        needed = ctx.needs_input_grad[5:]
+        result = ctx.impl.backward(list(grads), inputs, out, saved, ctx.ks, ctx.eps, needed)
+        return (None, None, None, None, None,
+                *[g if need and inp is not None else None for g, need, inp in zip(result, needed, inputs)])
+
+
+def _run(impl, ks, eps, inputs):
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs):
+        return NormLSTMRecurrence.apply(impl, *ks, eps, *inputs)
+    return impl.forward(list(inputs), ks, eps, False)[0]
+
+
+def _history(window: Optional[Tensor], batch: int, like: Tensor) -> Tensor:
+    if window is None:
+        return like.new_zeros((0, batch, 2), dtype=torch.float64)
+    return window.contiguous()
+
+
+def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: str):
+    """``NormLSTMLayer.forward`` on the fast path ``path`` ("cpp" or "function"); same returns."""
+    impl = IMPLS[path]
+    if path == "cpp" and not build_cpp():
+        raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
+    batch = x.shape[1]
+    nx, nh, nc = layer.norm_x, layer.norm_h, layer.norm_c
+    ks = tuple(getattr(n, "k", 1) for n in (nx, nh, nc))
+    hists = tuple(_history(w, batch, x) for w in windows)
+    inputs = (x.contiguous(), layer.weight_ih.contiguous(), layer.bias_ih, h0.contiguous(), c0.contiguous(),
+              layer.weight_hh.contiguous(), layer.bias_hh, layer.bias,
+              nx.weight, nx.bias, nh.weight, nh.bias, nc.weight, nc.bias, *hists)
+    out, c, hx, hh, hc = _run(impl, ks, float(nx.eps), inputs)
+    new_windows = (hx, hh, hc) if nx.windowed else (None, None, None)
+    return out, out[-1], c, new_windows
+
+
+def _fast_norms_ok(model) -> bool:
+    from atnbench.nn.norms import AssortedTimeNorm, LayerNorm
+
+    for layer in model.layers:
+        norms = layer.norms()
+        if len({type(n) for n in norms}) != 1 or type(norms[0]) not in (LayerNorm, AssortedTimeNorm):
+            return False
+        if any(n.probe is not None for n in norms) or len({n.eps for n in norms}) != 1:
+            return False
+        if any((n.weight is None) != (n.bias is None) for n in norms):
+            return False
+    return True
+
+
+def _windows_ok(model, x: Tensor, windows) -> bool:
+    if windows is None:
+        return True
+    batch = x.shape[1]
+    for layer, ws in zip(model.layers, windows):
+        for norm, w in zip(layer.norms(), ws):
+            if w is None:
+                if norm.windowed:
+                    return False
+                continue
+            if (not norm.windowed or not isinstance(w, Tensor) or w.dtype != torch.float64 or w.dim() != 3
+                    or w.shape[1:] != (batch, 2) or w.shape[0] > norm.k - 1 or w.device != x.device):
+                return False
+    return True
+
+
+def _tracing() -> bool:
+    compiling = getattr(torch.compiler, "is_compiling", None)
+    return bool((compiling is not None and compiling()) or torch.jit.is_tracing() or torch.jit.is_scripting())
+
+
+def select(model, x: Tensor, windows=None) -> str:
+    """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc)."""
+    backend = model.backend
+    if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
+        return "loop"
+    if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
+        return "loop"
+    if not _fast_norms_ok(model) or not _windows_ok(model, x, windows):
+        return "loop"
+    if backend == "function":
+        return "function"
+    if x.device.type != "cpu":
+        return "loop"
+    if backend == "cpp":
+        return "cpp"
+    if build_cpp():
+        return "cpp"
+    if not _cpp_state.get("warned") and not os.environ.get("ATNBENCH_NO_BUILD"):
+        _cpp_state["warned"] = True
+        reason = (_cpp_state.get("error") or "?").strip().splitlines() or ["?"]
+        warnings.warn("atnbench: the C++ fast path could not be built, NormLSTM uses the loop path "
+                      "(backend='loop'). Reason: " + reason[-1][:300], RuntimeWarning, stacklevel=3)
+    return "loop"
