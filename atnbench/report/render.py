@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from atnbench.report.aggregate import (
+    STAT_LABELS,
     COST_STATS,
     Group,
     KAblation,
@@ -41,12 +42,7 @@ ORDER_MARK = "⇅"
 NOT_COMPARABLE_MARK = "†"
 DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
-COLUMN_LABELS = {
-    "min_train_loss": "min train",
-    "min_val_loss": "min validation",
-    "final_train_loss": "final train",
-    "final_val_loss": "final validation",
-}
+COLUMN_LABELS = STAT_LABELS
 ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy", "max_test_accuracy": "max test accuracy"}
 PAPER_NAMES = {"lstm": "LSTM", "ln": "LN", "atn": "ATN"}
 
