@@ -120,8 +120,10 @@ def report(
     plots: Optional[Path] = typer.Option(None, "--plots", help="Also write the figures (PNG and SVG) into this folder."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
 ):
-    """Summarise the results store as the ATN paper's tables: one row per model, min train and
-    min validation loss as mean ± std over seeds, the best per column in bold green.
+    """The results store as the ATN paper's tables, with the paper's values beside ours.
+
+    One row per model, min train and min validation loss as mean ± std over seeds, the best
+    per column in bold green.
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --plots figs[/]
     """
@@ -185,8 +187,10 @@ def plot(
     out_dir: Path = typer.Option(Path("atnbench-results") / "plots", "--out", help="Folder for the PNG and SVG files."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
 ):
-    """Write the figures only: loss curves per task and T (mean and min-max band over seeds),
-    the k-ablation (loss against k, LN and LSTM as references) and the cost per model.
+    """Write the figures only: loss curves, the k-ablation and the cost per model.
+
+    Loss curves per task and T (mean and min-max band over seeds), the k-ablation (loss
+    against k, LN and LSTM as references) and the cost per model.
 
     Example: [bold]atnbench plot --task copying --out figs[/]
     """
