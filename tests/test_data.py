@@ -19,6 +19,7 @@ from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.train import train
+from helpers import Interrupt
 
 datasets = pytest.importorskip("datasets")
 runner = CliRunner()
@@ -446,19 +447,6 @@ def test_wikitext2_model_has_awd_lstm_shape(tmp_path):
     batch = source.train_batch()
     logits, state = model(batch.x)
     assert logits.shape == (5, 2, source.vocab_size) and len(state) == 3
-
-
-class Interrupt:
-    def __init__(self, at):
-        self.at = at
-
-    def start(self, run_id, total, done): pass
-    def evaluated(self, step, train_loss, val_loss): pass
-    def finish(self, status): pass
-
-    def step(self, step, loss):
-        if step == self.at:
-            raise KeyboardInterrupt
 
 
 def test_resumed_carried_state_lm_run_equals_uninterrupted(tmp_path):

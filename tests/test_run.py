@@ -13,6 +13,7 @@ from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.train import train
+from helpers import Interrupt
 
 runner = CliRunner()
 
@@ -76,21 +77,6 @@ def test_budget_shrinks_steps_evals_and_validation():
     assert small.steps == full.steps // 100 and small.eval_every == full.eval_every // 100
     assert small.val_samples == full.val_samples // 100 and small.budget == 0.01
     assert small.run_id != full.run_id
-
-
-class Interrupt:
-    """A reporter that interrupts training at a given step, as Ctrl-C would."""
-
-    def __init__(self, at):
-        self.at = at
-
-    def start(self, run_id, total, done): pass
-    def evaluated(self, step, train_loss, val_loss): pass
-    def finish(self, status): pass
-
-    def step(self, step, loss):
-        if step == self.at:
-            raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("norm", ["atn", "bn"])
