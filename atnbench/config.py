@@ -31,6 +31,7 @@ class RunConfig:
     affine: bool = True
     bias_inside: Optional[bool] = None
     cell: str = "lstm"
+    init: str = "atn"  # "atn": W_x orthogonal, W_h identity per gate (the authors' code); "torch"
     hidden: int = 128
     layers: int = 1
     batch_size: int = 64
@@ -64,6 +65,7 @@ class RunConfig:
             (0 < self.budget <= 1, f"budget must be in (0, 1], got {self.budget}"),
             (self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}"),
             (self.cell in ("lstm", "gru"), f"unknown cell {self.cell!r}; choose lstm or gru"),
+            (self.init in ("atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
         ]
         for ok, message in checks:
             if not ok:

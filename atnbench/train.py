@@ -68,7 +68,7 @@ def make_optimizer(config: RunConfig, params) -> torch.optim.Optimizer:
 def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
     if getattr(source, "build_model", None) is not None:  # a task with its own model (wikitext2)
         return source.build_model(config)
-    norm_options = dict(k=config.k, eps=config.eps, affine=config.affine)
+    norm_options = dict(k=config.k, eps=config.eps, affine=config.affine, init=config.init)
     return SequenceModel(config.cell, config.norm, source.input_size, config.hidden, source.output_size,
                          layers=config.layers, embedding=source.vocab_size, bias_inside=config.bias_inside,
                          **norm_options)

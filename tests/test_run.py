@@ -12,6 +12,7 @@ from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from atnbench.tasks import get_task
 from atnbench.train import train
 from helpers import Interrupt
 
@@ -144,3 +145,18 @@ def test_tasks_and_models_list(tmp_path):
     assert models.exit_code == 0
     for name in ("lstm", "ln", "atn", "atn-bn", "bn", "bn-input", "bln", "gru-atn"):
         assert name in models.stdout
+
+
+def test_init_option_reaches_the_model():
+    from atnbench.tasks.source import make_source
+    from atnbench.train import build_model
+
+    weights = {}
+    for init in ("atn", "torch"):
+        config = resolve_run("adding", {"T": 8, "hidden": 4, "init": init, "norm": "ln"})
+        model = build_model(config, make_source(get_task("adding"), config, torch.device("cpu")))
+        weights[init] = model.rnn.layers[0].weight_hh.detach()
+    assert torch.equal(weights["atn"], torch.eye(4).repeat(4, 1))  # identity per gate
+    assert not torch.equal(weights["torch"], weights["atn"])
+    with pytest.raises(ConfigError, match="unknown init"):
+        resolve_run("adding", {"init": "xavier"})

@@ -89,6 +89,7 @@ def run(
     cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
+    init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the authors' code) or torch (PyTorch's default)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
@@ -123,7 +124,7 @@ def run(
     from atnbench.progress import reporter_for
     from atnbench.train import train
 
-    flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, hidden=hidden, layers=layers, batch_size=batch_size,
+    flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
                  lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
                  steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
                  bias_inside=bias_inside, seed=seed, options=_task_options(task, data_dir, data_files, permute))

@@ -56,7 +56,7 @@ class AWDStyleLM(nn.Module):
         self.dropouts = {**DROPOUTS, **dropouts}
         self.embed = nn.Embedding(vocab_size, embedding)
         sizes = [embedding] + [config.hidden] * (config.layers - 1) + [last_hidden]
-        norm_options = dict(k=config.k, eps=config.eps, affine=config.affine)
+        norm_options = dict(k=config.k, eps=config.eps, affine=config.affine, init=config.init)
         self.rnns = nn.ModuleList(
             CELLS[config.cell](sizes[i], sizes[i + 1], num_layers=1, norm=config.norm,
                                bias_inside=config.bias_inside, **norm_options)
