@@ -31,7 +31,7 @@ class RunConfig:
     affine: bool = True
     bias_inside: Optional[bool] = None
     cell: str = "lstm"
-    init: str = "atn"  # "atn": W_x orthogonal, W_h identity per gate (the authors' code); "torch"
+    init: Optional[str] = None  # None: the model's default (schemes.py); "atn" or "torch"
     hidden: int = 128
     layers: int = 1
     batch_size: int = 64
@@ -65,7 +65,7 @@ class RunConfig:
             (0 < self.budget <= 1, f"budget must be in (0, 1], got {self.budget}"),
             (self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}"),
             (self.cell in ("lstm", "gru"), f"unknown cell {self.cell!r}; choose lstm or gru"),
-            (self.init in ("atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
+            (self.init in (None, "atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
         ]
         for ok, message in checks:
             if not ok:

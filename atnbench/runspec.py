@@ -72,13 +72,15 @@ def _canonicalise(values: dict[str, Any], preset_k: int) -> None:
     """One config, one run id: settings that cannot change the numbers take a fixed value.
 
     k only matters to windowed norms (ATN), so elsewhere it stays the preset's; a
-    ``bias_inside`` equal to the norm's default is stored as the default (None).
+    ``bias_inside`` or ``init`` equal to the norm's default is stored as the default (None).
     """
     scheme = get_scheme(values["norm"])
     if not scheme.windowed:
         values["k"] = preset_k
     if values.get("bias_inside") is not None and values["bias_inside"] == scheme.bias_inside:
         values["bias_inside"] = None
+    if values.get("init") == scheme.init:
+        values["init"] = None
 
 
 def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Path] = None,

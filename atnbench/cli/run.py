@@ -89,7 +89,7 @@ def run(
     cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
-    init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the authors' code) or torch (PyTorch's default)."),
+    init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch (PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),

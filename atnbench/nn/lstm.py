@@ -62,7 +62,9 @@ class NormLSTM(NormRecurrent):
       ``NormSpec`` (population statistics, BLN flags, BN-input mode).
     - ``bias_inside``: the LSTM bias inside (True) or outside (False) the normalization; None
       takes the scheme's default (see module doc).
-    - ``init``: ``"atn"`` (W_x orthogonal, W_h identity tiled per gate) or ``"torch"``.
+    - ``init``: ``"atn"`` (W_x orthogonal, W_h identity tiled per gate, the ATN authors') or
+      ``"torch"`` (``nn.LSTM``'s default); None takes the scheme's default: ``"torch"`` for
+      ``norm="none"`` (the plain ``nn.LSTM`` baseline), ``"atn"`` for every normalization.
     - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
       path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
       hand-written backward, in C++ on CPU) for ``norm="ln"``/``"atn"``; everything else, and

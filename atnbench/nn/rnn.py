@@ -125,18 +125,19 @@ class NormRecurrent(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, *, norm: str = "atn",
-                 bias_inside: Optional[bool] = None, init: str = "atn", backend: str = "auto",
+                 bias_inside: Optional[bool] = None, init: Optional[str] = None, backend: str = "auto",
                  **norm_options):
         super().__init__()
         if input_size < 1 or hidden_size < 1 or num_layers < 1:
             raise ValueError("input_size, hidden_size and num_layers must be positive")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-        if init not in INITS:
+        if init is not None and init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}")
         self.scheme = get_scheme(norm)
+        init = self.scheme.init if init is None else init
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
