@@ -144,7 +144,7 @@ def batch_layer_norm(
     mean/std per example; eqs. 14-15 normalize by each; eq. 16 mixes them with weights
     1 - (1/m + eps) and 1/m - eps (m the batch size) and divides by sqrt(d); eq. 17 applies
     gain and bias. Any statistic passed in (population estimates at inference, Algorithm 2
-    eqs. 18-21) replaces the current batch's. Returns the output and the current statistics.
+    eqs. 18-21) replaces the current batch's. Returns the output and the statistics used.
 
     Deviation, on purpose: eq. 13 has no eps in the feature std, which divides by zero for a
     constant vector (the recurrent terms are exactly 0 at t=0 when h0 = c0 = 0); we put eps

@@ -84,15 +84,20 @@ def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def _header(view: TableView, model: str, seeds: str) -> list[str]:
+    """Column titles of a table: the row label, each column (with the paper's beside it), seeds."""
+    header = ["k" if view.kind == "k-ablation" else model]
+    for column in view.columns:
+        header.append(column.label)
+        if _with_paper(view, column):
+            header += [f"paper {column.paper}", "ours/paper"]
+    return header + [seeds]
+
+
 def to_markdown(views: list[TableView]) -> str:
     blocks = []
     for view in views:
-        header = ["k" if view.kind == "k-ablation" else "model"]
-        for column in view.columns:
-            header.append(column.label)
-            if _with_paper(view, column):
-                header += [f"paper {column.paper}", "ours/paper"]
-        header.append("seeds")
+        header = _header(view, "model", "seeds")
         lines = [f"### {view.title}", "", f"_{header_caption(view)}" +
                  (f"; paper: {view.paper_table}_" if view.paper_table else "_"), "",
                  _md_row(header), "|" + "|".join(["---"] + [":---:"] * (len(header) - 2) + ["---:"]) + "|"]
@@ -162,12 +167,7 @@ def _latex_number(scale: float, best: bool, mean, std, n: Optional[int] = None) 
 def to_latex(views: list[TableView]) -> str:
     blocks = ["% atnbench report -- needs \\usepackage{booktabs}"]
     for view in views:
-        header = ["k" if view.kind == "k-ablation" else "Model"]
-        for column in view.columns:
-            header.append(column.label)
-            if _with_paper(view, column):
-                header += [f"paper {column.paper}", "ours/paper"]
-        header.append("Seeds")
+        header = _header(view, "Model", "Seeds")
         spec = "l" + "c" * (len(header) - 2) + "r"
         scale = f" ($\\times 10^{{{view.exponent}}}$)" if view.exponent else ""
         caption = latex_escape(f"{view.title}. {view.measure}") + scale + latex_escape(

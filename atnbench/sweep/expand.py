@@ -15,7 +15,6 @@ same run as in every other sweep and as ``atnbench run`` with the same settings.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Optional
