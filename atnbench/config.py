@@ -2,15 +2,15 @@
 
 Resolution order (later wins): built-in defaults < task preset (its ``defaults``, then its
 ``per_T`` entry, then a named ``variant``) < ``--config FILE`` < command-line flags. The run id
-is a hash of the resolved fields that change the numbers (not the device, not the output
-folder), so the same config always maps to the same row of the results store.
+is a hash of the resolved fields that change the numbers (``atnbench.identity``: the thread
+count and device type included, the output folder not), so the same config always maps to the
+same row of the results store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -47,6 +47,8 @@ class RunConfig:
     budget: float = 1.0
     variant: Optional[str] = None
     options: dict = field(default_factory=dict)  # task-specific extras (data paths, permute, ...)
+    threads: int = 1  # torch CPU threads: reductions, hence the last bits, depend on it
+    device: str = "cpu"  # the device type the run trains on: cpu, cuda or mps
 
     def __post_init__(self):
         checks = [
@@ -66,6 +68,8 @@ class RunConfig:
             (self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}"),
             (self.cell in ("lstm", "gru"), f"unknown cell {self.cell!r}; choose lstm or gru"),
             (self.init in (None, "atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
+            (self.threads >= 1, f"threads must be >= 1, got {self.threads}"),
+            (self.device in ("cpu", "cuda", "mps"), f"unknown device type {self.device!r}; choose cpu, cuda or mps"),
         ]
         for ok, message in checks:
             if not ok:
@@ -78,7 +82,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
         return run_id(self.to_dict())
 
@@ -87,10 +91,10 @@ FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 
 
 def run_id(config: dict[str, Any]) -> str:
-    """Deterministic id of a resolved config: 12 hex digits of a SHA-256 of canonical JSON."""
-    identity = {key: value for key, value in config.items() if key in FIELDS}
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    """Deterministic id of a resolved config (see ``atnbench.identity``)."""
+    from atnbench.identity import run_id as identity_run_id
+
+    return identity_run_id(config)
 
 
 def build_config(values: dict[str, Any]) -> RunConfig:

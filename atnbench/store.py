@@ -80,7 +80,15 @@ CREATE TABLE IF NOT EXISTS sweep_runs (
     PRIMARY KEY (sweep, run_id)
 );
 CREATE INDEX IF NOT EXISTS sweep_runs_run ON sweep_runs (run_id);
+CREATE TABLE IF NOT EXISTS models (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
+    step INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind)
+);
 """
+MODEL_KINDS = ("best", "final")
 
 
 class StoreError(RuntimeError):
@@ -240,6 +248,7 @@ class ResultsStore:
             )
             if fresh:
                 conn.execute("DELETE FROM evals WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM models WHERE run_id = ?", (run_id,))
             if sweep is not None:
                 self._add_membership(conn, sweep, run_id)
 
@@ -290,6 +299,25 @@ class ResultsStore:
             )
             if cursor.rowcount == 0:
                 raise UnknownRun(f"no run {run_id!r} in {self.path}")
+
+    def save_model(self, run_id: str, kind: str, step: int, state: bytes) -> None:
+        """Keep a trained model's weights (``torch.save`` bytes of its state dict): the
+        ``final`` ones or the ``best`` (lowest validation loss) so far; replaces that kind."""
+        if kind not in MODEL_KINDS:
+            raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute("INSERT OR REPLACE INTO models (run_id, kind, step, state) VALUES (?, ?, ?, ?)",
+                         (run_id, kind, int(step), sqlite3.Binary(state)))
+
+    def model(self, run_id: str, kind: str = "best") -> Optional[tuple[int, bytes]]:
+        """(step, weights bytes) of a kept model, or None when the run kept none of that kind."""
+        try:
+            row = self._conn.execute("SELECT step, state FROM models WHERE run_id = ? AND kind = ?",
+                                     (run_id, kind)).fetchone()
+        except sqlite3.OperationalError:  # a store from before models were kept
+            return None
+        return (row["step"], bytes(row["state"])) if row is not None else None
 
     def add_to_sweep(self, sweep: str, run_id: str) -> None:
         """Make run_id a member of sweep (a run may belong to several sweeps)."""

@@ -12,6 +12,7 @@ so a resumed run summarises the whole curve, not just its last segment.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import time
@@ -25,6 +26,7 @@ from torch import Tensor
 
 from atnbench import schedule
 from atnbench.config import RunConfig
+import atnbench.identity as run_identity
 from atnbench.nn import detach_state
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks import get_task
@@ -165,9 +167,26 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
     }
 
 
+def _weights(model) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({key: value.detach().cpu() for key, value in model.state_dict().items()}, buffer)
+    return buffer.getvalue()
+
+
 def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Optional[Reporter] = None,
-          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2) -> dict:
-    """Train one run to the end (or divergence) and record it; returns the result record."""
+          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2,
+          keep_model: bool = True) -> dict:
+    """Train one run to the end (or divergence) and record it; returns the result record.
+
+    The config's device type and thread count are part of its run id, so they are enforced
+    here. With ``keep_model`` the best-validation weights are kept in the store whenever they
+    improve, and the final weights at the end.
+    """
+    device = torch.device(device)
+    if device.type != config.device:
+        raise ValueError(f"run {config.run_id} is configured for device {config.device}, not {device.type}")
+    if device.type == "cpu":
+        torch.set_num_threads(config.threads)
     reporter = reporter or SilentReporter()
     task = get_task(config.task)
     run_id = config.run_id
@@ -185,6 +204,7 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     env = environment()
     env["device"] = str(device)
     env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
+    env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.identity)
     store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=not resume)
     params = count_parameters(model)
 
@@ -192,6 +212,7 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     started = time.perf_counter()
     status, error = "done", None
     window_loss, window_steps, evals = 0.0, 0, 0
+    best_val = min((p.val_loss for p in store.curve(run_id) if p.val_loss is not None), default=math.inf)
     try:
         model.train()
         while step < config.steps:
@@ -214,11 +235,15 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
             if step % config.eval_every == 0 or step == config.steps:
                 with schedule.eval_weights(optimizer):  # ASGD's average once it has taken over
                     val, metrics = evaluate_all(model, task, source)
+                    improved = _weights(model) if keep_model and val < best_val else None
                 if not math.isfinite(val):
                     raise Diverged(f"validation loss became {val} at step {step}")
                 train_loss = window_loss / window_steps
                 wall = wall_before + time.perf_counter() - started
                 store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
+                if improved is not None:
+                    store.save_model(run_id, "best", step, improved)
+                best_val = min(best_val, val)
                 reporter.evaluated(step, train_loss, val)
                 schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
                 window_loss, window_steps = 0.0, 0
@@ -235,6 +260,9 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
         raise
     wall = wall_before + time.perf_counter() - started
     summary = summarize(store, config, step, wall, params)
+    if keep_model and status == "done":
+        with schedule.eval_weights(optimizer):  # the weights its evaluations scored
+            store.save_model(run_id, "final", step, _weights(model))
     store.finish_run(run_id, status, summary, error=error)
     if status == "done" and checkpoint.path.exists():
         checkpoint.path.unlink()

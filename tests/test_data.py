@@ -95,10 +95,10 @@ def wikitext_rows(n: int, seed: int) -> list[str]:
 def write_wikitext(folder, layout="hub"):
     parts = {"train": ("train", 14, 0), "validation": ("valid", 6, 1), "test": ("test", 6, 2)}
     if layout == "hub":
-        (folder / "wikitext-2-raw-v1").mkdir(parents=True)
+        (folder / "wikitext-2-v1").mkdir(parents=True)
         for split, (_, n, seed) in parts.items():
             datasets.Dataset.from_dict({"text": wikitext_rows(n, seed)}).to_parquet(
-                str(folder / "wikitext-2-raw-v1" / f"{split}-00000-of-00001.parquet"))
+                str(folder / "wikitext-2-v1" / f"{split}-00000-of-00001.parquet"))
     else:  # the original archive's wiki.*.tokens
         folder.mkdir(parents=True)
         for split, (part, n, seed) in parts.items():
@@ -182,7 +182,7 @@ def test_wikitext_hub_layout_and_original_token_files_agree(tmp_path):
     assert all(torch.equal(hub_ids[s], txt_ids[s]) for s in hub_ids)
     rows = wikitext_rows(14, 0)
     assert hub_ids["train"].numel() == sum(len(row.split()) + 1 for row in rows)  # words + <eos> per line
-    assert (tmp_path / "a" / "wikitext-2-raw-v1.vocab.json").is_file()
+    assert (tmp_path / "a" / "wikitext-2-v1.vocab.json").is_file()
 
 
 def test_imdb_loader_tokenizes_and_ranks_the_vocabulary(tmp_path):
@@ -232,11 +232,11 @@ def test_unreachable_hub_says_which_command_fetches_the_data(monkeypatch):
         load_wikitext2({})
     message = str(err.value)
     assert "\n" not in message and "OfflineModeIsEnabled" in message
-    assert "load_dataset('Salesforce/wikitext', 'wikitext-2-raw-v1').save_to_disk('wikitext-2')" in message
+    assert "load_dataset('Salesforce/wikitext', 'wikitext-2-v1').save_to_disk('wikitext-2')" in message
 
 
 @pytest.mark.parametrize("task, expected", [("ptb-char", "ptb.char.train.txt"), ("smnist-noise", "train.parquet"),
-                                            ("wikitext2", "wikitext-2-raw-v1/train-*.parquet"),
+                                            ("wikitext2", "wikitext-2-v1/train-*.parquet"),
                                             ("imdb", "plain_text/train-*.parquet")])
 def test_cli_missing_data_is_one_line_and_exit_2(tmp_path, task, expected):
     (tmp_path / "empty").mkdir()
@@ -486,8 +486,10 @@ def test_real_data_presets_follow_the_papers(name, expected):
         assert options["lr_schedule"] == {"milestones": [80, 90], "gamma": 0.1}
     if name == "wikitext2":
         assert options["asgd_switch"] == {"nonmono": 5} and options["embedding"] == 400
-        assert options["hf_config"] == "wikitext-2-raw-v1"
-        assert resolve_preset(load_task_preset(name), variant="tokenized")["options"]["embedding"] == 400
+        assert options["hf_config"] == "wikitext-2-v1"  # Table 5's tokenized WikiText-2 by default
+        raw = resolve_preset(load_task_preset(name), variant="raw")["options"]
+        assert raw["hf_config"] == "wikitext-2-raw-v1" and raw["embedding"] == 400
+        assert resolve_preset(load_task_preset(name), variant="tokenized")["options"] == options
     if name == "smnist-noise":
         assert options["noise_var"] == 0.1
         assert resolve_preset(load_task_preset(name), variant="permuted")["options"] == {"noise_var": 0.1, "permute": True}

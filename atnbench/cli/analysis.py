@@ -47,7 +47,7 @@ def stats(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the preset's, 50)."),
     out_dir: Path = typer.Option(Path("atnbench-results") / "stats", "--out", help="Folder for the figures and CSV."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database that --from-run reads."),
-    from_run: Optional[list[str]] = typer.Option(None, "--from-run", help="Use this run's model from its checkpoint instead of training (repeatable)."),
+    from_run: Optional[list[str]] = typer.Option(None, "--from-run", help="Use this finished run's kept model (its best-validation weights) instead of training (repeatable; an id prefix is enough)."),
     device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or mps."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
 ):

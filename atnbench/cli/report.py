@@ -122,8 +122,12 @@ def report(
 ):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
 
-    One row per model, min train and min validation loss as mean ± std over seeds, the best
-    per column in bold green.
+    One row per model and setting (runs that differ in nothing but the seed), min train and min
+    validation loss as mean ± std over seeds, the best per column in bold green. Statistics:
+    [bold]min train[/] = the lowest, over evaluations, of the mean training-minibatch loss since
+    the previous evaluation (the paper's attained minimum); [bold]min validation[/] = the lowest
+    validation loss over evaluations; [bold]final[/] = at the last evaluation; [bold]test at best
+    val.[/] = the test loss at the evaluation with the lowest validation loss (real-data tasks).
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --plots figs[/]
     """

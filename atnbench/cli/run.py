@@ -112,6 +112,8 @@ def run(
     threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the default matches them."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
     resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
+    force: bool = typer.Option(False, "--force", help="Train again although the store holds this config's finished run, replacing its row."),
+    keep_model: bool = typer.Option(True, "--keep-model/--no-keep-model", help="Keep the final and the best-validation weights in the store (for `atnbench evaluate` and `stats --from-run`)."),
     checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (for --resume)."),
     json_out: bool = typer.Option(False, "--json", help="Print only the result record as JSON on stdout."),
     out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the result record as JSON to this file."),
@@ -128,14 +130,28 @@ def run(
                  lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
                  steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
                  bias_inside=bias_inside, seed=seed, options=_task_options(task, data_dir, data_files, permute))
-    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
     torch_device = resolve_device(device)
-    torch.set_num_threads(threads)
+    flags.update(threads=threads, device=torch_device.type)
+    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
     with ResultsStore(store) as results:
+        finished = results.get_run(run_config.run_id)
+        if finished is not None and finished.status in ("done", "diverged"):
+            if not force:
+                err.print(f"run {run_config.run_id} is already in {results.path} ({finished.status}, "
+                          f"{finished.updated_at[:19]} UTC): not training again. See it with "
+                          f"`atnbench runs show {run_config.run_id}`; --force trains again and replaces it.",
+                          soft_wrap=True, highlight=False)
+                if json_out:
+                    from atnbench.train import result_record
+
+                    print(json.dumps(result_record(run_config, finished.status, finished.summary, finished.error)))
+                return
+            err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
+                      soft_wrap=True, highlight=False)
         reporter = reporter_for(f"{run_config.task} {run_config.norm}", quiet=quiet)
         try:
-            record = train(run_config, results, torch_device, reporter, resume=resume,
-                           checkpoint_every=checkpoint_every)
+            record = train(run_config, results, torch_device, reporter, resume=resume and not force,
+                           checkpoint_every=checkpoint_every, keep_model=keep_model)
         except KeyboardInterrupt:
             err.print(f"interrupted: run {run_config.run_id} recorded as failed; "
                       f"continue it with the same command and --resume")

@@ -130,6 +130,8 @@ def _summary(spec, result) -> Table:
     table.add_column(justify="right")
     rows = [("runs in the sweep", result.total),
             ("already in the store (skipped)", len(result.skipped)),
+            ("made by other code (re-run)" if not any("stale" in s for _, s in result.skipped)
+             else "made by other code (kept, --keep-stale)", len(result.stale)),
             ("done", result.count("done")), ("diverged", result.count("diverged")),
             ("failed", result.count("failed")), ("interrupted", result.count("interrupted")),
             ("not started", result.count("not-started"))]
@@ -175,6 +177,7 @@ def sweep(
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
+    keep_stale: bool = typer.Option(False, "--keep-stale", help="Count a finished run made by other code (a different code fingerprint) as done instead of re-running it; reports mark it as stale."),
 ):
     """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
 
@@ -208,16 +211,16 @@ def sweep(
                      steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
                      bias_inside=bias_inside, variant=variant)
     overrides = {key: value for key, value in overrides.items() if value is not None}
+    from atnbench.zoo import resolve_device
+
+    # resolved here, on the driver: the thread count and device type are part of each run id
+    overrides.update(threads=threads, device=resolve_device(device).type)
     varied = set(spec.varied) | ({"steps", "epochs"} if {"steps", "epochs"} & set(spec.varied) else set())
     for key in overrides:
         if key in varied:
-            fail(f"{FLAG_NAMES[key]} would replace the values sweep {spec.name} varies ({key}); "
+            fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
     runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
-    if backend == "local":
-        from atnbench.zoo import resolve_device
-
-        resolve_device(device)  # "cuda" on a machine without one: one line now, not N failed runs
     if dry_run:
         _dry_run(spec, runs, store, json_out)
         return
@@ -229,7 +232,7 @@ def sweep(
         if workers * threads > cores:
             err.print(f"[yellow]note:[/] {workers} workers x {threads} threads > {cores} cores: runs will compete for CPU")
     result = run_sweep(spec, runs, store, backend=backend, workers=workers, threads=threads, device=device,
-                       address=address, quiet=quiet)
+                       address=address, quiet=quiet, keep_stale=keep_stale)
     if json_out:
         counts = {"runs": result.total, "skipped": len(result.skipped)}
         counts.update({status: result.count(status) for status in

@@ -25,6 +25,7 @@ from atnbench.report.aggregate import (
     ModelRow,
     Stat,
     budget_label,
+    definitions,
     mean_std,
 )
 from atnbench.report.paper import (
@@ -36,6 +37,7 @@ from atnbench.report.paper import (
     paper_row_for,
     protocol_differences,
     protocol_label,
+    row_differences,
 )
 
 ORDER_MARK = "⇅"
@@ -194,13 +196,21 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
     """Set the paper's values beside ours, the ratios, and ordering marks; flag what is not
     comparable (a reduced budget, or runs that differ from the paper's protocol)."""
     view.paper_table = table.label
-    compared = []
+    compared, differences = [], row_differences(group)
     for row in view.rows:
         if row.kind != "model":
             continue
         source = group.row(row.label)
         row.paper_model = paper_row_for(table, group, source) if source is not None else None
-        if row.paper_model is not None:
+        if row.paper_model is None:
+            continue
+        why = list(differences.get(row.label) or [])
+        if source.stale:
+            why.append("made by other code (stale)")
+        if why:  # only rows with the paper's settings are set beside the paper's numbers
+            view.notes.append(f"{row.label}: not compared with {table.label}: {'; '.join(why)}")
+            row.paper_model = None
+        else:
             compared.append(row)
     for column in view.columns:
         if column.paper is None:
@@ -225,14 +235,26 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
     reasons = []
     if group.reduced:
         reasons.append(f"{budget_label(group.budget)}: the paper's numbers are full-protocol")
-    differences = protocol_differences(group, [row.label for row in compared])
-    if differences:
-        reasons.append("runs differ from the paper's protocol: " + "; ".join(differences))
+    if not _is_default_variant(group.task, group.variant):
+        reasons.append(f"preset variant {group.variant}: the paper's numbers come from the task's default protocol")
     if reasons:
         view.comparable = False
         view.notes.append(f"{NOT_COMPARABLE_MARK} not comparable with {table.label}: " + "; ".join(reasons))
     if not compared:
         view.notes.append(f"no row of ours matches a row of the paper's {table.label} (LSTM, LN, ATN k={table.k})")
+
+
+def _is_default_variant(task: str, variant: Optional[str]) -> bool:
+    """No variant, or a variant that changes nothing of the task's default preset (an alias)."""
+    if variant is None:
+        return True
+    from atnbench.presets import load_task_preset, resolve_preset
+
+    try:
+        preset = load_task_preset(task)
+        return resolve_preset(preset, preset.default_T, variant) == resolve_preset(preset, preset.default_T, None)
+    except Exception:  # noqa: BLE001 - no preset: nothing says the variant is the paper's
+        return False
 
 
 def _order_text(values: dict[str, float]) -> str:
@@ -255,6 +277,9 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
         for key, label in ACCURACY_COLUMNS.items():  # tasks scored by accuracy (smnist-noise, imdb)
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
                 columns.append(Column(key, label, scale=1.0, higher_better=True))
+    if any(row.stats.get("test_loss_at_best_val") is not None and row.stats["test_loss_at_best_val"].n
+           for row in group.rows):
+        columns.append(Column("test_loss_at_best_val", COLUMN_LABELS["test_loss_at_best_val"]))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
     rows = _seed_rows(group.rows, columns, table, "model")
@@ -269,6 +294,7 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
                      budget=group.budget, variant=group.variant, measure=measure, scale=scale, protocol=protocol,
                      columns=columns, rows=rows + ([baseline] if baseline else []),
                      notes=list(group.notes) + ([] if with_paper and table is not None else protocol_notes))
+    view.notes.append(definitions(c.key for c in columns))
     if with_paper:
         if table is not None:
             _add_paper(view, group, table)
@@ -294,7 +320,7 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False) -> TableView
                      T=group.T, budget=group.budget, variant=group.variant, measure=measure_of(group.task),
                      scale=scale, protocol=protocol, columns=columns, rows=rows + refs + ([baseline] if baseline else []),
                      notes=list(group.notes) + [n.replace("protocol differs", "protocol (besides k) differs")
-                                                for n in protocol_notes])
+                                                for n in protocol_notes] + [definitions(c.key for c in columns)])
     if with_paper:
         statement = k_order_statement(view_data)
         if statement is None:
