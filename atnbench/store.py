@@ -426,6 +426,20 @@ class ResultsStore:
                 self._add_membership(conn, sweep, run_id)
         return run_id
 
+    # -- lookup and removal (``atnbench runs``) ------------------------------------------------
+
+    def run_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the runs whose id starts with prefix (all runs for ""), sorted."""
+        rows = self._conn.execute("SELECT run_id FROM runs ORDER BY run_id")
+        return [row["run_id"] for row in rows if row["run_id"].startswith(prefix)]
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run's row; its curve, sweep memberships (and any row that references the
+        run with ON DELETE CASCADE) go with it. Files (checkpoints) are the caller's. Returns
+        whether a row was there."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
+
 
 # -- helpers -----------------------------------------------------------------------------------
 
