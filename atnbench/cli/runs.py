@@ -313,8 +313,7 @@ def compare_cmd(
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the curves on one figure into this file (.png, .svg, .pdf)."),
     store: Path = STORE_OPTION,
 ):
-    """Runs side by side: configs and environments (differing keys marked * and highlighted),
-    summaries, and with --plot their curves on one figure.
+    """Runs side by side: config, environment and summary (differing keys marked *), curves with --plot.
 
     Example: [bold]atnbench runs compare 3fa2 81c0 --plot cmp.png[/]
     """
@@ -435,9 +434,11 @@ def export_cmd(
 ):
     """Runs and their curves as CSV or JSON, for a spreadsheet or your own analysis.
 
-    CSV: one row per run (config.*, summary.*, env.* columns), or with --curves one row per
-    curve point. JSON: a list of runs, each with its config, summary, environment, sweeps and
-    curve. (To move runs to another store, use [bold]atnbench store export[/].)
+    CSV: one row per run (config.*, summary.*, env.* columns), or with --curves one row per curve point.
+
+    JSON: a list of runs, each with its config, summary, environment, sweeps and curve.
+
+    To move runs to another store, use [bold]atnbench store export[/].
 
     Example: [bold]atnbench runs export --task adding -o adding.csv[/]  ·  [bold]atnbench runs export -f json --sweep table2-adding[/]
     """

@@ -88,10 +88,11 @@ def import_cmd(
 ):
     """Bring the runs of a JSON Lines file into a store.
 
-    Idempotent: importing a file twice changes nothing. A run already there with the same
-    numbers stays as it is (its sweep memberships are united); a running row is replaced by a
-    finished one. A conflict (the same run id with different numbers) is one line on
-    stderr, the store's row is kept, and the command exits with 1 at the end.
+    Idempotent: importing twice changes nothing. A run there with the same numbers stays (sweeps united).
+
+    A running or failed row is replaced by a finished one.
+
+    A conflict (same run id, different numbers) is a line on stderr; the store's row is kept; exit code 1.
 
     Example: [bold]atnbench store import machine-a.jsonl --store all.db[/]
     """
@@ -110,9 +111,9 @@ def merge_cmd(
 ):
     """Combine several stores into one, e.g. the halves of a sweep run on two machines.
 
-    The same rules as [bold]import[/]; the result does not depend on the order of the sources,
-    except that in a conflict (the same run id with different numbers) the first row is kept:
-    one line per conflict on stderr, and the command exits with 1 at the end.
+    The rules of [bold]import[/]; the order of the sources does not matter except in a conflict.
+
+    A conflict (same run id, different numbers) is a line on stderr; the first row is kept; exit code 1.
 
     Example: [bold]atnbench store merge all.db machine-a.db machine-b.db[/]
     """
