@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, TextIO
 
-from atnbench.store import STATUSES, ResultsStore
+from atnbench.store import SCHEMA_VERSION, STATUSES, ResultsStore
 
 TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
 RANK = {"running": 0, "failed": 1, "done": 2, "diverged": 2}  # how finished a row is
@@ -122,6 +122,13 @@ def _malformed(record) -> Optional[str]:
         return "run_id is not a non-empty string"
     if record["status"] not in STATUSES:
         return f"unknown status {record['status']!r}"
+    if not isinstance(record["config"], dict):
+        return "config is not an object"
+    try:
+        if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
+            return f"schema version {record['schema_version']}, newer than this atnbench's {SCHEMA_VERSION}: upgrade it"
+    except (TypeError, ValueError):
+        return f"schema version {record['schema_version']!r} is not a number"
     if not isinstance(record.get("curve", []), list) or not isinstance(record.get("sweeps", []), list):
         return "curve and sweeps must be lists"
     return None

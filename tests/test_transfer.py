@@ -229,6 +229,7 @@ def test_export_filters_and_stdout(tmp_path):
     ('{"run_id": "abc", "status": "finished", "config": {}}\n', "unknown status"),
     ('[1, 2]\n', "not an atnbench run record"),
     ('{"status": "done", "config": {}}\n', "missing run_id"),
+    ('{"run_id": "abc", "status": "done", "config": {}, "schema_version": 99}\n', "newer than this atnbench"),
 ])
 def test_a_bad_file_is_one_line_and_imports_nothing(tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"

@@ -248,7 +248,10 @@ def show_cmd(
         out.print(Text(f"error: {run.error}", style="red"), soft_wrap=True)
     out.print(_pairs_table("config", run.config))
     out.print(_pairs_table("environment", run.env))
-    out.print(_pairs_table("summary", run.summary) if run.summary else Text("summary: none (not finished)", style="dim"))
+    if run.summary:
+        out.print(_pairs_table("summary", run.summary))
+    else:
+        out.print(Text("summary: none" + (" (the run has not finished)" if run.status == "running" else ""), style="dim"))
     if not curve:
         out.print(Text("curve: no evaluations recorded", style="dim"))
         return
@@ -410,6 +413,8 @@ def curves_csv(records: list[dict]) -> str:
 
 
 def _csv(rows: list[dict]) -> str:
+    if not rows:
+        return ""
     columns = list(dict.fromkeys(key for row in rows for key in row))  # first-seen order
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
