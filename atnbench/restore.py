@@ -31,15 +31,7 @@ class RestoredRun:
 
 def find_run(store: ResultsStore, run_id: str) -> RunRecord:
     """The run with this id or unique id prefix; a one-line error otherwise."""
-    record = store.get_run(run_id)
-    if record is not None:
-        return record
-    matches = [r for r in store.runs() if r.run_id.startswith(run_id)] if run_id else []
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise ValueError(f"run id prefix {run_id!r} matches {len(matches)} runs in {store.path}; give more digits")
-    raise ValueError(f"no run {run_id!r} in {store.path} (atnbench runs list shows the runs)")
+    return store.get_run(store.resolve_id(run_id))
 
 
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:

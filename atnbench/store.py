@@ -454,6 +454,33 @@ class ResultsStore:
                 self._add_membership(conn, sweep, run_id)
         return run_id
 
+    # -- lookup and removal (``atnbench runs``) ------------------------------------------------
+
+    def run_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the runs whose id starts with prefix (all runs for ""), sorted."""
+        rows = self._conn.execute("SELECT run_id FROM runs ORDER BY run_id")
+        return [row["run_id"] for row in rows if row["run_id"].startswith(prefix)]
+
+    def resolve_id(self, text: str) -> str:
+        """The full run id for an id or a unique prefix of one; a one-line ValueError otherwise."""
+        text = text.strip()
+        matches = self.run_ids(text) if text else []
+        if text in matches:
+            return text
+        if not matches:
+            raise ValueError(f"no run {text!r} in {self.path} (see `atnbench runs list`)")
+        if len(matches) > 1:
+            shown = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
+            raise ValueError(f"run id prefix {text!r} matches {len(matches)} runs ({shown}); give more characters")
+        return matches[0]
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run's row; its curve, sweep memberships (and any row that references the
+        run with ON DELETE CASCADE) go with it. Files (checkpoints) are the caller's. Returns
+        whether a row was there."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
+
 
 # -- helpers -----------------------------------------------------------------------------------
 
