@@ -555,14 +555,15 @@ def ref_lstm_layer(y: np.ndarray, p: dict, scheme: str, k: int, eps: float, h: n
     return out, h, c
 
 
-def ref_gru_layer(y: np.ndarray, p: dict, scheme: str, k: int, eps: float, h: np.ndarray, lens: list[int]):
+def ref_gru_layer(y: np.ndarray, p: dict, scheme: str, k: int, eps: float, h: np.ndarray, lens: list[int],
+                  bn_input_mode: str = "frame"):
     """One normalized GRU layer on a padded batch (see ``ref_norm_gru``); returns (out, h_n)."""
     kinds = SCHEME_TERMS[scheme]
     steps, batch = y.shape[0], y.shape[1]
     hidden = p["w_hh"].shape[1]
     h = h.copy()
     ax = np.stack([_matvec(p["w_ih"], y[t], p.get("b_ih")) for t in range(steps)])
-    xn = _input_term(kinds[0], ax, k, eps, p.get("g_x"), p.get("s_x"), "frame", lens, None, None)
+    xn = _input_term(kinds[0], ax, k, eps, p.get("g_x"), p.get("s_x"), bn_input_mode, lens, None, None)
     if p.get("b") is not None:
         xn = xn + p["b"]
     norm_h = _TermNorm(kinds[1], k, eps, p.get("g_h"), p.get("s_h"))
@@ -643,7 +644,7 @@ def ref_norm_lstm(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: floa
 
 
 def ref_norm_gru(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: float = 1e-5, h0=None,
-                 lengths=None, bidirectional: bool = False):
+                 lengths=None, bidirectional: bool = False, bn_input_mode: str = "frame"):
     """Reference normalized GRU (Ba et al.'s LN-GRU layout with nn.GRU's gates r, z, n):
 
         a_x = N_x(W_x x_t [+ b_x]) [+ b],   a_h = N_h(W_h h_{t-1} [+ b_h])
@@ -653,7 +654,7 @@ def ref_norm_gru(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: float
     ``bidirectional`` as in ``ref_norm_lstm``.
     """
     def run(y, p, index, start, lens):
-        return ref_gru_layer(y, p, scheme, k, eps, start[0], lens)
+        return ref_gru_layer(y, p, scheme, k, eps, start[0], lens, bn_input_mode)
 
     return _stack(run, x, layers, lengths, bidirectional, [h0])
 
