@@ -405,3 +405,16 @@ def test_batch_first_with_lengths():
     out_b, h_b = model(x.transpose(0, 1), lengths=lengths)
     close(out_b.transpose(0, 1), out_t, 0)
     close(h_b.h, h_t.h, 0)
+
+
+def test_readme_use_it_in_your_model_example_runs():
+    """The README's "Use it in your model" example: a bidirectional, packed tagger."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index("## Use it in your model"):]
+    code = re.search(r"```python\n(.+?)\n```", section, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["scores"].shape == (7, 3, 9)
