@@ -418,3 +418,20 @@ def test_readme_use_it_in_your_model_example_runs():
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)
     assert scope["scores"].shape == (7, 3, 9)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("batch_first", (False, True))
+def test_fused_padded_with_lengths_equals_loop(cell, batch_first):
+    """norm="none" on torch's kernel with a padded batch and lengths (packed inside) equals the loop."""
+    fused = make(cell, "none", backend="auto")
+    loop = make(cell, "none", backend="loop")
+    assert fused.fused and not loop.fused
+    loop.load_torch_state_dict(fused.torch_state_dict())
+    fused.batch_first = fused.rnn.batch_first = loop.batch_first = batch_first
+    lengths = torch.tensor(LENGTHS["unsorted"])
+    x = pad_sequence(sequences(LENGTHS["unsorted"]), batch_first=batch_first)
+    (out_f, state_f), (out_l, state_l) = fused(x, lengths=lengths), loop(x, lengths=lengths)
+    close(out_f, out_l, 1e-12)
+    for a, b in zip(final_states(cell, state_f), final_states(cell, state_l)):
+        close(a, b, 1e-12)

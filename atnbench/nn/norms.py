@@ -432,6 +432,7 @@ class _MaskedAssortedTimeBatchNormStream(NormStream):
     def __init__(self, norm, state, lengths):
         super().__init__(norm, state, lengths)
         self.batch = lengths.shape[0]
+        self.active = int(lengths.max())  # steps past every sequence's end join no window
         self.entries: list[Tensor] = list(with_counts(state, self.batch).unbind(0))
 
     def step_only(self, a):
@@ -445,11 +446,11 @@ class _MaskedAssortedTimeBatchNormStream(NormStream):
         if not norm.training and norm.use_population:
             pop = norm.stats.lookup(self.t, 1)
             return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
-        if self.t < int(self.lengths.max()):  # steps past every sequence's end join no window
+        if self.t < self.active:
             self.entries.append(masked_step_moments(a, self.mask()))
         window = torch.stack(self.entries[-norm.k:])
         mean, var, pooled = pooled_window(window, a.dtype)
-        if norm.training and self.t < int(self.lengths.max()):
+        if norm.training and self.t < self.active:
             norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased_counts(var, pooled).unsqueeze(0)})
         return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
 
