@@ -28,6 +28,7 @@ from atnbench import schedule
 from atnbench.config import RunConfig
 import atnbench.identity as run_identity
 from atnbench.nn import detach_state
+from atnbench.nn.padding import last_steps
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks import get_task
 from atnbench.tasks.source import DataSource, derived_metric, make_source
@@ -76,9 +77,17 @@ def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
                          **norm_options)
 
 
-def task_loss(task, logits: Tensor, target: Tensor) -> Tensor:
+def run_model(model, batch, state):
+    """The model on a batch: a padded batch passes its lengths on (each sequence runs over its
+    own steps; no normalization statistic sees padding)."""
+    if batch.lengths is None:
+        return model(batch.x, state)
+    return model(batch.x, state, lengths=batch.lengths)
+
+
+def task_loss(task, logits: Tensor, target: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
     if task.target == "last":
-        logits = logits[-1]
+        logits = last_steps(logits, lengths)  # each sequence's own last step
     if task.loss == "mse":
         return F.mse_loss(logits.squeeze(-1), target)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
@@ -91,12 +100,12 @@ def evaluate(model, task, source: DataSource, split: str) -> tuple[float, Option
     model.eval()
     total, count, correct, scored, state = 0.0, 0, 0, 0, None
     for batch in source.eval_batches(split):
-        logits, state = model(batch.x, state if batch.carry else None)
+        logits, state = run_model(model, batch, state if batch.carry else None)
         scored_here = batch.y.numel()  # every scored step counts alike, whatever the segment's length
-        total += task_loss(task, logits, batch.y).item() * scored_here
+        total += task_loss(task, logits, batch.y, batch.lengths).item() * scored_here
         count += scored_here
         if task.metric == "accuracy":
-            scores = logits[-1] if task.target == "last" else logits
+            scores = last_steps(logits, batch.lengths) if task.target == "last" else logits
             correct += int((scores.argmax(-1) == batch.y).sum())
             scored += batch.y.numel()
     model.train(was_training)
@@ -218,8 +227,8 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
         while step < config.steps:
             batch = source.train_batch()
             state = detach_state(state) if batch.carry else None  # truncated BPTT across batches
-            logits, state = model(batch.x, state)
-            loss = task_loss(task, logits, batch.y)
+            logits, state = run_model(model, batch, state)
+            loss = task_loss(task, logits, batch.y, batch.lengths)
             value = loss.item()
             if not math.isfinite(value):
                 raise Diverged(f"loss became {value} at step {step + 1}")

@@ -313,12 +313,13 @@ def test_smnist_source_noise_permutation_and_rows(tmp_path):
         source(T=100)
 
 
-def test_imdb_source_pads_on_the_left_and_takes_a_fraction(tmp_path):
-    from atnbench.tasks.imdb import pad_left
+def test_imdb_source_pads_on_the_right_with_lengths_and_takes_a_fraction(tmp_path):
+    from atnbench.tasks.imdb import pad_right
     from atnbench.tasks.source import make_source
     from atnbench.tasks import get_task
 
-    assert pad_left([[5, 6], [1, 2, 3, 4]], 3).tolist() == [[0, 5, 6], [2, 3, 4]]
+    ids, lengths = pad_right([[5, 6], [1, 2, 3, 4], []], 3)
+    assert ids.tolist() == [[5, 6, 0], [2, 3, 4], [0, 0, 0]] and lengths.tolist() == [2, 3, 1]
     folder = write_imdb(tmp_path / "imdb")
     config = resolve_run("imdb", dict(T=6, batch_size=4, variant="bln-20pct", options={"data_dir": str(folder)}))
     assert config.options["train_fraction"] == 0.2 and config.options["embedding"] == 128
@@ -326,7 +327,43 @@ def test_imdb_source_pads_on_the_left_and_takes_a_fraction(tmp_path):
     assert len(source.data["train"][1]) == 8 and len(source.data["test"][1]) == 10  # 20% of 40; whole test
     batch = source.train_batch()
     assert batch.x.shape == (6, 4) and batch.x.dtype == torch.int64 and batch.y.shape == (4,)
+    assert batch.lengths.shape == (4,) and 1 <= int(batch.lengths.min()) and int(batch.lengths.max()) <= 6
+    assert len(set(source.lengths["train"].tolist())) > 1  # the reviews have different lengths
+    for row, n in zip(batch.x.t(), batch.lengths):
+        assert row[n:].eq(0).all() and row[:n].ne(0).all()  # tokens first, then <pad>
+    assert all(len(b.lengths) == len(b.y) for b in source.eval_batches("test"))
     assert source.vocab_size > 2 and source.input_size == 128
+
+
+@pytest.mark.parametrize("norm", ("ln", "atn", "bn", "atn-bn"))
+def test_imdb_model_reads_each_review_alone(tmp_path, norm):
+    """The IMDB task passes lengths to the model: in evaluation (population statistics for the
+    batch norms, trained on a padded batch) the batch's scores and loss equal those of each
+    review run alone, unpadded."""
+    from atnbench.tasks import get_task
+    from atnbench.tasks.source import make_source
+    from atnbench.train import build_model, run_model, task_loss
+
+    folder = write_imdb(tmp_path / "imdb")
+    config = resolve_run("imdb", dict(T=12, batch_size=6, hidden=8, norm=norm, options={"data_dir": str(folder)}))
+    task = get_task("imdb")
+    source = make_source(task, config, torch.device("cpu"))
+    torch.manual_seed(0)
+    model = build_model(config, source).double()
+    batch = source.train_batch()
+    assert len(set(batch.lengths.tolist())) > 1
+    run_model(model.train(), batch, None)  # a training pass: population statistics from valid steps
+    model.eval()
+    logits, _ = run_model(model, batch, None)
+    loss = task_loss(task, logits, batch.y, batch.lengths)
+    alone = []
+    for b, n in enumerate(batch.lengths.tolist()):
+        out, _ = model(batch.x[:n, b:b + 1])
+        alone.append(out[-1, 0])
+    alone = torch.stack(alone)
+    assert torch.allclose(logits.gather(0, (batch.lengths - 1).view(1, -1, 1).expand(1, -1, 2))[0], alone,
+                          rtol=0, atol=1e-10)
+    assert loss.item() == pytest.approx(torch.nn.functional.cross_entropy(alone, batch.y).item(), abs=1e-10)
 
 
 # --- learning-rate schedule and the ASGD switch ----------------------------------------------------

@@ -32,7 +32,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.tasks.source import make_source
-from atnbench.train import build_model, make_optimizer, task_loss
+from atnbench.train import build_model, make_optimizer, run_model, task_loss
 
 TERMS = {"hidden": "W_h h", "input": "W_x x", "cell": "c"}  # Fig. 6a, 6b, 6c
 SKIP_FIRST = {"hidden"}  # steps left out of the summaries (see module doc)
@@ -158,8 +158,8 @@ def load_run(store: ResultsStore, run_id: str, device: torch.device) -> TrainedM
 def _iteration(trained: TrainedModel, task) -> float:
     batch = trained.source.train_batch()
     state = detach_state(trained.state) if batch.carry else None
-    logits, trained.state = trained.model(batch.x, state)
-    loss = task_loss(task, logits, batch.y)
+    logits, trained.state = run_model(trained.model, batch, state)
+    loss = task_loss(task, logits, batch.y, batch.lengths)
     trained.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if trained.config.clip is not None:

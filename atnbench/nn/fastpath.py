@@ -20,7 +20,8 @@ Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside o
 affine on or off, float32 and float64, train and eval, any number of layers (it runs per
 layer; dropout between layers stays outside), the ATN window state in and out (continuation
 equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
-state. ``select`` falls back to the loop path whenever that is not the case: another norm, a
+state. ``select`` falls back to the loop path whenever that is not the case: variable lengths
+(a PackedSequence or ``lengths``), another norm, a
 ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
 window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
 once-differentiable, which cannot be detected in advance: double backward through the
@@ -246,10 +247,16 @@ def _tracing() -> bool:
     return bool((compiling is not None and compiling()) or torch.jit.is_tracing() or torch.jit.is_scripting())
 
 
-def select(model, x: Tensor, windows=None) -> str:
-    """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc)."""
+def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
+    """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
+
+    Variable-length batches (``lengths``) take the loop, which holds each sequence's state
+    after its own last step; the fast path runs whole batches of equal length (either direction).
+    """
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
+        return "loop"
+    if lengths is not None:
         return "loop"
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
