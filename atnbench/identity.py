@@ -14,8 +14,10 @@ The id is a hash of ``identity(config)``, the config with
   depend on them) and ``code_fingerprint()``.
 
 "The code" is every module that computes a run's numbers: ``atnbench/nn`` (Python and the C++
-sources), ``atnbench/tasks``, ``atnbench/data``, ``train.py``, ``schedule.py``, ``zoo.py``, plus
-the torch version. Python files are fingerprinted by their syntax tree without docstrings, so
+sources), ``atnbench/tasks``, ``atnbench/data``, ``train.py``, ``schedule.py``, ``zoo.py``. The
+torch build, like the processor, belongs to the machine: it is recorded with every run, not part
+of its id, so one id run on two machines may differ in the last bits (``atnbench store merge``
+reports that as a conflict). Python files are fingerprinted by their syntax tree without docstrings, so
 comments, docstrings and formatting do not count; C++ files with comments and blank space
 removed. A change to anything else (reports, CLI, store) keeps every id.
 
@@ -178,9 +180,7 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
     """16 hex digits over the code that computes a run's numbers (see the module docstring)."""
-    import torch
-
-    digest = hashlib.sha256(f"torch {torch.__version__}".encode())
+    digest = hashlib.sha256()
     for path in _code_files():
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
         digest.update(_source_digest(path).encode())
