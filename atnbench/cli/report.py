@@ -177,7 +177,12 @@ def report(
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         printer = out
         if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
-            printer = Console(width=max([out.width] + [table_width(out, view) for view in views]))
+            widths = [table_width(out, view) for view in views]
+            if claims is not None:
+                from atnbench.report.verdict_tables import verdicts_width
+
+                widths.append(verdicts_width(out, claims[0]))
+            printer = Console(width=max([out.width] + widths))
         for view in views:
             printer.print(rich_view(view, plain=printer.color_system is None))
         if claims is not None:

@@ -83,21 +83,29 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
 
 
 def rich_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> RichGroup:
-    table = Table(title="verdicts on the paper's claims", caption=FOOTNOTE, caption_justify="left",
-                  box=box.SIMPLE_HEAD, title_style="bold")
-    for header in HEADERS:
-        table.add_column(header, overflow="fold")
+    parts: list = [verdict_table(results), Text(FOOTNOTE, style="dim")]
+    if not_run:
+        parts.append(Text("  claims without runs here: " + ", ".join(c.id for c in not_run), style="dim"))
+    parts.append(Text(""))
+    return RichGroup(*parts)
+
+
+def verdicts_width(console, results: list[ClaimResult]) -> int:
+    """The width the verdict table needs to keep its number and verdict cells on one line."""
+    return console.measure(verdict_table(results), options=console.options.update(width=10_000)).maximum
+
+
+def verdict_table(results: list[ClaimResult]) -> Table:
+    table = Table(title="verdicts on the paper's claims", box=box.SIMPLE_HEAD, title_style="bold")
+    for i, header in enumerate(HEADERS):  # the claim, runs and comparison wrap; numbers and verdicts never
+        table.add_column(header, overflow="fold", max_width=(34, 26, 30)[i] if i < 3 else None, no_wrap=i >= 3)
     for result in results:
         for line in rows(result, with_source=False):
             verdict = line[-1]
             style = next((s for v, s in STYLES.items() if verdict.startswith(v)), "")
             table.add_row(*line[:-1], Text(verdict, style=style))
         table.add_section()
-    parts: list = [table]
-    if not_run:
-        parts.append(Text("  claims without runs here: " + ", ".join(c.id for c in not_run), style="dim"))
-    parts.append(Text(""))
-    return RichGroup(*parts)
+    return table
 
 
 def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> str:
