@@ -91,7 +91,7 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     file_values = read_config_file(config_file) if config_file else {}
     preset = load_task_preset(task_name)
     T = flags.get("T", file_values.get("T", preset.default_T))
-    variant = variant or flags.pop("variant", None) or file_values.get("variant")
+    variant = preset.canonical_variant(variant or flags.pop("variant", None) or file_values.get("variant"))
 
     values: dict[str, Any] = {"task": task.name, "T": T}
     values.update(_epochs_to_steps(resolve_preset(preset, T, variant)))

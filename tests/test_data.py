@@ -508,7 +508,8 @@ def test_resumed_carried_state_lm_run_equals_uninterrupted(tmp_path):
 # --- presets ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name, expected", [
-    ("ptb-char", dict(T=220, hidden=1000, layers=1, batch_size=32, optimizer="adam", lr=1e-2, clip=3.0, k=10,
+    # the authors' released ptb/main.py (tasks/ptb-char.yaml; the text's 1000 units and k=10 are variant paper-text)
+    ("ptb-char", dict(T=220, hidden=200, layers=1, batch_size=32, optimizer="adam", lr=1e-2, clip=3.0, k=20,
                       steps=150 * 720)),
     ("wikitext2", dict(T=70, hidden=1150, layers=3, batch_size=32, optimizer="sgd", lr=30.0, momentum=0.0,
                        clip=0.25, k=25, steps=500 * 933)),
@@ -519,8 +520,11 @@ def test_real_data_presets_follow_the_papers(name, expected):
     resolved = resolve_preset(load_task_preset(name))
     assert {key: resolved[key] for key in expected} == expected
     options = resolved["options"]
-    if name == "ptb-char":
-        assert options["lr_schedule"] == {"milestones": [80, 90], "gamma": 0.1}
+    if name == "ptb-char":  # the code never decays the learning rate; the text does at epochs 80 and 90
+        assert "lr_schedule" not in options
+        text = resolve_preset(load_task_preset(name), variant="paper-text")
+        assert text["options"]["lr_schedule"] == {"milestones": [80, 90], "gamma": 0.1}
+        assert (text["hidden"], text["k"]) == (1000, 10)
     if name == "wikitext2":
         assert options["asgd_switch"] == {"nonmono": 5} and options["embedding"] == 400
         assert options["hf_config"] == "wikitext-2-v1"  # Table 5's tokenized WikiText-2 by default

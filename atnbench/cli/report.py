@@ -118,6 +118,8 @@ def report(
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="table, markdown, csv, json or latex (default: table, or what --output's suffix says)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Also write the figures (PNG and SVG) into this folder."),
+    verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs: reproduced, contradicted, inconclusive or uninformative, with Welch's test, n, p and CIs."),
+    baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
 ):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
@@ -140,16 +142,21 @@ def report(
         table_width,
     )
 
+    from atnbench.report.verdicts import check_margin
+
     fmt = format_for(fmt, str(output) if output is not None else None)
+    margin = check_margin(baseline_margin)
+    if verdicts and fmt not in ("table", "markdown", "json"):
+        fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
     k_view = by_k or _is_k_sweep(sweep)
     views = []
     if k_view:
-        views = [k_ablation_view(view, with_paper=paper) for view in k_ablations(groups)]
+        views = [k_ablation_view(view, with_paper=paper, baseline_margin=margin) for view in k_ablations(groups)]
         if not views:
             err.print("no ATN runs with a window k among the selected runs; showing the model tables instead")
     if not views:
-        views = [group_view(group, with_paper=paper, final=final) for group in groups]
+        views = [group_view(group, with_paper=paper, final=final, baseline_margin=margin) for group in groups]
 
     to_stdout = output is None and fmt != "table"  # machine-readable output owns stdout
     console = err if to_stdout else out
@@ -159,8 +166,13 @@ def report(
 
     meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
             "paper": paper, "runs_selected": selected, "runs_in_store": total}
+    claims = _verdicts(groups, margin) if verdicts else None
+    if claims is not None and fmt == "json":
+        from atnbench.report.verdict_tables import verdict_records
+
+        meta["verdicts"] = verdict_records(*claims)
     if output is not None:
-        text = export(views, fmt, meta)
+        text = export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")
@@ -169,14 +181,36 @@ def report(
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         printer = out
         if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
-            printer = Console(width=max([out.width] + [table_width(out, view) for view in views]))
+            widths = [table_width(out, view) for view in views]
+            if claims is not None:
+                from atnbench.report.verdict_tables import verdicts_width
+
+                widths.append(verdicts_width(out, claims[0]))
+            printer = Console(width=max([out.width] + widths))
         for view in views:
             printer.print(rich_view(view, plain=printer.color_system is None))
+        if claims is not None:
+            from atnbench.report.verdict_tables import rich_verdicts
+
+            printer.print(rich_verdicts(*claims))
     else:
-        sys.stdout.write(export(views, fmt, meta))
+        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()
     if plots is not None:
         _write_plots(groups, plots, k_view, say)
+
+
+def _verdicts(groups, margin: float):
+    """(results, claims without runs) for the paper's claims on these groups."""
+    from atnbench.report.verdicts import evaluate, paper_claims
+
+    return evaluate(paper_claims(), groups, margin=margin)
+
+
+def _verdicts_markdown(claims) -> str:
+    from atnbench.report.verdict_tables import markdown_verdicts
+
+    return "\n" + markdown_verdicts(*claims)
 
 
 @app.command()

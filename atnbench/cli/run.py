@@ -181,6 +181,9 @@ def tasks():
             preset = load_task_preset(name)
             ts = ", ".join(f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())) or f"T={preset.default_T}"
             variants = ", ".join(preset.variants) or "-"
+            aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
+            if aliases:
+                variants += f"\n[dim]old name{'s' if len(aliases) > 1 else ''}: {'; '.join(aliases)}[/]"
             source = preset.citation
         else:
             ts, variants, source = "-", "-", spec.reference

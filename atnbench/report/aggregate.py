@@ -353,7 +353,9 @@ def row_settings(record: RunRecord) -> dict:
     plus the code fingerprint they were made by (None for runs recorded before fingerprints)."""
     from atnbench.identity import identity
 
-    settings = {key: value for key, value in identity(record.config).items() if key not in GROUP_FIELDS}
+    columns = {"task": record.task, "T": record.T, "norm": record.norm, "k": record.k, "seed": record.seed}
+    config = {**{key: value for key, value in columns.items() if value is not None}, **record.config}
+    settings = {key: value for key, value in identity(config).items() if key not in GROUP_FIELDS}
     settings["code"] = (record.env or {}).get("code")
     return settings
 

@@ -39,8 +39,10 @@ from atnbench.report.paper import (
     protocol_label,
     row_differences,
 )
+from atnbench.report.verdicts import DEFAULT_MARGIN, at_baseline, baseline_note, baseline_values
 
 ORDER_MARK = "⇅"
+AT_BASELINE_MARK = "≈"  # the row learned nothing (verdicts.at_baseline)
 NOT_COMPARABLE_MARK = "†"
 DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
@@ -81,6 +83,7 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     cost: dict[str, Stat] = field(default_factory=dict)
     paper_model: Optional[str] = None
+    at_baseline: Optional[bool] = None  # None: the task has no baseline
 
 
 @dataclass
@@ -145,7 +148,8 @@ def _stat_for(row: ModelRow, key: str, table: Optional[PaperTable]) -> Stat:
 
 
 def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[PaperTable], kind: str,
-               label=lambda row: row.label) -> list[Row]:
+               label=lambda row: row.label, baseline: Optional[float] = None,
+               margin: float = DEFAULT_MARGIN) -> list[Row]:
     out = []
     for row in rows:
         cells = {}
@@ -154,7 +158,8 @@ def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[Pape
             cells[column.key] = Cell(stat.mean, stat.std, stat.n)
         out.append(Row(label=label(row), kind=kind, model=row.model, k=row.k, seeds=row.seeds,
                        diverged=len(row.diverged_seeds), cells=cells,
-                       cost={name: row.stats[name] for name in COST_STATS if name in row.stats}))
+                       cost={name: row.stats[name] for name in COST_STATS if name in row.stats},
+                       at_baseline=at_baseline(baseline_values(row)[1], baseline, margin)))
     return out
 
 
@@ -257,11 +262,18 @@ def _is_default_variant(task: str, variant: Optional[str]) -> bool:
         return False
 
 
+def _note_baseline(view: TableView, group: Group, margin: float) -> None:
+    note = baseline_note(group, margin)
+    if note is not None:
+        view.notes.append(note)
+
+
 def _order_text(values: dict[str, float]) -> str:
     return " < ".join(PAPER_NAMES.get(m, m) for m in sorted(values, key=lambda m: (values[m], m)))
 
 
-def group_view(group: Group, with_paper: bool = False, final: bool = False) -> TableView:
+def group_view(group: Group, with_paper: bool = False, final: bool = False,
+               baseline_margin: float = DEFAULT_MARGIN) -> TableView:
     """The paper-style table of one group: a row per model, the baseline, best marked."""
     table = paper().table_for(group.task, group.T)
     if table is not None:
@@ -282,7 +294,7 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
         columns.append(Column("test_loss_at_best_val", COLUMN_LABELS["test_loss_at_best_val"]))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
-    rows = _seed_rows(group.rows, columns, table, "model")
+    rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline, margin=baseline_margin)
     _mark_best(rows, columns)
     baseline = _baseline_row(group, columns)
     if table is not None:  # the paper's own scale, so the two read side by side
@@ -294,6 +306,7 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
                      budget=group.budget, variant=group.variant, measure=measure, scale=scale, protocol=protocol,
                      columns=columns, rows=rows + ([baseline] if baseline else []),
                      notes=list(group.notes) + ([] if with_paper and table is not None else protocol_notes))
+    _note_baseline(view, group, baseline_margin)
     view.notes.append(definitions(c.key for c in columns))
     if with_paper:
         if table is not None:
@@ -304,12 +317,14 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
     return view
 
 
-def k_ablation_view(view_data: KAblation, with_paper: bool = False) -> TableView:
+def k_ablation_view(view_data: KAblation, with_paper: bool = False,
+                    baseline_margin: float = DEFAULT_MARGIN) -> TableView:
     """k against loss for one windowed model, the other models as reference rows."""
     group = view_data.group
     columns = [Column(key, COLUMN_LABELS[key]) for key in DEFAULT_COLUMNS + FINAL_COLUMNS]
-    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: f"{row.model} k={row.k}")
-    refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label)
+    marks = dict(baseline=group.baseline, margin=baseline_margin)
+    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: f"{row.model} k={row.k}", **marks)
+    refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label, **marks)
     _mark_best(rows + refs, columns)
     baseline = _baseline_row(group, columns)
     table = paper().table_for(group.task, group.T)
@@ -320,7 +335,9 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False) -> TableView
                      T=group.T, budget=group.budget, variant=group.variant, measure=measure_of(group.task),
                      scale=scale, protocol=protocol, columns=columns, rows=rows + refs + ([baseline] if baseline else []),
                      notes=list(group.notes) + [n.replace("protocol differs", "protocol (besides k) differs")
-                                                for n in protocol_notes] + [definitions(c.key for c in columns)])
+                                                for n in protocol_notes])
+    _note_baseline(view, group, baseline_margin)
+    view.notes.append(definitions(c.key for c in columns))
     if with_paper:
         statement = k_order_statement(view_data)
         if statement is None:
@@ -419,7 +436,7 @@ def rich_table(view: TableView, plain: bool = False) -> Table:
     table.add_column("seeds", justify="right")
     for row in view.rows:
         style = "dim italic" if row.kind == "baseline" else ("dim" if row.kind == "reference" else None)
-        cells: list = [Text(row.label)]
+        cells: list = [Text(row.label + (f" {AT_BASELINE_MARK}" if row.at_baseline else ""))]
         for column in view.columns:
             cell = row.cells[column.key]
             text = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))
