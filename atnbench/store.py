@@ -6,7 +6,8 @@ writers without a server. WAL journaling lets readers proceed while one process 
 busy timeout makes a second writer wait instead of failing.
 
 Layout: the database lives at ``DEFAULT_STORE`` (``./atnbench-results/atnbench.db``) unless a
-path is given; checkpoints live beside it under ``<store folder>/checkpoints/<run_id>/``.
+path is given; checkpoints live beside it under ``<store file>-checkpoints/<run_id>/`` (one
+folder per store file, see ``atnbench.checkpoint``).
 
 Non-finite numbers: JSON has no NaN or infinity and a diverged run produces them, so every
 non-finite float (in the loss columns and anywhere inside config/env/summary/metrics JSON) is
@@ -362,10 +363,10 @@ class ResultsStore:
         return [row["sweep"] for row in rows]
 
     def checkpoint_dir(self, run_id: str) -> Path:
-        """Where the run's checkpoints go: <store folder>/checkpoints/<run_id>/ (not created here)."""
-        if not run_id or run_id in (".", "..") or "/" in run_id or "\\" in run_id:
-            raise ValueError(f"run id {run_id!r} cannot name a checkpoint folder")
-        return self.path.parent / "checkpoints" / run_id
+        """Where the run's checkpoints go: <store file>-checkpoints/<run_id>/ (see atnbench.checkpoint)."""
+        from atnbench.checkpoint import checkpoint_dir
+
+        return checkpoint_dir(self.path, run_id)
 
     # -- transfer between stores (Ray workers -> driver) -------------------------------------
 

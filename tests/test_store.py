@@ -33,7 +33,7 @@ def store(tmp_path):
 
 def test_default_location_and_checkpoint_dir(store, tmp_path):
     assert DEFAULT_STORE.as_posix() == "atnbench-results/atnbench.db"
-    assert store.checkpoint_dir("abc123") == tmp_path / "results" / "checkpoints" / "abc123"
+    assert store.checkpoint_dir("abc123") == tmp_path / "results" / "atnbench.db-checkpoints" / "abc123"
     assert not store.checkpoint_dir("abc123").exists()  # a lookup, not a mkdir
     with pytest.raises(ValueError):
         store.checkpoint_dir("../escape")
