@@ -68,7 +68,7 @@ def stats(
     torch_device = resolve_device(device)
     models = []
     if from_run:
-        with ResultsStore(store, create=False) as results:
+        with ResultsStore.open_read_only(store) as results:
             for run_id in dict.fromkeys(from_run):
                 models.append(st.load_run(results, run_id, torch_device))
     else:

@@ -49,7 +49,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
 
     norm_column = canonical_norm(norm) if norm is not None else None
     try:
-        results = ResultsStore(store, create=False)
+        results = ResultsStore.open_read_only(store)  # reading never writes
     except StoreError as error:
         fail(str(error).splitlines()[0])
     with results:
@@ -60,11 +60,11 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
         records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"
-            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
         finished = [r for r in records if r.status in ("done", "diverged")]
         if not finished:
             fail(f"no finished runs match {_filters_text(task, T, sweep, norm, since)} "
-                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)", code=1)
+                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)")
         runs = [RunData(record, tuple(results.curve(record.run_id)) if record.status == "done" else ())
                 for record in records]
         path = results.path

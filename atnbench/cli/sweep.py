@@ -34,12 +34,14 @@ def _k_text(config) -> str:
 
 
 def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]:
-    """Statuses from an existing store, without creating one."""
-    from atnbench.store import ResultsStore
+    """Statuses from an existing store, read-only (no store yet: nothing is in it)."""
+    from atnbench.store import ResultsStore, StoreMissing
 
-    if not Path(store).is_file():
+    try:
+        results = ResultsStore.open_read_only(store)
+    except StoreMissing:
         return {}
-    with ResultsStore(store, create=False) as results:
+    with results:
         return {run_id: results.status(run_id) for run_id in run_ids}
 
 
@@ -113,7 +115,7 @@ def _records(runs, store: Path) -> list[dict]:
     from atnbench.train import result_record
 
     records = []
-    with ResultsStore(store, create=False) as results:
+    with ResultsStore.open_read_only(store) as results:
         for run in runs:
             row = results.get_run(run.run_id)
             if row is None:
