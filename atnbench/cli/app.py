@@ -11,17 +11,22 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import sqlite3
 import sys
 
-import click
 import typer
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperGroup
 
 from atnbench.config import ConfigError
+
+try:  # typer >= 0.17 carries its own copy of click; older typer uses the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, or the same run is "
@@ -66,15 +71,15 @@ class OneLineGroup(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.NoArgsIsHelpError as error:
-            click.echo(error.ctx.get_help() if error.ctx else self.get_help(click.Context(self)))
-            sys.exit(EXIT_OK)
-        except click.ClickException as error:
+        except click_errors.ClickException as error:
+            if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` or a group alone: the help
+                error.show()
+                sys.exit(EXIT_OK)
             where = getattr(getattr(error, "ctx", None), "command_path", None)
-            hint = f" (see {where} --help)" if where and isinstance(error, click.UsageError) else ""
-            _print_error(_one_line(error.format_message()) + hint)
-            sys.exit(EXIT_USAGE if isinstance(error, click.UsageError) else error.exit_code)
-        except click.exceptions.Abort:
+            usage = isinstance(error, click_errors.UsageError)
+            _print_error(_one_line(error.format_message()) + (f" (see {where} --help)" if where and usage else ""))
+            sys.exit(EXIT_USAGE if usage else error.exit_code)
+        except typer.Abort:
             _print_error("aborted")
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
@@ -98,6 +103,13 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     # What a user can get wrong; anything else is a bug and keeps its traceback.
     return (ConfigError, ValueError, StoreError, FileNotFoundError, FileExistsError, NotADirectoryError,
             IsADirectoryError, PermissionError)
+
+
+def finite(value):
+    """typer callback for float options: NaN and infinity are refused where they are typed."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
 
 
 def _failures() -> tuple[type[BaseException], ...]:

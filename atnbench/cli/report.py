@@ -136,7 +136,13 @@ def report(
         table_width,
     )
 
+    from atnbench.outputs import check_output_dir, check_output_file
+
     fmt = format_for(fmt, str(output) if output is not None else None)
+    if output is not None:
+        check_output_file(output, "--output")
+    if plots is not None:
+        check_output_dir(plots, "--plots")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
     k_view = by_k or _is_k_sweep(sweep)
     views = []
@@ -194,6 +200,9 @@ def plot(
 
     Example: [bold]atnbench plot --task copying --out figs[/]
     """
+    from atnbench.outputs import check_output_dir
+
+    check_output_dir(out_dir, "--out")
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
     paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
     if not paths:

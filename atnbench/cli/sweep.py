@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.store import DEFAULT_STORE
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
@@ -152,7 +152,7 @@ def sweep(
     threads: int = typer.Option(1, "--threads", help="Torch threads per run (fixed per run, so results do not depend on --workers)."),
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps.", callback=finite),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4 (default: the sweep's)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps (per worker)."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
@@ -161,19 +161,19 @@ def sweep(
     T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run (unless the sweep varies it)."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
     k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run.", callback=finite),
     cell: Optional[str] = typer.Option(None, "--cell", help="Run flag for every run."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Run flag for every run."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Run flag for every run."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Run flag for every run."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run.", callback=finite),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Run flag for every run."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run.", callback=finite),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run.", callback=finite),
     iters: Optional[int] = typer.Option(None, "--iters", help="Run flag for every run (optimizer steps)."),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Run flag for every run."),
     val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Run flag for every run."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run.", callback=finite),
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
@@ -219,10 +219,15 @@ def sweep(
     if backend == "local":
         from atnbench.zoo import resolve_device
 
-        resolve_device(device)  # "cuda" on a machine without one: one line now, not N failed runs
+        local_device = str(resolve_device(device))  # "cuda" on a machine without one: one line now, not N failed runs
     if dry_run:
         _dry_run(spec, runs, store, json_out)
         return
+    if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
+        from atnbench.resources import check_fits, config_estimate
+
+        biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
+        check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
 
     if backend == "local" and workers is not None:
         from atnbench.sweep.local import available_cores
