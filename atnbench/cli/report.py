@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.store import DEFAULT_STORE, ResultsStore, StoreError
+from atnbench.store import DEFAULT_STORE, ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -48,11 +48,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.zoo import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
-    try:
-        results = ResultsStore.open_read_only(store)  # reading never writes
-    except StoreError as error:
-        fail(str(error).splitlines()[0])
-    with results:
+    with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
             fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
