@@ -214,3 +214,24 @@ def test_two_identical_runs_at_once_no_crash_one_result(tmp_path):
         rows = results_store.runs()
     assert len(rows) == 1 and rows[0].status == "done"
     assert not checkpoints.checkpoint_root(store).exists()
+
+
+def test_a_sweep_recovers_from_a_corrupt_checkpoint_instead_of_failing_every_rerun(tmp_path, caplog):
+    from atnbench.sweep import expand, load_sweep, run_sweep
+
+    spec_file = tmp_path / "one.yaml"
+    spec_file.write_text("description: one run\ntask: adding\nbase: {T: 10, steps: 12, hidden: 8, batch_size: 4, "
+                         "val_samples: 8, eval_every: 2}\ngrid: {norm: [atn], k: [3]}\n")
+    spec = load_sweep(str(spec_file))
+    runs = expand(spec, seeds=[0])
+    store = tmp_path / "r.db"
+    with ResultsStore(store) as results:
+        with pytest.raises(KeyboardInterrupt):
+            train(runs[0].config, results, CPU, Interrupt(at=9), checkpoint_every=2)
+    file = checkpoints.checkpoint_file(store, runs[0].run_id)
+    file.write_bytes(b"\x80garbage")
+    with caplog.at_level(logging.WARNING, logger="atnbench"):
+        outcome = run_sweep(spec, runs, store, workers=1, quiet=True)
+    assert outcome.count("done") == 1 and outcome.exit_code == 0
+    assert "set aside" in caplog.text
+    assert len(list(file.parent.glob("checkpoint.pt.corrupt-*"))) == 1 and not file.exists()
