@@ -6,7 +6,8 @@ writers without a server. WAL journaling lets readers proceed while one process 
 busy timeout makes a second writer wait instead of failing.
 
 Layout: the database lives at ``DEFAULT_STORE`` (``./atnbench-results/atnbench.db``) unless a
-path is given; checkpoints live beside it under ``<store folder>/checkpoints/<run_id>/``.
+path is given; checkpoints live beside it under ``<store file>-checkpoints/<run_id>/`` (one
+folder per store file, see ``atnbench.checkpoint``).
 
 Non-finite numbers: JSON has no NaN or infinity and a diverged run produces them, so every
 non-finite float (in the loss columns and anywhere inside config/env/summary/metrics JSON) is
@@ -141,23 +142,64 @@ class ResultsStore:
     opens its own ``ResultsStore`` on the same path. Use as a context manager or call close().
     """
 
-    def __init__(self, path: Union[str, Path] = DEFAULT_STORE, create: bool = True):
+    def __init__(self, path: Union[str, Path] = DEFAULT_STORE, create: bool = True, read_only: bool = False):
         self.path = Path(path).expanduser().absolute()  # checkpoint paths survive a later chdir
-        if not create and not self.path.is_file():
-            raise StoreMissing(f"no results store at {self.path} (run a benchmark first, or pass the right store path)")
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
-        # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
-        self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.read_only = read_only
+        check_store_path(self.path, create=create and not read_only, write=not read_only)
+        if create and not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"cannot create the folder of results store {self.path}: "
+                                 f"{err.strerror or err}") from None
+        try:
+            if read_only:  # SQLite itself refuses every write; nothing is created or converted
+                self._conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                                             isolation_level=None)
+            else:
+                # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
+                # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
+                self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path} cannot be opened as a results store: {err}") from None
         self._conn.row_factory = sqlite3.Row
         try:
-            self._setup()
+            self._check_readable()
+            if not read_only:
+                self._setup()
         except BaseException as err:
             self._conn.close()
-            if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+            if isinstance(err, sqlite3.Error):
                 raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
             raise
+
+    @classmethod
+    def open_read_only(cls, path: Union[str, Path] = DEFAULT_STORE) -> "ResultsStore":
+        """For report, plot, stats and ``sweep --dry-run``: never creates, converts or repairs the file."""
+        return cls(path, create=False, read_only=True)
+
+    def _check_readable(self) -> None:
+        """The file must be an intact SQLite database holding all of atnbench's tables, or (when
+        opened for writing) an empty one that _setup turns into a store. A store with some tables
+        missing is damaged: refused, never silently re-created."""
+        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables and not self.read_only:
+            return
+        if not tables:
+            raise StoreError(f"{self.path} is an empty database, not a results store (no tables; "
+                             f"`atnbench run` or `sweep` create one)")
+        missing = [name for name in STORE_TABLES if name not in tables]
+        if missing:
+            what = "not an atnbench results store" if len(missing) == len(STORE_TABLES) else "a damaged results store"
+            raise StoreError(f"{self.path} is {what}: table(s) {', '.join(missing)} missing")
+        problem = self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise StoreError(f"{self.path} is a damaged results store (SQLite integrity check: {problem})")
+        found = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if found is not None and int(found[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {found[0]}, newer than this atnbench understands "
+                             f"({SCHEMA_VERSION}); upgrade atnbench")
 
     def _setup(self) -> None:
         """Per-connection pragmas, then the schema (idempotent, so every open may run it)."""
@@ -390,10 +432,10 @@ class ResultsStore:
         return [row["sweep"] for row in rows]
 
     def checkpoint_dir(self, run_id: str) -> Path:
-        """Where the run's checkpoints go: <store folder>/checkpoints/<run_id>/ (not created here)."""
-        if not run_id or run_id in (".", "..") or "/" in run_id or "\\" in run_id:
-            raise ValueError(f"run id {run_id!r} cannot name a checkpoint folder")
-        return self.path.parent / "checkpoints" / run_id
+        """Where the run's checkpoints go: <store file>-checkpoints/<run_id>/ (see atnbench.checkpoint)."""
+        from atnbench.checkpoint import checkpoint_dir
+
+        return checkpoint_dir(self.path, run_id)
 
     # -- transfer between stores (Ray workers -> driver) -------------------------------------
 
@@ -483,6 +525,40 @@ class ResultsStore:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+STORE_TABLES = ("meta", "runs", "evals", "sweep_runs")
+
+
+def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
+    """One line naming the file and the problem, before SQLite sees the path: a folder, a path
+    under a file, a missing store (when not creating), unreadable, read-only (when writing), or a
+    file that is not an SQLite database at all."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreError(f"results store {path} cannot exist: {parent} is a file, not a folder")
+            break
+    if path.is_dir():
+        raise StoreError(f"results store {path} is a folder; give the path of the database file inside it "
+                         f"(e.g. {path / DEFAULT_STORE.name})")
+    if not path.exists():
+        if not create:
+            raise StoreMissing(f"no results store at {path} (run a benchmark first, or pass the right store path)")
+        return
+    if not path.is_file():
+        raise StoreError(f"results store {path} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"results store {path} cannot be read (permission denied)")
+    if write and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise StoreError(f"results store {path} is read-only here; recording runs needs write access to it and "
+                         f"its folder (report and plot can read it as it is)")
+    with open(path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")
+
 
 
 def environment(device: Optional[str] = None) -> dict:

@@ -13,8 +13,8 @@ so a resumed run summarises the whole curve, not just its last segment.
 from __future__ import annotations
 
 import io
+import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from atnbench import checkpoint as checkpoints
 from atnbench import schedule
+from atnbench.checkpoint import CHECKPOINT, CorruptCheckpoint  # noqa: F401  (CHECKPOINT: re-exported)
 from atnbench.config import RunConfig
 import atnbench.identity as run_identity
 from atnbench.nn import detach_state
@@ -34,7 +36,7 @@ from atnbench.tasks import get_task
 from atnbench.tasks.source import DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, count_parameters, model_name
 
-CHECKPOINT = "checkpoint.pt"
+log = logging.getLogger("atnbench")
 
 
 class Reporter(Protocol):
@@ -128,26 +130,33 @@ def evaluate_all(model, task, source: DataSource) -> tuple[float, dict]:
 
 @dataclass
 class Checkpoint:
+    """A run's checkpoint file: everything a resumed run needs to continue bit for bit."""
+
     path: Path
 
     def save(self, model, optimizer, source: DataSource, state, step: int, wall_s: float) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        torch.save({
+        checkpoints.save(self.path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "source": source.state_dict(), "torch_rng": torch.get_rng_state(),
             "state": detach_state(state), "step": step, "wall_s": wall_s,
-        }, tmp)
-        os.replace(tmp, self.path)  # a kill mid-write never leaves a torn checkpoint
+        })
 
-    def load(self, model, optimizer, source: DataSource, device: torch.device):
-        """Restore everything; returns (step, wall_s, recurrent state carried across batches)."""
-        saved = torch.load(self.path, map_location=device, weights_only=False)
+    def read(self, device: torch.device) -> dict:
+        """The saved contents (CorruptCheckpoint if unusable); nothing is restored yet."""
+        return checkpoints.load(self.path, device)
+
+    @staticmethod
+    def restore(saved: dict, model, optimizer, source: DataSource):
+        """Put a read checkpoint back; returns (step, wall_s, recurrent state carried across batches)."""
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         source.load_state_dict(saved["source"])
         torch.set_rng_state(saved["torch_rng"].cpu())
         return saved["step"], saved["wall_s"], saved["state"]
+
+    def load(self, model, optimizer, source: DataSource, device: torch.device):
+        """Read and restore in one go (CorruptCheckpoint if the file is unusable)."""
+        return self.restore(self.read(device), model, optimizer, source)
 
 
 def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float, params: int) -> dict:
@@ -182,10 +191,23 @@ def _weights(model) -> bytes:
     return buffer.getvalue()
 
 
+def _fresh(config: RunConfig, task, device: torch.device):
+    """Data source, model and optimizer as they are at step 0 of the run."""
+    torch.manual_seed(config.seed)
+    source = make_source(task, config, device)
+    model = build_model(config, source).to(device)
+    optimizer = schedule.wrap(config, make_optimizer(config, model.parameters()), model.parameters(), source)
+    return source, model, optimizer
+
+
 def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Optional[Reporter] = None,
-          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2,
+          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2, wait: bool = False,
           keep_model: bool = True) -> dict:
     """Train one run to the end (or divergence) and record it; returns the result record.
+
+    The run's lock (checkpoint.hold_run) is held throughout: if another process is training
+    the same run into the same store, ``wait=False`` raises RunBusy at once; ``wait=True``
+    (sweeps) waits, then returns the other process's result if it finished the run.
 
     The config's device type and thread count are part of its run id, so they are enforced
     here. With ``keep_model`` the best-validation weights are kept in the store whenever they
@@ -197,24 +219,46 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     if device.type == "cpu":
         torch.set_num_threads(config.threads)
     reporter = reporter or SilentReporter()
+    with checkpoints.hold_run(store.path, config.run_id, wait=wait,
+                              should_stop=getattr(reporter, "should_stop", None)) as waited:
+        row = store.get_run(config.run_id) if waited else None
+        if row is not None and row.status in ("done", "diverged"):
+            log.warning(f"run {config.run_id} was finished by the other process; keeping its result")
+            return result_record(config, row.status, row.summary, row.error)
+        return _train(config, store, device, reporter, resume, sweep, checkpoint_every, keep_model)
+
+
+def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Reporter, resume: bool,
+           sweep: Optional[str], checkpoint_every: int, keep_model: bool = True) -> dict:
     task = get_task(config.task)
     run_id = config.run_id
-    checkpoint = Checkpoint(store.checkpoint_dir(run_id) / CHECKPOINT)
-    resume = resume and checkpoint.path.exists()
+    checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id))
+    saved = None
+    if resume and not checkpoint.path.exists():
+        log.warning(f"no checkpoint for run {run_id} at {checkpoint.path}; starting it from scratch")
+    elif resume:
+        try:
+            saved = checkpoint.read(device)
+        except CorruptCheckpoint as bad:
+            _set_aside(checkpoint.path, bad, run_id)
 
-    torch.manual_seed(config.seed)
-    source = make_source(task, config, device)
-    model = build_model(config, source).to(device)
-    optimizer = schedule.wrap(config, make_optimizer(config, model.parameters()), model.parameters(), source)
+    source, model, optimizer = _fresh(config, task, device)
     step, wall_before, state = 0, 0.0, None
-    if resume:
-        step, wall_before, state = checkpoint.load(model, optimizer, source, device)
+    if saved is not None:
+        try:
+            step, wall_before, state = Checkpoint.restore(saved, model, optimizer, source)
+        except Exception as error:  # noqa: BLE001 - another model's or a damaged state: unusable
+            _set_aside(checkpoint.path, CorruptCheckpoint(f"checkpoint {checkpoint.path} does not fit run {run_id} "
+                                                          f"({type(error).__name__})"), run_id)
+            saved = None
+            source, model, optimizer = _fresh(config, task, device)  # partly restored: start clean
+    if saved is not None:
         store.truncate_evals(run_id, step)
     env = environment()
     env["device"] = str(device)
     env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
     env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.identity)
-    store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=not resume)
+    store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=saved is None)
     params = count_parameters(model)
 
     reporter.start(run_id, config.steps, step)
@@ -273,10 +317,14 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
         with schedule.eval_weights(optimizer):  # the weights its evaluations scored
             store.save_model(run_id, "final", step, _weights(model))
     store.finish_run(run_id, status, summary, error=error)
-    if status == "done" and checkpoint.path.exists():
-        checkpoint.path.unlink()
+    checkpoints.discard(store.path, run_id)  # finished (done or diverged): nothing to resume
     reporter.finish(status)
     return result_record(config, status, summary, error)
+
+
+def _set_aside(path: Path, bad: CorruptCheckpoint, run_id: str) -> None:
+    aside = checkpoints.set_aside(path)
+    log.warning(f"{bad}; set aside as {aside.name}; starting run {run_id} from scratch")
 
 
 def result_record(config: RunConfig, status: str, summary: dict, error: Optional[str] = None) -> dict:

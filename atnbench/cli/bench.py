@@ -128,6 +128,8 @@ def bench(
     """
     from atnbench.bench.timing import time_workload
     from atnbench.bench.workloads import get_workload
+    from atnbench.outputs import check_output_file
+    from atnbench.resources import check_fits, run_estimate
     from atnbench.zoo import resolve_device
 
     if json_out and csv_out:
@@ -141,6 +143,11 @@ def bench(
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
     entries = entries_for(_names(models, "models"), _ks(k), reference)
     torch_device = resolve_device(device)
+    if output is not None:
+        check_output_file(output, "--output")  # now, not after the timing
+    for w in workloads:
+        check_fits(run_estimate(w.T, w.batch, w.hidden, 1, w.input_size, w.classes), str(torch_device),
+                   what=f"workload {w.name}")
     torch.set_num_threads(threads or available_cores())
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": cpu_model(), "dtype": "float32"}

@@ -35,7 +35,7 @@ def evaluate(
     from atnbench.tasks.source import derived_metric
     from atnbench.zoo import resolve_device
 
-    with ResultsStore(store, create=False) as results:
+    with ResultsStore.open_read_only(store) as results:
         restored = restore(results, run_id, resolve_device(device), weights)
     task = get_task(restored.config.task)
     scores = []

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.store import DEFAULT_STORE, ResultsStore, StoreError
+from atnbench.store import DEFAULT_STORE, ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -48,11 +48,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.zoo import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
-    try:
-        results = ResultsStore(store, create=False)
-    except StoreError as error:
-        fail(str(error).splitlines()[0])
-    with results:
+    with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
             fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
@@ -60,11 +56,11 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
         records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"
-            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
         finished = [r for r in records if r.status in ("done", "diverged")]
         if not finished:
             fail(f"no finished runs match {_filters_text(task, T, sweep, norm, since)} "
-                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)", code=1)
+                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)")
         runs = [RunData(record, tuple(results.curve(record.run_id)) if record.status == "done" else ())
                 for record in records]
         path = results.path
@@ -142,12 +138,17 @@ def report(
         table_width,
     )
 
+    from atnbench.outputs import check_output_dir, check_output_file
     from atnbench.report.verdicts import check_margin
 
     fmt = format_for(fmt, str(output) if output is not None else None)
     margin = check_margin(baseline_margin)
     if verdicts and fmt not in ("table", "markdown", "json"):
         fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
+    if output is not None:
+        check_output_file(output, "--output")
+    if plots is not None:
+        check_output_dir(plots, "--plots")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
     k_view = by_k or _is_k_sweep(sweep)
     views = []
@@ -232,6 +233,9 @@ def plot(
 
     Example: [bold]atnbench plot --task copying --out figs[/]
     """
+    from atnbench.outputs import check_output_dir
+
+    check_output_dir(out_dir, "--out")
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
     paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
     if not paths:

@@ -10,7 +10,7 @@ import torch
 import typer
 from rich.table import Table
 
-from atnbench.cli.app import app, err, out, user_errors
+from atnbench.cli.app import app, err, finite, out, user_errors
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import DEFAULT_STORE, ResultsStore
@@ -85,20 +85,20 @@ def run(
     T: Optional[int] = typer.Option(None, "--T", help="Sequence length (default: the preset's)."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Normalization: none|lstm, ln, atn, atn-bn, bn, bn-input, bln."),
     k: Optional[int] = typer.Option(None, "--k", help="ATN window (time steps); default: the preset's for this T."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root.", callback=finite),
     cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
     init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch (PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate.", callback=finite),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd)."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd).", callback=finite),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs.", callback=finite),
     iters: Optional[int] = typer.Option(None, "--iters", help="Training length in optimizer steps (overrides --epochs)."),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the validation set every N steps."),
     val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Size of the held-out validation set."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value.", callback=finite),
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Trainable gain and bias in the normalizations."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per norm)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (model init and data)."),
@@ -106,7 +106,7 @@ def run(
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Real-data tasks: folder holding the dataset (see `atnbench tasks`)."),
     data_files: Optional[str] = typer.Option(None, "--data-files", help="Real-data tasks: SPLIT=PATH[,SPLIT=PATH...] (train, validation, test)."),
     permute: Optional[bool] = typer.Option(None, "--permute/--no-permute", help="smnist-noise: pixels in one fixed, seeded random order."),
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps.", callback=finite),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config keys (flags override it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
     threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the default matches them."),
@@ -123,7 +123,9 @@ def run(
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
+    from atnbench.outputs import check_output_file
     from atnbench.progress import reporter_for
+    from atnbench.resources import check_fits, config_estimate
     from atnbench.train import train
 
     flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
@@ -133,6 +135,9 @@ def run(
     torch_device = resolve_device(device)
     flags.update(threads=threads, device=torch_device.type)
     run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
+    if out_file is not None:
+        check_output_file(out_file, "--out")  # now, not after the training
+    check_fits(config_estimate(run_config), str(torch_device))
     with ResultsStore(store) as results:
         finished = results.get_run(run_config.run_id)
         if finished is not None and finished.status in ("done", "diverged"):

@@ -343,7 +343,7 @@ def delete_cmd(
 
     Example: [bold]atnbench runs delete $(atnbench runs list -q --status failed) --yes[/]
     """
-    with open_store(store) as results:
+    with open_store(store, write=True) as results:
         ids = resolve_ids(results, run_ids)
         runs = [results.get_run(run_id) for run_id in ids]
         for run in runs:

@@ -25,15 +25,15 @@ app.add_typer(store_app, name="store")
 CONFLICT_EXIT = 1  # named in the import and merge help: keep them in step
 
 
-def open_store(path: Path, create: bool = False) -> ResultsStore:
+def open_store(path: Path, create: bool = False, write: bool = False) -> ResultsStore:
     """The store at path (created only with create=True); one line and exit 2 if it is missing
     or unusable.
 
-    Reading commands open with create=False and only read. (Switch them to ResultsStore's
-    read-only mode where it exists, so they also work on a store they may not write.)
+    Without create or write the store is opened read-only: reading commands change nothing and
+    also work on a store they may not write.
     """
     try:
-        return ResultsStore(path, create=create)
+        return ResultsStore(path, create=create, read_only=not (create or write))
     except StoreError as error:
         fail(str(error).splitlines()[0])
 

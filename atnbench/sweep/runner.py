@@ -115,7 +115,10 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
         raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
     try:
-        record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep)
+        # wait=True: the same run training in another process (a second identical sweep) is
+        # waited for, and its result kept, instead of trained twice
+        record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep,
+                       wait=True)
     except KeyboardInterrupt:
         return {"run_id": job.run_id, "status": INTERRUPTED}
     except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
