@@ -26,8 +26,8 @@ def build_command(
     try:
         built = build.load(fastpath.EXTENSION, retry=True, verbose=verbose)
     except build.BuildError as e:
-        fail(f"the C++ fast path could not be built: {e} (compiler output: "
-             f"{', '.join(str(p) for p in e.paths if p.exists()) or 'none'})", code=1)
+        details = [str(p) for p in e.paths if p.exists()][-1:]
+        fail(f"the C++ fast path could not be built: {e}" + "".join(f" (details: {p})" for p in details), code=1)
     state = "built" if built.built_now else "already built"
     out.print(f"{state} in {time.perf_counter() - start:.1f} s: {built.path} ({' '.join(built.cflags)})",
               soft_wrap=True, highlight=False)

@@ -104,13 +104,13 @@ def _cpu_tag() -> str:
     return "\n".join(found.values()) or (platform.processor() + platform.machine())
 
 
-def install_folder(base: Optional[Path] = None) -> Path:
+def install_folder() -> Path:
     """This install's build folder: one per package path, Python, torch build and machine."""
     import torch
 
     key = _digest(str(PACKAGE).encode(), sys.version.encode(), torch.__version__.encode(),
                   str(getattr(torch.version, "git_version", "")).encode(), platform.machine().encode())
-    return (base or root()) / f"atnbench-{key}"
+    return root() / f"atnbench-{key}"
 
 
 def library_name(ext: Extension, variant: tuple) -> str:
@@ -132,11 +132,12 @@ def _durable_move(src: Path, dst: Path) -> None:
     with open(src, "rb") as f:
         os.fsync(f.fileno())
     os.replace(src, dst)
-    fd = os.open(dst.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    if os.name == "posix":  # the rename itself, durable
+        fd = os.open(dst.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _summary(text: str) -> str:
@@ -262,8 +263,7 @@ def _build(ext: Extension, folder: Path, names: list[str], retry: bool, verbose:
     raise _failures(folder, names)
 
 
-def load(ext: Extension, *, retry: bool = False, verbose: bool = False, base: Optional[Path] = None,
-         err: Optional[TextIO] = None) -> Built:
+def load(ext: Extension, *, retry: bool = False, verbose: bool = False, err: Optional[TextIO] = None) -> Built:
     """Load ``ext``'s library into this process, building it first if this install has none.
 
     Variants are tried in order; the first built one that loads wins. ``retry`` tries again the
@@ -273,7 +273,7 @@ def load(ext: Extension, *, retry: bool = False, verbose: bool = False, base: Op
     """
     if disabled():
         raise BuildError("ATNBENCH_NO_BUILD is set", disabled=True)
-    folder = install_folder(base)
+    folder = install_folder()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         names = [library_name(ext, v) for v in ext.variants]
