@@ -34,9 +34,7 @@ automatically. Set ``ATNBENCH_NO_BUILD=1`` to never compile.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -45,7 +43,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from atnbench.nn import fast_python
+from atnbench.nn import build, fast_python
 
 FAST_BACKENDS = ("cpp", "function")
 # The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
@@ -61,57 +59,25 @@ BUILD_VARIANTS = [(["-O3", "-march=native", "-fopenmp", "-DATN_MVEC"], ["-fopenm
                   (["-O3", "-fopenmp"], ["-fopenmp"]),
                   (["-O3", "-fopenmp-simd"], [])]
 
+EXTENSION = build.Extension(
+    "atnbench_fast", sources=tuple(sorted(SOURCE.parent.glob("*.cpp"))),
+    variants=tuple((tuple(c), tuple(ld)) for c, ld in BUILD_VARIANTS),
+    depends=tuple(sorted(p for p in SOURCE.parent.iterdir() if p.suffix in (".h", ".hpp"))))
+
 _cpp_state: dict = {}
 
 
-def _cpu_tag() -> str:
-    """The CPU model and instruction-set flags (the build uses -march=native)."""
-    found: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key = line.split(":", 1)[0].strip()
-            if key in ("model name", "flags") and key not in found:
-                found[key] = line
-    except OSError:
-        pass
-    return "\n".join(found.values()) or (platform.processor() + platform.machine())
-
-
 def build_cpp(verbose: bool = False) -> bool:
-    """Compile (or load from the cache) the C++ extension; True if its ops are available.
-
-    Tried with glibc's vector math (``-march=native``, libmvec) first, then plain ``-O3``
-    (with and without OpenMP, which only the batch split over threads needs).
-    The extension's name carries a hash of the source, the flags, torch's version and the CPU,
-    so a cache shared between machines or versions never loads a wrong build.
-    """
-    if "ok" in _cpp_state:
-        return _cpp_state["ok"]
-    if os.environ.get("ATNBENCH_NO_BUILD"):
-        _cpp_state.update(ok=False, error="ATNBENCH_NO_BUILD is set")
-        return False
-    errors = []
-    try:
-        from torch.utils.cpp_extension import load
-
-        text = SOURCE.read_bytes()
-        for cflags, ldflags in BUILD_VARIANTS:
-            key = b"\0".join([text, " ".join(cflags + ldflags).encode(), torch.__version__.encode(),
-                              _cpu_tag().encode()])
-            name = "atnbench_fast_" + hashlib.sha256(key).hexdigest()[:16]
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    load(name, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags,
-                         is_python_module=False, verbose=verbose)
-                _cpp_state.update(ok=True, name=name, flags=cflags)
-                return True
-            except Exception as e:  # no compiler, no libmvec, ...: try the next variant
-                errors.append(f"{' '.join(cflags)}: {e}")
-    except Exception as e:
-        errors.append(str(e))
-    _cpp_state.update(ok=False, error="\n".join(errors))
-    return False
+    """Load the C++ extension, compiling it on first use (``atnbench.nn.build``); True if its ops
+    are available. Tried with glibc's vector math (``-march=native``, libmvec) first, then plain
+    ``-O3`` (with and without OpenMP, which only the batch split over threads needs)."""
+    if "ok" not in _cpp_state:
+        try:
+            built = build.load(EXTENSION, verbose=verbose)
+            _cpp_state.update(ok=True, name=built.path.stem, flags=list(built.cflags))
+        except build.BuildError as e:
+            _cpp_state.update(ok=False, error=str(e), disabled=e.disabled)
+    return _cpp_state["ok"]
 
 
 def cpp_available() -> bool:
@@ -270,9 +236,10 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "cpp"
     if build_cpp():
         return "cpp"
-    if not _cpp_state.get("warned") and not os.environ.get("ATNBENCH_NO_BUILD"):
+    if not _cpp_state.get("warned") and not _cpp_state.get("disabled"):
         _cpp_state["warned"] = True
-        reason = (_cpp_state.get("error") or "?").strip().splitlines() or ["?"]
-        warnings.warn("atnbench: the C++ fast path could not be built, NormLSTM uses the loop path "
-                      "(backend='loop'). Reason: " + reason[-1][:300], RuntimeWarning, stacklevel=3)
+        # One line, not the caller's source line: the warning is about the machine, not the code.
+        warnings.warn_explicit(f"the C++ fast path could not be built ({_cpp_state.get('error') or '?'}); "
+                               "NormLSTM uses the slower loop path. `atnbench build` retries and shows why.",
+                               RuntimeWarning, "atnbench", 0)
     return "loop"
