@@ -30,7 +30,7 @@ WORDS = "the market fell as investors sold shares of bank stocks and bonds <unk>
 def isolated(tmp_path, monkeypatch):
     """`datasets` caches into tmp_path, never the Hub; no ATNBENCH_DATA from the environment."""
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("ATNBENCH_DATA", raising=False)
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data-root"))  # not ~/.cache/atnbench/data
     datasets.disable_progress_bars()
 
 
