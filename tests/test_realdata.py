@@ -194,3 +194,15 @@ def test_mnist_subset_prepared_and_learned(root, tmp_path):
     with ResultsStore(tmp_path / "r.db") as store:  # reports group runs by variant: subset results stay apart
         assert store.get_run(record["run_id"]).config["variant"] == "mnist-5k"
     assert record["test_loss"] < math.log(10) and record["test_accuracy"] > 0.3  # chance: 0.1
+
+
+def test_tiny_ptb_word_run_on_the_real_text_beats_a_uniform_guess(root, tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text("options:\n  embedding: 16\n  eval_batch_size: 200\n")  # a tied 16-wide embedding
+    result = invoke("run", "ptb-word", "--variant", "no-dropout", "--config", config, "--data-dir", root / "ptb",
+                    "--layers", "2", "--hidden", "16", "--T", "35", "--iters", "60", "--eval-every", "60",
+                    "--store", tmp_path / "r.db", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    for split in ("val", "test"):  # a uniform guess over the 10,000 words scores 10,000
+        assert math.isfinite(record[f"{split}_ppl"]) and record[f"{split}_ppl"] < 2000

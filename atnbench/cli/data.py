@@ -42,7 +42,7 @@ def list_(root: Optional[Path] = typer.Option(None, "--root", help=ROOT_HELP)):
     for dataset in DATASETS.values():
         folder = base / dataset.subdir
         files = copy_files(dataset, folder)
-        found = f"{len(files)} of {len(dataset.files)} files" if dataset.files else ("a copy" if files else "")
+        found = f"{len(files)} of {len(dataset.files)} files" if dataset.files else (f"{len(files)} files" if files else "")
         sources = ", ".join(f"{s} ({'installed' if installed(s) else SOURCES[s].install})" for s in dataset.sources)
         table.add_row(dataset.name, ", ".join(dataset.tasks), dataset.scope, str(folder),
                       found or "[yellow]nothing[/]", _size(files) if files else "-",

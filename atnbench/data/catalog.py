@@ -53,7 +53,7 @@ def copy_files(dataset: Dataset, folder: Path) -> list[Path]:
     """The files that make up the dataset's copy in ``folder`` (those present)."""
     if dataset.files:
         return [folder / name for name in dataset.files if (folder / name).is_file()]
-    return folder_files(folder) if (folder / "dataset_dict.json").is_file() else []
+    return folder_files(folder) if folder.is_dir() else []  # a Hub copy: whatever the folder holds
 
 
 def copy_checksum(paths: list[Path]) -> str:
