@@ -30,7 +30,7 @@ WORDS = "the market fell as investors sold shares of bank stocks and bonds <unk>
 def isolated(tmp_path, monkeypatch):
     """`datasets` caches into tmp_path, never the Hub; no ATNBENCH_DATA from the environment."""
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
-    monkeypatch.delenv("ATNBENCH_DATA", raising=False)
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data-root"))  # not ~/.cache/atnbench/data
     datasets.disable_progress_bars()
 
 
@@ -513,6 +513,8 @@ def test_resumed_carried_state_lm_run_equals_uninterrupted(tmp_path):
                       steps=150 * 720)),
     ("wikitext2", dict(T=70, hidden=1150, layers=3, batch_size=32, optimizer="sgd", lr=30.0, momentum=0.0,
                        clip=0.25, k=25, steps=500 * 933)),
+    ("ptb-word", dict(T=70, hidden=1150, layers=3, batch_size=20, optimizer="sgd", lr=30.0, clip=0.25,
+                      steps=500 * 664)),
     ("smnist-noise", dict(T=784, eps=1.0, bias_inside=False, k=10)),
     ("imdb", dict(optimizer="adam", eps=1e-4, batch_size=25)),
 ])
@@ -534,6 +536,10 @@ def test_real_data_presets_follow_the_papers(name, expected):
     if name == "smnist-noise":
         assert options["noise_var"] == 0.1
         assert resolve_preset(load_task_preset(name), variant="permuted")["options"] == {"noise_var": 0.1, "permute": True}
+        subset = resolve_preset(load_task_preset(name), variant="mnist-5k")
+        assert subset["options"]["dataset"] == "mnist-5k" and subset["steps_per_epoch"] == 3600 // 64
+    if name == "ptb-word":  # AWD-LSTM's PTB dropouts
+        assert (options["dropouti"], options["dropouth"], options["dropout"]) == (0.4, 0.25, 0.4)
 
 
 def test_resumed_run_after_the_asgd_switch_equals_uninterrupted(tmp_path):
