@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from atnbench.nn import fastpath
 from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer, WindowedGRUState
 
 
@@ -46,6 +47,7 @@ class NormGRU(NormRecurrent):
 
     layer_class = NormGRULayer
     torch_class = nn.GRU
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
 
     def forward(self, x: Tensor, state=None, lengths: Optional[Tensor] = None):
         if self.fused:
@@ -62,10 +64,15 @@ class NormGRU(NormRecurrent):
             h0 = state
         if windows is None:
             windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
+        path = fastpath.select(self, x, windows)
+        self.last_paths = (path,) * len(self.layers)
         hs, new_windows = [], []
         y = x
         for i, layer in enumerate(self.layers):
-            y, h, w = layer(y, h0[i], windows[i], lengths)
+            if path == "loop":
+                y, h, w = layer(y, h0[i], windows[i], lengths)
+            else:
+                y, h, w = fastpath.gru_layer(layer, y, h0[i], windows[i], path, lengths)
             y = self._dropout(y, i)
             hs.append(h)
             new_windows.append(w)

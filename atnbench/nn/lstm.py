@@ -67,13 +67,13 @@ class NormLSTM(NormRecurrent):
       ``norm="none"`` (the plain ``nn.LSTM`` baseline), ``"atn"`` for every normalization.
     - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
       path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
-      hand-written backward, in C++ on CPU) for ``norm="ln"``/``"atn"``; everything else, and
-      any case the fast path does not cover (a ``probe`` set on a norm, MPS or CUDA, dtypes
-      other than float32/float64, ``torch.compile``/tracing), takes the loop. The fast path
+      hand-written backward, in C++ on CPU) for every other norm; any case the fast path does
+      not cover (a ``probe`` set on a norm, MPS or CUDA, dtypes other than float32/float64,
+      ``torch.compile``/tracing) takes the loop. The fast path
       is once-differentiable: double backward raises there; use ``"loop"`` for it.
       ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
-      Python fast path where it applies (still the loop where it does not).
+      Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not).
       ``last_paths`` records the path each layer took in the last forward.
 
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``state`` is
@@ -84,7 +84,8 @@ class NormLSTM(NormRecurrent):
 
     layer_class = NormLSTMLayer
     torch_class = nn.LSTM
-    fast_norms = ("ln", "atn")
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
+    function_norms = ("ln", "atn")
 
     def forward(self, x: Tensor, state=None, lengths: Optional[Tensor] = None):
         if self.fused:
@@ -108,7 +109,7 @@ class NormLSTM(NormRecurrent):
             if path == "loop":
                 y, h, c, w = layer(y, h0[i], c0[i], windows[i], lengths)
             else:
-                y, h, c, w = fastpath.lstm_layer(layer, y, h0[i], c0[i], windows[i], path)
+                y, h, c, w = fastpath.lstm_layer(layer, y, h0[i], c0[i], windows[i], path, lengths)
             y = self._dropout(y, i)
             hs.append(h)
             cs.append(c)
