@@ -43,13 +43,17 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from atnbench.nn import build, fast_python
+from atnbench.nn import build, fast_python, fastpath_rnn
 
 FAST_BACKENDS = ("cpp", "function")
 # The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
 GRAD_NAMES = ("x", "w_ih", "b_ih", "h0", "c0", "w_hh", "b_hh", "bias", "gx", "sx", "gh", "sh", "gc", "sc",
               "hist_x", "hist_h", "hist_c")
-SOURCE = Path(__file__).with_name("csrc") / "norm_lstm.cpp"
+CSRC = Path(__file__).with_name("csrc")
+# The extension's sources (one list: the build compiles these) and the headers they include
+# (part of the cache key). norm_lstm.cpp: LN/ATN-LSTM; norm_rnn.cpp: every other norm, LSTM and GRU.
+SOURCES = [CSRC / "norm_lstm.cpp", CSRC / "norm_rnn.cpp"]
+HEADERS = [CSRC / "kernels.h"]
 # The batch is split into chunks of at least GRAIN rows, one per thread (rows are independent).
 GRAIN = int(os.environ.get("ATNBENCH_FAST_GRAIN", "16"))
 
@@ -60,9 +64,8 @@ BUILD_VARIANTS = [(["-O3", "-march=native", "-fopenmp", "-DATN_MVEC"], ["-fopenm
                   (["-O3", "-fopenmp-simd"], [])]
 
 EXTENSION = build.Extension(
-    "atnbench_fast", sources=tuple(sorted(SOURCE.parent.glob("*.cpp"))),
-    variants=tuple((tuple(c), tuple(ld)) for c, ld in BUILD_VARIANTS),
-    depends=tuple(sorted(p for p in SOURCE.parent.iterdir() if p.suffix in (".h", ".hpp"))))
+    "atnbench_fast", sources=tuple(SOURCES), variants=tuple((tuple(c), tuple(ld)) for c, ld in BUILD_VARIANTS),
+    depends=tuple(HEADERS))
 
 _cpp_state: dict = {}
 
@@ -161,11 +164,16 @@ def _history(window: Optional[Tensor], batch: int, like: Tensor) -> Tensor:
     return window.contiguous()
 
 
-def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: str):
-    """``NormLSTMLayer.forward`` on the fast path ``path`` ("cpp" or "function"); same returns."""
+def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: str,
+               lengths: Optional[Tensor] = None):
+    """``NormLSTMLayer.forward`` on the fast path ``path`` ("cpp" or "function"); same returns.
+
+    LN/ATN-LSTM layers run this module's kernel (the input term fused in); every other covered
+    norm runs ``fastpath_rnn`` (csrc/norm_rnn.cpp)."""
+    _require_build(path)
+    if not _ln_atn_layer(layer):
+        return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths)
     impl = IMPLS[path]
-    if path == "cpp" and not build_cpp():
-        raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
     batch = x.shape[1]
     nx, nh, nc = layer.norm_x, layer.norm_h, layer.norm_c
     ks = tuple(getattr(n, "k", 1) for n in (nx, nh, nc))
@@ -178,18 +186,38 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
     return out, out[-1], c, new_windows
 
 
-def _fast_norms_ok(model) -> bool:
+def gru_layer(layer, x: Tensor, h0: Tensor, windows: tuple, path: str, lengths: Optional[Tensor] = None):
+    """``NormGRULayer.forward`` on the C++ fast path (``fastpath_rnn``); same returns."""
+    _require_build(path)
+    out, h, _, new_windows = fastpath_rnn.layer(layer, x, h0, None, windows, lengths)
+    return out, h, new_windows
+
+
+def _require_build(path: str) -> None:
+    if path == "cpp" and not build_cpp():
+        raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
+
+
+def _ln_atn_layer(layer) -> bool:
+    """An LSTM layer whose three terms all have LN or all ATN-LN with one eps (norm_lstm.cpp)."""
     from atnbench.nn.norms import AssortedTimeNorm, LayerNorm
 
-    for layer in model.layers:
-        norms = layer.norms()
-        if len({type(n) for n in norms}) != 1 or type(norms[0]) not in (LayerNorm, AssortedTimeNorm):
-            return False
-        if any(n.probe is not None for n in norms) or len({n.eps for n in norms}) != 1:
-            return False
-        if any((n.weight is None) != (n.bias is None) for n in norms):
-            return False
-    return True
+    norms = layer.norms()
+    return (len(norms) == 3 and len({type(n) for n in norms}) == 1
+            and type(norms[0]) in (LayerNorm, AssortedTimeNorm) and len({n.eps for n in norms}) == 1)
+
+
+def kernel_of(model) -> Optional[str]:
+    """The C++ kernel that covers every layer of ``model``: ``"norm_lstm"`` (LN/ATN-LSTM),
+    ``"norm_rnn"`` (every other norm of ``fastpath_rnn.TERMS``, LSTM and GRU), or None."""
+    norms = [n for layer in model.layers for n in layer.norms()]
+    if not norms or any(n.probe is not None or (n.weight is None) != (n.bias is None) for n in norms):
+        return None
+    if all(_ln_atn_layer(layer) for layer in model.layers):
+        return "norm_lstm"
+    if all(fastpath_rnn.covered(n) for layer in model.layers for n in layer.norms()[1:]):
+        return "norm_rnn"
+    return None
 
 
 def _windows_ok(model, x: Tensor, windows) -> bool:
@@ -202,8 +230,10 @@ def _windows_ok(model, x: Tensor, windows) -> bool:
                 if norm.windowed:
                     return False
                 continue
-            if (not norm.windowed or not isinstance(w, Tensor) or w.dtype != torch.float64 or w.dim() != 3
-                    or w.shape[1:] != (batch, 2) or w.shape[0] > norm.k - 1 or w.device != x.device):
+            if not norm.windowed or not isinstance(w, Tensor) or w.dtype != torch.float64 or w.dim() != 3:
+                return False
+            expected = norm.initial_state(batch, x.device).shape[1:]  # (B, 2) for ATN-LN, (n, 2) for ATN-BN
+            if w.shape[1:] != expected or w.shape[0] > norm.k - 1 or w.device != x.device:
                 return False
     return True
 
@@ -226,10 +256,11 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
-    if not _fast_norms_ok(model) or not _windows_ok(model, x, windows):
+    kernel = kernel_of(model)
+    if kernel is None or not _windows_ok(model, x, windows):
         return "loop"
     if backend == "function":
-        return "function"
+        return "function" if kernel == "norm_lstm" else "loop"
     if x.device.type != "cpu":
         return "loop"
     if backend == "cpp":

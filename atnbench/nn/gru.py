@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from atnbench.nn import fastpath
 from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer, WindowedGRUState
 
 
@@ -53,6 +54,12 @@ class NormGRU(NormRecurrent):
 
     layer_class = NormGRULayer
     torch_class = nn.GRU
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
+
+    def _run_layer(self, layer, x, carry, windows, lengths, path):
+        if path == "loop":
+            return layer(x, *carry, windows, lengths)
+        return fastpath.gru_layer(layer, x, *carry, windows, path)
 
     def _split_state(self, state, x):
         if state is None:

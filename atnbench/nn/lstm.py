@@ -77,14 +77,14 @@ class NormLSTM(NormRecurrent):
       ``norm="none"`` (the plain ``nn.LSTM`` baseline), ``"atn"`` for every normalization.
     - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
       path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
-      hand-written backward, in C++ on CPU) for ``norm="ln"``/``"atn"`` (each direction of a
-      bidirectional layer on its own); everything else, and any case the fast path does not
-      cover (variable lengths, a ``probe`` set on a norm, MPS or CUDA, dtypes other than
-      float32/float64, ``torch.compile``/tracing), takes the loop, with the same result. The
-      fast path is once-differentiable: double backward raises there; use ``"loop"`` for it.
+      hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
+      layer on its own); any case the fast path does not cover (variable lengths, a ``probe``
+      set on a norm, MPS or CUDA, dtypes other than float32/float64, ``torch.compile``/tracing)
+      takes the loop, with the same result. The fast path is once-differentiable: double
+      backward raises there; use ``"loop"`` for it.
       ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
-      Python fast path where it applies (still the loop where it does not).
+      Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not).
       ``last_paths`` records the path each layer took in the last forward.
 
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a
@@ -96,7 +96,8 @@ class NormLSTM(NormRecurrent):
 
     layer_class = NormLSTMLayer
     torch_class = nn.LSTM
-    fast_norms = ("ln", "atn")
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
+    function_norms = ("ln", "atn")
     carried = 2
 
     def _run_layer(self, layer, x, carry, windows, lengths, path):

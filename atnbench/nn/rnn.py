@@ -169,7 +169,8 @@ class NormRecurrent(nn.Module):
 
     layer_class: type = NormRecurrentLayer
     torch_class: type = nn.RNNBase
-    fast_norms: tuple[str, ...] = ()  # norms that the fast path (backend "cpp"/"function") covers
+    fast_norms: tuple[str, ...] = ()  # norms that the C++ fast path (backend "cpp") covers
+    function_norms: tuple[str, ...] = ()  # norms that the Python fast path (backend "function") covers
     carried = 1  # state tensors per layer besides the windows: h (GRU), h and c (LSTM)
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
@@ -190,8 +191,9 @@ class NormRecurrent(nn.Module):
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
-        if backend in ("cpp", "function") and norm not in self.fast_norms:
-            covered = ", ".join(repr(n) for n in self.fast_norms) or "no norm"
+        fast = {"cpp": self.fast_norms, "function": self.function_norms}.get(backend)
+        if fast is not None and norm not in fast:
+            covered = ", ".join(repr(n) for n in fast) or "no norm"
             raise ValueError(f"backend={backend!r} (the fast path) covers {covered} of {type(self).__name__}, "
                              f"not norm={norm!r}; use 'auto' or 'loop'")
         self.norm = norm
