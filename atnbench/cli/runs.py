@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-import click
 import typer
 from rich import box
 from rich.table import Table
@@ -352,7 +351,7 @@ def delete_cmd(
             try:
                 confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {results.path}?",
                                           default=False)
-            except click.exceptions.Abort:  # no answer (stdin closed)
+            except typer.Abort:  # no answer (stdin closed)
                 confirmed = False
             if not confirmed:
                 err.print("nothing deleted")
