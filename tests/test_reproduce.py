@@ -56,11 +56,15 @@ def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypat
     for name in PARTS:
         assert f"## {name}" in markdown
     assert "Table 2, T=100" in markdown and "How this report was made" in markdown
+    verdicts = markdown.split("## Verdicts on the paper's claims", 1)[1].split("\n## ", 1)[0]
+    assert "ATN < LN < LSTM on copying, T=100" in verdicts and "Welch" in verdicts
+    assert re.search(r"reproduced|contradicted|inconclusive|uninformative", verdicts)
     figures = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", markdown)
     assert figures and all((tmp_path / "report" / f).is_file() for f in figures)
     page = (tmp_path / "report" / "report.html").read_text()
     assert page.count("<table>") >= len(PARTS) and page.count("data:image/png;base64,") == len(figures)
     assert 'src="figures/' not in page  # self-contained: nothing outside the file is needed
+    assert 'class="verdict-' in page  # verdicts coloured in the HTML
 
     stamps = {run.run_id: run.updated_at for run in runs}
     again = invoke(*args)  # resumable: the second time trains nothing

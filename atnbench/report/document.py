@@ -85,16 +85,31 @@ def provenance(commands: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def verdicts_markdown(store: ResultsStore, parts: list, margin: Optional[float] = None) -> Optional[str]:
+    """The verdicts on the paper's claims (``atnbench.report.verdicts``) over the finished runs of
+    the parts' sweeps, as Markdown; None when no claim has runs."""
+    from atnbench.report.verdict_tables import markdown_verdicts
+    from atnbench.report.verdicts import DEFAULT_MARGIN, evaluate, paper_claims
+
+    records = {r.run_id: r for part in parts for r in store.runs(sweep=part.name)}
+    runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records.values()]
+    if not any(r.record.status in ("done", "diverged") for r in runs):
+        return None
+    results, not_run = evaluate(paper_claims(), aggregate(runs), margin=DEFAULT_MARGIN if margin is None else margin)
+    return markdown_verdicts(results, not_run) if results else None
+
+
 def write_report(store_path: Path, parts: list, out_dir: Path, commands: list[str],
-                 verdicts_markdown: Optional[str] = None, title: str = "atnbench: reproducing the ATN paper") -> tuple[Path, Path]:
+                 title: str = "atnbench: reproducing the ATN paper") -> tuple[Path, Path]:
     """Write ``report.md`` (+ figures/) and a self-contained ``report.html``; returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    with ResultsStore(store_path, create=False) as store:
+    with ResultsStore.open_read_only(store_path) as store:
         sections = part_sections(store, parts, out_dir / "figures")
+        verdicts = verdicts_markdown(store, parts)
     blocks = [f"# {title}", ""]
-    if verdicts_markdown:
-        blocks += ["## Verdicts on the paper's claims", "", verdicts_markdown, ""]
+    if verdicts:
+        blocks += [verdicts, ""]  # it has its heading
     for section in sections:
         blocks += [f"## {section.title}", "", f"_{section.what}_", "", section.markdown]
         for figure in section.figures:

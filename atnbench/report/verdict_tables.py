@@ -114,7 +114,7 @@ def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> str:
     for result in results:
         for line in rows(result):
             cells = [cell.replace("|", "\\|") for cell in line]
-            if cells[-1].startswith(REPRODUCED) or cells[-1].startswith(CONTRADICTED):
+            if cells[-1]:  # every verdict stands out (the HTML report colours it by kind)
                 cells[-1] = f"**{cells[-1]}**"
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", FOOTNOTE]
