@@ -19,6 +19,20 @@ class Part:
     name: str  # the sweep preset
     what: str  # what it reproduces, for the report
     budget: float = 1.0  # the default budget: the paper's full protocol unless stated
+    dataset: Optional[str] = None  # real data it needs (atnbench.data.catalog); None: generated
+
+    def data_missing(self) -> Optional[str]:
+        """Why this part cannot run here (its data is not prepared in the data root), or None."""
+        if self.dataset is None:
+            return None
+        from atnbench.data.catalog import get_dataset, verify
+        from atnbench.data.common import data_root
+
+        dataset = get_dataset(self.dataset)
+        folder = data_root() / dataset.subdir
+        if verify(dataset, folder) is None:
+            return f"no {dataset.name} data in {folder} (`atnbench data prepare {dataset.name}`)"
+        return None
 
 
 # The order is the paper's: Tables 1-3, then the ablations of Sect. 5.
@@ -29,6 +43,10 @@ PARTS: dict[str, Part] = {p.name: p for p in (
     Part("k-ablation", "Fig. 7 / Sect. 5.3: ATN's window k on copying, T=100"),
     Part("norm-ablation", "Sect. 5: ATN against BN, BLN and ATN-BN"),
     Part("bias-placement", "Sect. 5.1: the LSTM bias inside or outside the normalization"),
+    Part("copying-protocols", "Copying T=100 under the released code's protocol (the default) and the paper "
+                              "text's (variant paper-text)"),
+    Part("table4-ptb-char", "Table 4: character-level Penn Treebank, bits per character (real data)",
+         dataset="ptb-char"),
 )}
 
 
@@ -61,6 +79,15 @@ def parse_budgets(text: Optional[str]) -> tuple[Optional[float], dict[str, float
     return default, per_part
 
 
+def available(parts: list[Part]) -> tuple[list[Part], list[tuple[Part, str]]]:
+    """(the parts that can run here, [(part, why not)] for those whose real data is missing)."""
+    ready, missing = [], []
+    for part in parts:
+        why = part.data_missing()
+        (missing.append((part, why)) if why else ready.append(part))
+    return ready, missing
+
+
 def select_parts(only: Optional[str]) -> list[Part]:
     if not only:
         return list(PARTS.values())
@@ -73,7 +100,8 @@ def select_parts(only: Optional[str]) -> list[Part]:
 
 def plan(parts: list[Part], seeds: Optional[tuple[int, ...]], budget: Optional[float],
          per_part: dict[str, float], overrides: dict) -> list[PlannedPart]:
-    """Every part's runs, checked before anything runs."""
+    """Every part's runs, checked before anything runs (parts whose data is missing are left
+    out: see ``available``)."""
     from atnbench.sweep import expand, load_sweep
 
     planned = []

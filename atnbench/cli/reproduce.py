@@ -40,13 +40,17 @@ def reproduce(
 
     Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
     """
-    from atnbench.reproduce import parse_budgets, plan, select_parts
+    from atnbench.reproduce import available, parse_budgets, plan, select_parts
     from atnbench.sweep import load_sweep, parse_seeds, run_sweep
     from atnbench.zoo import resolve_device
 
     seed_list = parse_seeds(seeds)
     default_budget, per_part = parse_budgets(budget)
-    parts = select_parts(only)
+    parts, missing = available(select_parts(only))
+    for part, why in missing:
+        err.print(f"note: part {part.name} left out: {why}", highlight=False, soft_wrap=True)
+    if not parts:
+        fail("no part can run here: " + "; ".join(why for _, why in missing))
     overrides = {"threads": threads, "device": resolve_device(device).type}
     planned = plan(parts, seed_list, default_budget, per_part, overrides)
     if dry_run:
