@@ -40,19 +40,32 @@ def reproduce(
 
     Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
     """
+    from atnbench.outputs import check_output_dir
     from atnbench.reproduce import available, parse_budgets, plan, select_parts
-    from atnbench.sweep import load_sweep, parse_seeds, run_sweep
+    from atnbench.sweep import BACKENDS, load_sweep, parse_seeds, run_sweep
     from atnbench.zoo import resolve_device
 
+    # every input checked before the first note or run: a mistake is one line, and found now
     seed_list = parse_seeds(seeds)
     default_budget, per_part = parse_budgets(budget)
-    parts, missing = available(select_parts(only))
-    for part, why in missing:
-        err.print(f"note: part {part.name} left out: {why}", highlight=False, soft_wrap=True)
+    selected = select_parts(only)
+    if backend not in BACKENDS:
+        fail(f"unknown --backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if address is not None and backend != "ray":
+        fail("--address is for --backend ray")
+    if workers is not None and workers < 1:
+        fail(f"--workers must be >= 1, got {workers}")
+    if backend == "ray" and workers is not None:
+        fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
+    overrides = {"threads": threads, "device": resolve_device(device).type}
+    parts, missing = available(selected)
     if not parts:
         fail("no part can run here: " + "; ".join(why for _, why in missing))
-    overrides = {"threads": threads, "device": resolve_device(device).type}
     planned = plan(parts, seed_list, default_budget, per_part, overrides)
+    check_output_dir(out_dir, "--out-dir")
+    _check_store(store, write=not (dry_run or report_only), must_exist=report_only)
+    for part, why in missing:
+        err.print(f"note: part {part.name} left out: {why}", highlight=False, soft_wrap=True)
     if dry_run:
         _dry_run(planned, store)
         return
@@ -75,6 +88,22 @@ def reproduce(
     out.print(f"report: {md_path} and {html_path}", highlight=False, soft_wrap=True)
     if not report_only and failed:
         fail(f"{failed} run(s) failed; see `atnbench runs list --status failed`", code=1)
+
+
+def _check_store(store: Path, write: bool, must_exist: bool) -> None:
+    """The store's problems as one line before anything runs or is written. Training creates a
+    missing store (as the first part's sweep would, after its header line); a dry run only reads
+    it (none yet: nothing is in it); --report-only reads it and needs it."""
+    from atnbench.store import ResultsStore, StoreMissing
+
+    if write:
+        ResultsStore(store).close()
+        return
+    try:
+        ResultsStore.open_read_only(store).close()
+    except StoreMissing:
+        if must_exist:
+            raise
 
 
 def _dry_run(planned, store: Path) -> None:
