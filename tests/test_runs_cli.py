@@ -96,7 +96,7 @@ def test_list_filters(filled):
 @pytest.mark.parametrize("args, code, message", [
     (("--status", "finished"), 2, "unknown status 'finished'"),
     (("--norm", "xn"), 2, "unknown norm 'xn'"),
-    (("--sweep", "nope"), 1, "no sweep named 'nope'"),
+    (("--sweep", "nope"), 2, "no sweep named 'nope'"),
     (("--since", "last tuesday"), 2, "not an ISO-8601 date/time"),
 ])
 def test_list_bad_filters_are_one_line(filled, args, code, message):

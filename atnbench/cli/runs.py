@@ -22,8 +22,9 @@ from rich.text import Text
 
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.cli.report import FILTERS_HELP, parse_since
-from atnbench.cli.store_cmd import check_status, open_store
-from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, RunRecord
+from atnbench.outputs import check_output_file
+from atnbench.cli.store_cmd import check_status, check_sweep, open_store
+from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, RunRecord, StoreError, check_store_path
 
 runs_app = typer.Typer(
     help="List, show, compare, delete and export the runs of a results store.",
@@ -83,9 +84,7 @@ def _select(results: ResultsStore, task, T, norm, status, sweep, since) -> list[
     from atnbench.zoo import canonical_norm
 
     check_status(status)
-    if sweep is not None and sweep not in results.sweeps():
-        known = ", ".join(results.sweeps()) or "none"
-        fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+    check_sweep(results, sweep)
     return results.runs(task=task, T=T, norm=canonical_norm(norm) if norm else None, status=status,
                         sweep=sweep, since=parse_since(since))
 
@@ -308,6 +307,8 @@ def compare_cmd(
     """
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ValueError(f"--plot {plot}: give a .png, .svg or .pdf file")
+    if plot is not None:
+        check_output_file(plot, "--plot")  # before the tables: a bad path is the only output
     with open_store(store) as results:
         ids = resolve_ids(results, run_ids)
         if len(ids) < 2:
@@ -342,20 +343,26 @@ def delete_cmd(
 
     Example: [bold]atnbench runs delete $(atnbench runs list -q --status failed) --yes[/]
     """
+    try:  # a store we may not write is refused before the question, not after it
+        check_store_path(Path(store).expanduser().absolute(), create=False, write=True)
+    except StoreError as error:
+        fail(str(error))
+    with open_store(store) as reading:  # read-only until confirmed: a typo or a "no" leaves the file as it was
+        ids = resolve_ids(reading, run_ids)
+        runs = [reading.get_run(run_id) for run_id in ids]
+        where = reading.path
+    for run in runs:
+        out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
+    if not yes:
+        try:
+            confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {where}?",
+                                      default=False)
+        except typer.Abort:  # no answer (stdin closed)
+            confirmed = False
+        if not confirmed:
+            err.print("nothing deleted")
+            raise typer.Exit(1)
     with open_store(store, write=True) as results:
-        ids = resolve_ids(results, run_ids)
-        runs = [results.get_run(run_id) for run_id in ids]
-        for run in runs:
-            out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
-        if not yes:
-            try:
-                confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {results.path}?",
-                                          default=False)
-            except typer.Abort:  # no answer (stdin closed)
-                confirmed = False
-            if not confirmed:
-                err.print("nothing deleted")
-                raise typer.Exit(1)
         folders = 0
         for run_id in ids:
             checkpoints = results.checkpoint_dir(run_id)
@@ -437,6 +444,8 @@ def export_cmd(
     fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
     if fmt_ not in EXPORT_FORMATS:
         raise ValueError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+    if output is not None:
+        check_output_file(output, "--output")
     with open_store(store) as results:
         records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
     if fmt_ == "json":

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from atnbench.cli.app import app, err, fail, user_errors
 from atnbench import transfer
+from atnbench.outputs import check_output_file
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
 
 store_app = typer.Typer(
@@ -43,6 +44,13 @@ def check_status(status: Optional[str]) -> None:
         raise ValueError(f"unknown status {status!r}; choose one of: {', '.join(STATUSES)}")
 
 
+def check_sweep(results: ResultsStore, sweep: Optional[str]) -> None:
+    """A --sweep filter naming no sweep of the store is a typo, not an empty selection (exit 2)."""
+    if sweep is not None and sweep not in results.sweeps():
+        known = ", ".join(results.sweeps()) or "none"
+        fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
+
+
 def _finish(tally: transfer.Tally, where: Path) -> None:
     for conflict in tally.conflicts:
         err.print(Text(conflict.line()), soft_wrap=True)
@@ -65,7 +73,10 @@ def export_cmd(
     Example: [bold]atnbench store export machine-a.jsonl --sweep table2-adding[/]
     """
     check_status(status)
+    if str(file) != "-":
+        check_output_file(file, "export to")
     with open_store(store) as results:
+        check_sweep(results, sweep)
         recs = list(transfer.records(results, task=task, sweep=sweep, status=status))
         path = results.path
     if str(file) == "-":
@@ -118,11 +129,17 @@ def merge_cmd(
     Example: [bold]atnbench store merge all.db machine-a.db machine-b.db[/]
     """
     target = output.expanduser().absolute()
+    seen = {target.resolve()}
     for source in sources:
         if not source.is_file():
             raise FileNotFoundError(f"no results store at {source}")
-        if source.expanduser().absolute().resolve() == target.resolve():
-            raise ValueError(f"{source} is the output store; name each store once")
+        where = source.expanduser().absolute().resolve()
+        if where in seen:
+            what = "the output store" if where == target.resolve() else "named twice"
+            raise ValueError(f"{source} is {what}; name each store once")
+        seen.add(where)
+    for source in sources:  # every source readable before the output is created or written
+        open_store(source).close()
     tally = transfer.Tally()
     with open_store(target, create=True) as results:
         for source in sources:
