@@ -94,11 +94,17 @@ def read_lines(path: Path) -> list[dict]:
     """Every record of a JSON Lines file, checked before anything is written: a bad line is a
     ValueError naming the file and line (so a broken file imports nothing)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give the JSON Lines file `atnbench store export` wrote")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     out = []
-    with path.open(encoding="utf-8") as stream:
-        for number, line in enumerate(stream, 1):
+    with path.open("rb") as stream:
+        for number, raw in enumerate(stream, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path} line {number}: not UTF-8 text (not a JSON Lines file)") from None
             if not line.strip():
                 continue
             try:
