@@ -57,6 +57,10 @@ def reproduce(
         fail(f"--workers must be >= 1, got {workers}")
     if backend == "ray" and workers is not None:
         fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
+    if backend == "ray":
+        from atnbench.sweep import ray_backend
+
+        ray_backend.import_ray()  # the install hint now, not after the first part's header
     overrides = {"threads": threads, "device": resolve_device(device).type}
     parts, missing = available(selected)
     if not parts:
