@@ -17,10 +17,20 @@ app.add_typer(data_app, name="data")
 ROOT_HELP = "Data root to use (default: $ATNBENCH_DATA, else ~/.cache/atnbench/data); each dataset is a folder in it."
 
 
-def _root(root: Optional[Path]) -> Path:
+def _root(root: Optional[Path], flag: str = "--root") -> Path:
+    """The data root asked for (else the default), refused in one line if it cannot be a folder."""
     from atnbench.data.common import data_root
 
-    return root.expanduser().absolute() if root is not None else data_root()
+    base = root.expanduser().absolute() if root is not None else data_root()
+    where = flag if root is not None else "data root"
+    if base.exists() and not base.is_dir():
+        raise ValueError(f"{where} {base} is a file; give a folder")
+    for parent in base.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{where} {base}: {parent} is a file, not a folder")
+            break
+    return base
 
 
 def _size(paths: list[Path]) -> str:
@@ -66,12 +76,12 @@ def prepare(
     from atnbench.data.catalog import copy_checksum
     from atnbench.data.prepare import prepare as prepare_dataset
 
-    done = prepare_dataset(name, _root(to), source, force=force)
+    done = prepare_dataset(name, _root(to, "--to"), source, force=force)
     what = "already there and good" if done.source is None else f"written from {done.source}"
     out.print(f"{done.dataset.name}: {what} in {done.folder} ({_size(done.files)}, checksum "
               f"{copy_checksum(done.files)}; {done.dataset.scope}); checks passed")
     if to is not None:
-        out.print(f"[dim]runs find it with ATNBENCH_DATA={_root(to)} or --data-dir {done.folder}[/]")
+        out.print(f"[dim]runs find it with ATNBENCH_DATA={_root(to, '--to')} or --data-dir {done.folder}[/]")
 
 
 @data_app.command()
@@ -93,12 +103,14 @@ def verify(
         if problems is None:
             if names:  # asked for by name: its absence is a failure
                 bad += 1
-                err.print(f"{dataset.name}: no copy in {folder}; run `atnbench data prepare {dataset.name}`")
+                err.print(f"{dataset.name}: no copy in {folder}; run `atnbench data prepare {dataset.name}`",
+                          soft_wrap=True, highlight=False)
             continue
         checked += 1
         if problems:
             bad += 1
-            err.print(f"{dataset.name}: [red]FAILED[/] in {folder}: " + "; ".join(problems))
+            err.print(f"{dataset.name}: [red]FAILED[/] in {folder}: " + "; ".join(problems), soft_wrap=True,
+                      highlight=False)
         else:
             out.print(f"{dataset.name}: [green]ok[/] ({folder}; {dataset.scope})")
     if not names and checked == 0:
