@@ -11,6 +11,8 @@ in-process through typer's CliRunner, plus a few real processes for the console 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import json
 import os
 import sqlite3
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from atnbench import transfer
 from atnbench.cli import app
 from atnbench.store import ResultsStore
 
@@ -30,7 +33,8 @@ BIG = "1000000000"
 
 # {good}: a store with finished runs; {garbage} {empty} {folder} {under} {truncated} {dropped}
 # {missing}: unusable or absent stores; {dir}: a folder; {file}: a plain file; {cfg:NAME}: a
-# config file (CONFIGS); {sweep}: a tiny sweep file; {badsweep}: a sweep file with a bad value.
+# config file (CONFIGS); {sweep}: a tiny sweep file; {badsweep}: a sweep file with a bad value;
+# {jsonl}: the good store exported; {jsonl:NAME}: a JSON Lines file that is no export (JSONL).
 CONFIGS = {
     "twenty": "T: twenty\n",
     "lr_text": "lr: 1e-3\n",
@@ -48,6 +52,21 @@ CONFIGS = {
     "T_bool": "T: true\n",
     "hidden_big": "hidden: 100000\n",
     "json_bad": "{not json",
+}
+RECORD = {"run_id": "new0", "status": "done", "config": {"task": "adding", "T": 8, "norm": "ln"}, "curve": [],
+          "sweeps": []}
+JSONL = {  # store import reads every line before it writes anything: each of these imports nothing
+    "garbage": "this is not JSON\n",
+    "newer": json.dumps({**RECORD, "schema_version": 99}) + "\n",
+    "schema_text": json.dumps({**RECORD, "schema_version": "two"}) + "\n",
+    "list": "[1, 2, 3]\n",
+    "string": '"run0"\n',
+    "missing": json.dumps({"run_id": "new0"}) + "\n",
+    "status": json.dumps({**RECORD, "status": "finished"}) + "\n",
+    "run_id": json.dumps({**RECORD, "run_id": 7}) + "\n",
+    "config": json.dumps({**RECORD, "config": "adding"}) + "\n",
+    "curve": json.dumps({**RECORD, "curve": {"step": 1}}) + "\n",
+    "second_line": json.dumps(RECORD) + "\n{half a line\n",
 }
 STORES = ["garbage", "folder", "under", "truncated", "dropped"]
 READ_STORES = STORES + ["empty", "missing"]
@@ -231,6 +250,127 @@ CASES = [
     ("bench", ["--batch", "0"], USAGE, "--T and --batch must be >= 1"),
     ("bench", ["--T", BIG], USAGE, "needs ~"),
     ("bench", ["--device", "quantum"], USAGE, "quantum"),
+    # -- atnbench report --verdicts -------------------------------------------------------------
+    ("report", ["--store", "{good}", "--verdicts", "--baseline-margin", "-0.1"], USAGE, "--baseline-margin"),
+    ("report", ["--store", "{good}", "--verdicts", "--baseline-margin", "1.5"], USAGE, "--baseline-margin"),
+    ("report", ["--store", "{good}", "--verdicts", "--baseline-margin", "nan"], USAGE, "--baseline-margin"),
+    ("report", ["--store", "{good}", "--verdicts", "--baseline-margin", "lots"], USAGE, "'--baseline-margin'"),
+    ("report", ["--store", "{good}", "--verdicts", "--format", "csv"], USAGE, "--verdicts: choose --format"),
+    ("report", ["--store", "{good}", "--verdicts", "--format", "latex"], USAGE, "--verdicts: choose --format"),
+    ("report", ["--store", "{good}", "--verdicts", "--output", "{dir}/r.csv"], USAGE, "--verdicts: choose --format"),
+    # -- atnbench runs list|show|compare|delete|export (a prefix: "run" matches run0..run2) ---------
+    *[("runs", ["list", "--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
+    *[("runs", [verb, *ids, "--store", "{%s}" % store], USAGE, "store")  # the same open_store as list
+      for verb, ids in (("show", ["run0"]), ("compare", ["run0", "run1"]), ("export", []))
+      for store in ("dropped", "missing")],
+    ("runs", ["nosuch"], USAGE, "No such command"),
+    ("runs", ["list", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
+    ("runs", ["list", "--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named 'nope'"),
+    ("runs", ["list", "--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
+    ("runs", ["show", "--store", "{good}"], USAGE, "Missing argument"),
+    ("runs", ["show", "nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
+    ("runs", ["show", "run", "--store", "{good}"], USAGE, "matches 3 runs"),
+    ("runs", ["show", "", "--store", "{good}"], USAGE, "no run ''"),
+    ("runs", ["show", "run0", "--store", "{good}", "--points", "many"], USAGE, "'--points'"),
+    ("runs", ["compare", "run0", "--store", "{good}"], USAGE, "at least two"),
+    ("runs", ["compare", "run0", "run0", "--store", "{good}"], USAGE, "at least two"),
+    ("runs", ["compare", "run0", "nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
+    ("runs", ["compare", "run0", "run", "--store", "{good}"], USAGE, "matches 3 runs"),
+    ("runs", ["compare", "run0", "run1", "--store", "{good}", "--plot", "{dir}/cmp.txt"], USAGE, ".png, .svg or .pdf"),
+    ("runs", ["compare", "run0", "run1", "--store", "{good}", "--plot", "{file}/cmp.png"], USAGE, "is a file, not a folder"),
+    ("runs", ["compare", "run0", "run1", "--store", "{good}", "--plot", "{dir}/x.png/.."], USAGE, "--plot"),
+    *[("runs", ["delete", "run0", "--yes", "--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
+    ("runs", ["delete", "--yes", "--store", "{good}"], USAGE, "Missing argument"),
+    ("runs", ["delete", "nosuchrun", "--yes", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
+    ("runs", ["delete", "run0", "run", "--yes", "--store", "{good}"], USAGE, "matches 3 runs"),
+    ("runs", ["delete", "run0", "--store", "{good}"], FAILED, "nothing deleted"),  # no answer: nothing deleted
+    ("runs", ["export", "--store", "{good}", "--format", "xml"], USAGE, "unknown format 'xml'"),
+    ("runs", ["export", "--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
+    ("runs", ["export", "--store", "{good}", "--output", "{file}/runs.csv"], USAGE, "is a file, not a folder"),
+    ("runs", ["export", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
+    ("runs", ["export", "--store", "{good}", "--sweep", "nope", "-o", "{dir}/runs.csv"], USAGE, "no sweep named"),
+    # -- atnbench store export|import|merge --------------------------------------------------------
+    *[("store", ["export", "{dir}/out.jsonl", "--store", "{%s}" % store], USAGE, "store") for store in ("truncated", "missing")],
+    ("store", ["export", "--store", "{good}"], USAGE, "Missing argument"),
+    ("store", ["export", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
+    ("store", ["export", "{file}/out.jsonl", "--store", "{good}"], USAGE, "is a file, not a folder"),
+    ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--status", "finished"], USAGE, "unknown status"),
+    ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named 'nope'"),
+    *[("store", ["import", "{jsonl}", "--store", "{%s}" % store], USAGE, "store") for store in ("garbage", "folder", "dropped")],
+    ("store", ["import", "--store", "{good}"], USAGE, "Missing argument"),
+    ("store", ["import", "{missing_file}.jsonl", "--store", "{good}"], USAGE, "no such file"),
+    ("store", ["import", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
+    ("store", ["import", "{jsonl_binary}", "--store", "{good}"], USAGE, "line 1: not UTF-8 text"),
+    ("store", ["import", "{jsonl:garbage}", "--store", "{good}"], USAGE, "line 1: not JSON"),
+    ("store", ["import", "{jsonl:newer}", "--store", "{good}"], USAGE, "newer than this atnbench"),
+    ("store", ["import", "{jsonl:schema_text}", "--store", "{good}"], USAGE, "is not a number"),
+    ("store", ["import", "{jsonl:list}", "--store", "{good}"], USAGE, "a list, not an object"),
+    ("store", ["import", "{jsonl:missing}", "--store", "{good}"], USAGE, "missing status, config"),
+    ("store", ["import", "{jsonl:status}", "--store", "{good}"], USAGE, "unknown status 'finished'"),
+    ("store", ["import", "{jsonl:config}", "--store", "{good}"], USAGE, "config is not an object"),
+    ("store", ["import", "{jsonl:curve}", "--store", "{good}"], USAGE, "curve and sweeps must be lists"),
+    ("store", ["import", "{jsonl:second_line}", "--store", "{good}"], USAGE, "line 2: not JSON"),
+    ("store", ["import", "{jsonl:garbage}", "--store", "{missing}"], USAGE, "line 1: not JSON"),  # nothing created
+    ("store", ["merge", "{dir}/all.db"], USAGE, "Missing argument"),
+    ("store", ["merge", "{dir}/all.db", "{missing}"], USAGE, "no results store at"),
+    ("store", ["merge", "{dir}/all.db", "{dir}"], USAGE, "no results store at"),
+    *[("store", ["merge", "{dir}/all.db", "{%s}" % store], USAGE, "store") for store in ("garbage", "empty")],
+    *[("store", ["merge", "{%s}" % store, "{good}"], USAGE, "store") for store in ("folder", "truncated")],
+    ("store", ["merge", "{good}", "{good}"], USAGE, "is the output store"),
+    ("store", ["merge", "{dir}/all.db", "{good}", "{good}"], USAGE, "name each store once"),
+    # -- atnbench evaluate ----------------------------------------------------------------------
+    *[("evaluate", ["run0", "--store", "{%s}" % store], USAGE, "store") for store in ("garbage", "empty", "missing")],
+    ("evaluate", ["--store", "{good}"], USAGE, "Missing argument"),
+    ("evaluate", ["nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
+    ("evaluate", ["run", "--store", "{good}"], USAGE, "matches 3 runs"),
+    ("evaluate", ["run0", "--store", "{good}"], USAGE, "kept no best model"),
+    ("evaluate", ["run2", "--store", "{good}", "--weights", "final"], USAGE, "kept no final model"),
+    ("evaluate", ["run0", "--store", "{good}", "--weights", "worst"], USAGE, "unknown weights 'worst'"),
+    ("evaluate", ["run0", "--store", "{good}", "--device", "quantum"], USAGE, "quantum"),
+    # -- atnbench reproduce (every case fails before any part starts) ------------------------------
+    ("reproduce", ["--dry-run", "--only", "table9"], USAGE, "--only: unknown part(s) table9"),
+    ("reproduce", ["--dry-run", "--budget", "0"], USAGE, "--budget: 0 is not in (0, 1]"),
+    ("reproduce", ["--dry-run", "--budget", "nan"], USAGE, "--budget"),
+    ("reproduce", ["--dry-run", "--budget", "table9=1"], USAGE, "unknown part 'table9'"),
+    ("reproduce", ["--dry-run", "--budget", "0.5,table1-copying=2"], USAGE, "is not in (0, 1]"),
+    ("reproduce", ["--dry-run", "--budget", "half"], USAGE, "'half' is not a number"),
+    ("reproduce", ["--dry-run", "--seeds", "a,b"], USAGE, "--seeds"),
+    ("reproduce", ["--dry-run", "--seeds", ""], USAGE, "--seeds"),
+    ("reproduce", ["--dry-run", "--threads", "0"], USAGE, "'--threads'"),
+    ("reproduce", ["--dry-run", "--workers", "0"], USAGE, "--workers must be >= 1"),
+    ("reproduce", ["--dry-run", "--backend", "slurm"], USAGE, "unknown --backend"),
+    ("reproduce", ["--dry-run", "--address", "head:6379"], USAGE, "--address is for --backend ray"),
+    ("reproduce", ["--dry-run", "--device", "quantum"], USAGE, "quantum"),
+    ("reproduce", ["--dry-run", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),
+    ("reproduce", ["--dry-run", "--out-dir", "{file}/report"], USAGE, "is a file, not a folder"),
+    ("reproduce", ["--dry-run", "--only", "table4-ptb-char"], USAGE, "no part can run here"),
+    *[("reproduce", ["--dry-run", "--store", "{%s}" % store], USAGE, "store") for store in ("garbage", "empty")],
+    *[("reproduce", ["--report-only", "--out-dir", "{dir}/report", "--store", "{%s}" % store], USAGE, "store")
+      for store in ("dropped", "missing")],
+    # without --dry-run: refused before the first part's sweep starts (or creates a store)
+    ("reproduce", ["--workers", "0"], USAGE, "--workers must be >= 1"),
+    ("reproduce", ["--backend", "slurm"], USAGE, "unknown --backend"),
+    ("reproduce", ["--out-dir", "{file}"], USAGE, "is a file; give a folder"),
+    *[("reproduce", ["--store", "{%s}" % store], USAGE, "store") for store in ("under", "truncated")],
+    *([("reproduce", ["--dry-run", "--backend", "ray"], USAGE, "needs Ray")]
+      if importlib.util.find_spec("ray") is None else []),
+    # -- atnbench data list|prepare|verify (nothing downloaded, nothing written) -------------------
+    ("data", ["list", "--root", "{file}"], USAGE, "is a file; give a folder"),
+    ("data", ["list", "extra"], USAGE, "unexpected extra argument"),
+    ("data", ["prepare"], USAGE, "Missing argument"),
+    ("data", ["prepare", "nosuch", "--to", "{dir}"], USAGE, "unknown dataset 'nosuch'"),
+    ("data", ["prepare", "ptb", "--from", "hub", "--to", "{dir}"], USAGE, "cannot be prepared from 'hub'"),
+    ("data", ["prepare", "ptb", "--from", "nosuch", "--to", "{dir}"], USAGE, "cannot be prepared from 'nosuch'"),
+    ("data", ["prepare", "ptb-char", "--to", "{file}"], USAGE, "is a file; give a folder"),
+    ("data", ["prepare", "ptb-char", "--to", "{file}/data"], USAGE, "is a file, not a folder"),
+    ("data", ["verify", "nosuch", "--root", "{dir}"], USAGE, "unknown dataset 'nosuch'"),
+    ("data", ["verify", "--root", "{file}"], USAGE, "is a file; give a folder"),
+    ("data", ["verify", "--root", "{dir}"], USAGE, "no dataset found"),
+    ("data", ["verify", "ptb", "--root", "{dir}"], FAILED, "no copy in"),  # asked for by name: a failed check
+    # -- atnbench build (argument errors only: nothing is compiled) ----------------------------------
+    ("build", ["extra"], USAGE, "unexpected extra argument"),
+    ("build", ["--nosuch"], USAGE, "No such option"),
+    ("build", ["--verbose=3"], USAGE, "--verbose"),
     # -- atnbench tasks / models / the top level -----------------------------------------------
     ("tasks", ["extra"], USAGE, "unexpected extra argument"),
     ("tasks", ["--nosuch"], USAGE, "No such option"),
@@ -288,6 +428,12 @@ def world(tmp_path_factory):
     for name, text in CONFIGS.items():
         (root / f"cfg-{name}.yaml").write_text(text)
         (root / f"cfg-{name}.json").write_text(text)
+    paths["jsonl"], paths["jsonl_binary"] = root / "good.jsonl", root / "binary.jsonl"
+    with ResultsStore.open_read_only(good) as store, open(paths["jsonl"], "w", encoding="utf-8") as stream:
+        transfer.write_lines(transfer.records(store), stream)
+    paths["jsonl_binary"].write_bytes(b"\xff\xfe\x00" + bytes(range(256)) * 4)
+    for name, text in JSONL.items():
+        (root / f"jsonl-{name}.jsonl").write_text(text)
     return root, {key: str(value) for key, value in paths.items()}
 
 
@@ -298,6 +444,8 @@ def _expand(args: list[str], root: Path, paths: dict[str, str]) -> list[str]:
             arg = str(root / f"cfg-{arg[5:-1]}.yaml")
         elif arg.startswith("{cfg_json:"):
             arg = str(root / f"cfg-{arg[10:-1]}.json")
+        elif arg.startswith("{jsonl:"):
+            arg = str(root / f"jsonl-{arg[7:-1]}.jsonl")
         else:
             arg = arg.format(**paths)
         expanded.append(arg)
@@ -339,6 +487,7 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
     root, paths = world
     monkeypatch.chdir(root)  # a default path (./atnbench-results) would show up in the snapshot
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+    monkeypatch.setenv("ATNBENCH_DATA", str(root / "no-data-root"))  # never created: data commands write nothing
     before, counts = snapshot(root), row_counts(paths["good"])
     result = CliRunner().invoke(app, [command, *_expand(args, root, paths)])
     lines = stderr_lines(result.stderr)
@@ -352,7 +501,12 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
 def test_the_matrix_is_big_enough():
     assert len(CASES) >= 150
     assert {command for command, *_ in CASES} >= {"run", "sweep", "report", "plot", "stats", "invariances",
-                                                    "gradcheck", "bench", "tasks", "models"}
+                                                    "gradcheck", "bench", "tasks", "models", "runs", "store",
+                                                    "evaluate", "reproduce", "data", "build"}
+    verbs = {(command, args[0]) for command, args, *_ in CASES if command in ("runs", "store", "data") and args}
+    assert verbs >= {("runs", verb) for verb in ("list", "show", "compare", "delete", "export")}
+    assert verbs >= {("store", verb) for verb in ("export", "import", "merge")}
+    assert verbs >= {("data", verb) for verb in ("list", "prepare", "verify")}
 
 
 ATNBENCH = str(Path(sys.executable).parent / "atnbench")
