@@ -515,6 +515,7 @@ ATNBENCH = str(Path(sys.executable).parent / "atnbench")
 @pytest.mark.parametrize("args, message", [
     (["run", "adding", "--lr", "inf"], "finite"),  # a usage error (typer's own parsing)
     (["sweep", "{sweep}", "--dry-run", "--store", "{folder}"], "is a folder"),  # one of atnbench's
+    (["runs", "show", "run", "--store", "{good}"], "matches 3 runs"),  # a subcommand group's
 ])
 def test_the_console_script_says_one_line_too(world, args, message):
     root, paths = world
