@@ -32,23 +32,48 @@ def model_name(cell: str, norm: str) -> str:
     return norm if cell == "lstm" else f"{cell}-{norm}"
 
 
+# The plain cells' papers (a scheme's reference is the normalization's paper).
+CELL_REFERENCES = {"lstm": "Hochreiter & Schmidhuber (1997)", "gru": "Cho et al. (2014)"}
+
+
+def _description(cell: str, scheme) -> str:
+    """What the model is; a GRU has no cell state, so its schemes normalize W_x x and W_h h only."""
+    if scheme.name == "none":
+        return cell.upper()
+    what = scheme.description
+    if cell == "gru":
+        what = what.replace("W_x x, W_h h and c", "W_x x and W_h h (a GRU has no cell state c)")
+    return f"{cell.upper()} with {what}"
+
+
 def _entries() -> dict[str, ModelEntry]:
     entries = {}
     for cell in CELLS:
         for scheme in SCHEMES.values():
             name = model_name(cell, scheme.name)
-            what = f"{cell.upper()}" + ("" if scheme.name == "none" else f" with {scheme.description}")
-            entries[name] = ModelEntry(name, cell, scheme.name, what, scheme.reference)
+            reference = CELL_REFERENCES[cell] if scheme.name == "none" else scheme.reference
+            entries[name] = ModelEntry(name, cell, scheme.name, _description(cell, scheme), reference)
     return entries
+
+
+def model_flags(entry: ModelEntry) -> str:
+    """The flags that select a model (what ``atnbench models`` shows beside its name)."""
+    return f"--norm {entry.norm}" if entry.cell == "lstm" else f"--cell {entry.cell} --norm {entry.norm}"
 
 
 MODELS: dict[str, ModelEntry] = _entries()
 
 # names accepted by --norm besides the scheme names
-NORM_ALIASES = {"lstm": "none", "gru": "none"}
+NORM_ALIASES = {"lstm": "none"}
+
+# cell names a user may type as --norm: a cell is not a normalization (--norm gru once trained
+# a plain LSTM silently), so it is refused with the flags that mean it
+CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --norm ln, atn, ... for a normalized one)"}
 
 
 def canonical_norm(norm: str) -> str:
+    if norm in CELL_NOT_NORM:
+        raise ValueError(f"--norm {norm} is a cell, not a normalization: use {CELL_NOT_NORM[norm]}")
     norm = NORM_ALIASES.get(norm, norm)
     if norm not in SCHEMES:
         known = ", ".join(list(SCHEMES) + list(NORM_ALIASES))

@@ -26,6 +26,13 @@ def _fmt(value, digits: int = 5) -> str:
     return str(value)
 
 
+def window_text(config) -> str:
+    """", k=5" for a windowed norm (ATN); nothing for the norms without a window."""
+    from atnbench.nn.schemes import SCHEMES
+
+    return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
+
+
 def summary_table(config, record: dict) -> Table:
     table = Table(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False)
     table.add_column(style="bold")
@@ -33,7 +40,7 @@ def summary_table(config, record: dict) -> Table:
     status_style = {"done": "green", "diverged": "yellow", "failed": "red"}.get(record["status"], "")
     rows = [
         ("status", f"[{status_style}]{record['status']}[/]" if status_style else record["status"]),
-        ("model", f"{record['model']}  (norm={config.norm}, k={config.k}, hidden={config.hidden})"),
+        ("model", f"{record['model']}  (norm={config.norm}{window_text(config)}, hidden={config.hidden})"),
         ("task", f"{config.task}  T={config.T}  seed={config.seed}"),
         ("min train loss", _fmt(record.get("min_train_loss"))),
         ("min validation loss", _fmt(record.get("min_val_loss"))),
@@ -121,7 +128,7 @@ def run(
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
-    from atnbench.progress import reporter_for
+    from atnbench.progress import reporter_for, run_label
     from atnbench.train import train
 
     flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
@@ -132,7 +139,7 @@ def run(
     torch_device = resolve_device(device)
     torch.set_num_threads(threads)
     with ResultsStore(store) as results:
-        reporter = reporter_for(f"{run_config.task} {run_config.norm}", quiet=quiet)
+        reporter = reporter_for(run_label(run_config), quiet=quiet)
         try:
             record = train(run_config, results, torch_device, reporter, resume=resume,
                            checkpoint_every=checkpoint_every)
@@ -155,30 +162,41 @@ def run(
 @user_errors
 def tasks():
     """List the tasks, their presets (paper protocols) and what they measure."""
-    table = Table(title="atnbench tasks")
-    for column in ("task", "what it measures", "presets (T: k)", "variants", "source"):
-        table.add_column(column, overflow="fold")
+    from rich import box
+
+    # two columns (a task's name, presets and variants over each other; what it measures over its
+    # source): the long text folds in the one wide column, readable at 80 columns
+    table = Table(title="atnbench tasks", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("task / presets", overflow="fold", max_width=28)
+    table.add_column("what it measures / source", overflow="fold")
     presets = set(list_task_presets())
     for name in task_names():
         spec = get_task(name)
         if name in presets:
             preset = load_task_preset(name)
-            ts = ", ".join(f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())) or f"T={preset.default_T}"
-            variants = ", ".join(preset.variants) or "-"
+            ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
+            variants = list(preset.variants)
             source = preset.citation
         else:
-            ts, variants, source = "-", "-", spec.reference
-        table.add_row(name, f"{spec.description}\n[dim]{spec.measures}[/]", ts, variants, source)
+            ts, variants, source = [], [], spec.reference
+        left = "\n".join([f"[bold]{name}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants)])
+        table.add_row(left, f"{spec.description}\n[dim]{spec.measures}[/]\n[italic]{source}[/]")
     out.print(table)
 
 
 @app.command()
 @user_errors
 def models():
-    """List the model zoo: the names --norm/--cell accept, with their papers."""
-    table = Table(title="atnbench models")
-    for column in ("model", "cell", "--norm", "what it is", "reference"):
-        table.add_column(column, overflow="fold")
+    """List the model zoo: each model, the flags that select it, what it is and its paper."""
+    from rich import box
+
+    from atnbench.zoo import model_flags
+
+    # two lines per model (name over its flags, description over its paper): readable at 80 columns
+    table = Table(title="atnbench models", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("model / flags", no_wrap=True)
+    table.add_column("what it is / reference", overflow="fold")
     for entry in MODELS.values():
-        table.add_row(entry.name, entry.cell, entry.norm, entry.description, entry.reference)
+        table.add_row(f"[bold]{entry.name}[/]\n[dim]{model_flags(entry)}[/]",
+                      f"{entry.description}\n[dim]{entry.reference}[/]")
     out.print(table)
