@@ -142,3 +142,33 @@ def test_steps_off_a_terminal_are_plain_lines():
     quiet = io.StringIO()
     steps_for("bench", 3, quiet=True, stream=quiet).advance("x")
     assert quiet.getvalue() == ""
+
+
+# -- sweep view: overall ETA, summary of finished runs -------------------------------------------
+
+def test_sweep_eta_from_finished_runs_and_plain_lines_carry_it():
+    from atnbench.sweep.view import SweepView, duration, eta_seconds
+
+    assert eta_seconds(10.0, 0, 5) is None
+    assert eta_seconds(60.0, 2, 3) == pytest.approx(90.0)
+    assert duration(45) == "45s" and duration(725) == "12m05s" and duration(11220) == "3h07m"
+    stream = io.StringIO()
+    view = SweepView("t", total=3, skipped=1, labels={"a": "ln", "b": "atn"}, live=False, stream=stream)
+    view.finished("a", {"status": "done", "min_val_loss": 0.5})
+    view.finished("b", {"status": "done", "min_val_loss": 0.25})
+    lines = stream.getvalue().splitlines()
+    assert "eta " in lines[1] and "[2/3]" in lines[1]  # one of two left after the first finished run
+    assert "eta" not in lines[2]  # nothing left
+
+
+def test_sweep_results_table_lists_finished_runs_with_loss_and_time():
+    from atnbench.sweep.view import results_table
+
+    records = [{"run_id": "r1", "label": "ln seed 0", "status": "done", "min_val_loss": 0.5, "wall_s": 75.0},
+               {"run_id": "r2", "label": "atn seed 0", "status": "diverged", "min_val_loss": 0.25, "wall_s": 5.0},
+               {"run_id": "r3", "label": "bn seed 0", "status": "not-run"}]
+    console = Console(file=io.StringIO(), width=80)
+    console.print(results_table(records))
+    text = console.file.getvalue()
+    assert "(2 of 3)" in text and "1m15s" in text and "0.25" in text and "diverged" in text
+    assert "r3" not in text
