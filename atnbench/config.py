@@ -2,70 +2,69 @@
 
 Resolution order (later wins): built-in defaults < task preset (its ``defaults``, then its
 ``per_T`` entry, then a named ``variant``) < ``--config FILE`` < command-line flags. The run id
-is a hash of the resolved fields that change the numbers (not the device, not the output
-folder), so the same config always maps to the same row of the results store.
+is a hash of the resolved fields that change the numbers (``atnbench.identity``: the thread
+count and device type included, the output folder not), so the same config always maps to the
+same row of the results store.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-from dataclasses import dataclass, field
-from typing import Any, Optional
+import functools
+import typing
+from dataclasses import field
+from typing import Annotated, Any, Optional
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.dataclasses import dataclass
 
 OPTIMIZERS = ("rmsprop", "adam", "sgd", "asgd")
+FLOAT_AS_TEXT_HINT = " (YAML reads 1e-3 as text: write 1.0e-3)"
+
+Positive = Annotated[int, Field(ge=1)]
 
 
 class ConfigError(ValueError):
     """A configuration that cannot run; the message is one readable line."""
 
 
-@dataclass(frozen=True)
+# strict: a value of the wrong type is an error, not silently converted (an int is a fine
+# float, and is stored as one, so momentum 0 and 0.0 are the same config); no NaN/infinity.
+@dataclass(frozen=True, config=ConfigDict(strict=True, allow_inf_nan=False))  # = STRICT, below
 class RunConfig:
     task: str
-    T: int
+    T: Positive
     norm: str = "atn"
-    k: int = 10
-    eps: float = 1e-5
+    k: Positive = 10
+    eps: Annotated[float, Field(ge=0)] = 1e-5
     affine: bool = True
     bias_inside: Optional[bool] = None
     cell: str = "lstm"
     init: Optional[str] = None  # None: the model's default (schemes.py); "atn" or "torch"
-    hidden: int = 128
-    layers: int = 1
-    batch_size: int = 64
+    hidden: Positive = 128
+    layers: Positive = 1
+    batch_size: Positive = 64
     optimizer: str = "rmsprop"
-    lr: float = 1e-3
-    momentum: float = 0.0
-    steps: int = 1000
-    steps_per_epoch: Optional[int] = None
-    eval_every: int = 100
-    val_samples: int = 1000
-    clip: Optional[float] = None
+    lr: Annotated[float, Field(gt=0)] = 1e-3
+    momentum: Annotated[float, Field(ge=0)] = 0.0
+    steps: Positive = 1000
+    steps_per_epoch: Optional[Positive] = None
+    eval_every: Positive = 100
+    val_samples: Positive = 1000
+    clip: Optional[Annotated[float, Field(gt=0)]] = None
     seed: int = 0
-    budget: float = 1.0
+    budget: Annotated[float, Field(gt=0, le=1)] = 1.0
     variant: Optional[str] = None
     options: dict = field(default_factory=dict)  # task-specific extras (data paths, permute, ...)
+    threads: Positive = 1  # torch CPU threads: reductions, hence the last bits, depend on it
+    device: str = "cpu"  # the device type the run trains on: cpu, cuda or mps
 
     def __post_init__(self):
         checks = [
-            (self.T >= 1, f"T must be >= 1, got {self.T}"),
-            (self.k >= 1, f"k must be >= 1, got {self.k}"),
-            (self.eps >= 0, f"eps must be >= 0, got {self.eps}"),
-            (self.hidden >= 1, f"hidden must be >= 1, got {self.hidden}"),
-            (self.layers >= 1, f"layers must be >= 1, got {self.layers}"),
-            (self.batch_size >= 1, f"batch size must be >= 1, got {self.batch_size}"),
-            (self.lr > 0, f"lr must be > 0, got {self.lr}"),
-            (self.momentum >= 0, f"momentum must be >= 0, got {self.momentum}"),
-            (self.steps >= 1, f"the run needs at least 1 step, got {self.steps}"),
-            (self.eval_every >= 1, f"eval_every must be >= 1, got {self.eval_every}"),
-            (self.val_samples >= 1, f"val_samples must be >= 1, got {self.val_samples}"),
-            (self.clip is None or self.clip > 0, f"clip must be > 0, got {self.clip}"),
-            (0 < self.budget <= 1, f"budget must be in (0, 1], got {self.budget}"),
             (self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}"),
             (self.cell in ("lstm", "gru"), f"unknown cell {self.cell!r}; choose lstm or gru"),
             (self.init in (None, "atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
+            (self.device in ("cpu", "cuda", "mps"), f"unknown device type {self.device!r}; choose cpu, cuda or mps"),
         ]
         for ok, message in checks:
             if not ok:
@@ -78,27 +77,79 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @property
+    @functools.cached_property
     def run_id(self) -> str:
         return run_id(self.to_dict())
 
 
 FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+# one validator per field (and for ``epochs``, which becomes steps), to check a layer of values
+# (a config file) on its own and name the file, before it is merged with the preset
+_CHECKERS = {name: TypeAdapter(hint, config=STRICT)
+             for name, hint in {**typing.get_type_hints(RunConfig, include_extras=True),
+                                "epochs": Annotated[float, Field(gt=0)]}.items()}
+
+
+def check_values(values: dict[str, Any], where: str) -> None:
+    """Type and range of each known key, with ``where`` (a file name) in the one-line error."""
+    for key, value in values.items():
+        if key in _CHECKERS:
+            try:
+                _CHECKERS[key].validate_python(value)
+            except ValidationError as err:
+                raise ConfigError(f"{where}: {explain(err, key)}") from None
 
 
 def run_id(config: dict[str, Any]) -> str:
-    """Deterministic id of a resolved config: 12 hex digits of a SHA-256 of canonical JSON."""
-    identity = {key: value for key, value in config.items() if key in FIELDS}
-    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+    """Deterministic id of a resolved config (see ``atnbench.identity``)."""
+    from atnbench.identity import run_id as identity_run_id
+
+    return identity_run_id(config)
 
 
 def build_config(values: dict[str, Any]) -> RunConfig:
     """A RunConfig from a dict of field values; unknown keys are an error naming the key."""
-    unknown = sorted(set(values) - FIELDS)
+    unknown = sorted(str(key) for key in set(values) - FIELDS)
     if unknown:
         raise ConfigError(f"unknown config key(s): {', '.join(unknown)}; known: {', '.join(sorted(FIELDS))}")
     try:
         return RunConfig(**values)
+    except ValidationError as err:
+        raise ConfigError(explain(err)) from None
     except TypeError as err:  # a missing required field
         raise ConfigError(str(err)) from None
+
+
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"), "less_than_equal": ("<=", "le"),
+           "less_than": ("<", "lt")}
+_TYPE_NAMES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+               "string_type": "text", "dict_type": "a mapping", "int_from_float": "a whole number"}
+
+
+# config keys whose command-line flag has another name, so either can be recognised in a message
+FLAG_NAMES = {"steps": "--iters", "batch_size": "--batch-size", "eval_every": "--eval-every",
+              "val_samples": "--val-samples", "bias_inside": "--bias-inside/--bias-outside"}
+
+
+def explain(error: ValidationError, name: Optional[str] = None) -> str:
+    """pydantic's first complaint as one line in atnbench's words: ``k must be >= 1, got 0``."""
+    first = error.errors()[0]
+    name = name or ".".join(str(part) for part in first["loc"] if not isinstance(part, int)) or "config"
+    if name in FLAG_NAMES:
+        name = f"{name} ({FLAG_NAMES[name]})"
+    kind, value = first["type"], first.get("input")
+    if kind in _BOUNDS:
+        symbol, key = _BOUNDS[kind]
+        return f"{name} must be {symbol} {first['ctx'][key]:g}, got {value!r}"
+    if kind in ("missing", "missing_argument"):
+        return f"{name} is required"
+    if kind == "value_error":  # one of our own checks (__post_init__): its message as it is
+        return str(first["ctx"]["error"])
+    if kind == "finite_number":
+        return f"{name} must be a finite number, got {value!r}"
+    if kind in _TYPE_NAMES or kind.endswith("_type"):
+        expected = _TYPE_NAMES.get(kind, kind.removesuffix("_type"))
+        hint = FLOAT_AS_TEXT_HINT if isinstance(value, str) and kind == "float_type" else ""
+        return f"{name}: expected {expected}, got {value!r}{hint}"
+    return f"{name}: {first['msg']}, got {value!r}"

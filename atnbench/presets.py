@@ -9,7 +9,7 @@ time rather than as a confusing failure halfway through a sweep.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,7 +19,7 @@ from atnbench.config import FIELDS, ConfigError, RunConfig
 
 KINDS = ("tasks", "sweeps")
 PACKAGE_DIR = Path(__file__).resolve().parent
-TOP_LEVEL = ("task", "citation", "default_T", "defaults", "per_T", "variants")
+TOP_LEVEL = ("task", "citation", "default_T", "defaults", "per_T", "variants", "aliases")
 REQUIRED = ("task", "citation", "default_T", "defaults")
 LAYER_FIELDS = (FIELDS | {"epochs"}) - {"task", "T", "variant"}  # those three the preset sets itself
 FIELD_TYPES = {**typing.get_type_hints(RunConfig), "epochs": float}
@@ -34,6 +34,18 @@ class TaskPreset:
     per_T: dict[int, dict[str, Any]]
     variants: dict[str, dict[str, Any]]
     source: Path
+    # old variant names that still resolve: name -> the variant it now is (None: the defaults)
+    aliases: dict[str, Optional[str]] = field(default_factory=dict)
+
+    def canonical_variant(self, name: Optional[str]) -> Optional[str]:
+        """The variant a name stands for: an alias resolves (to None when it names the
+        defaults), so runs of the same settings share a run id whatever name was given."""
+        if name is not None and name in self.aliases:
+            return self.aliases[name]
+        if name is not None and name not in self.variants:
+            known = ", ".join(sorted(self.variants)) or "(none)"
+            raise ConfigError(f"{self.source}: unknown variant {name!r}; known variants: {known}")
+        return name
 
 
 # --- finding files (shared with the sweeps loader) -------------------------------------------
@@ -173,12 +185,20 @@ def load_task_preset(name_or_path: str | Path) -> TaskPreset:
         if not isinstance(name, str):
             raise _fail(path, f"variants.{name}", "expected a string variant name")
         _check_layer(path, f"variants.{name}", layer)
+    aliases = data.get("aliases") or {}
+    if not isinstance(aliases, dict):
+        raise _fail(path, "aliases", f"expected a mapping of old name -> variant (or null), got {type(aliases).__name__}")
+    for name, target in aliases.items():
+        if not isinstance(name, str) or name in variants:
+            raise _fail(path, f"aliases.{name}", "expected a string name that is not also a variant")
+        if target is not None and target not in variants:
+            raise _fail(path, f"aliases.{name}", f"expected null (the defaults) or a variant name, got {target!r}")
     return TaskPreset(
         task=data["task"], citation=data["citation"], default_T=data["default_T"],
         defaults=dict(_check_layer(path, "defaults", data["defaults"])),
         per_T={T: dict(layer) for T, layer in per_T.items()},
         variants={name: dict(layer) for name, layer in variants.items()},
-        source=path,
+        source=path, aliases=dict(aliases),
     )
 
 
@@ -195,10 +215,8 @@ def resolve_preset(preset: TaskPreset, T: Optional[int] = None, variant: Optiona
     if T < min_T:
         raise ConfigError(f"{preset.source}: T={T} is too short for the {preset.task} task (min_T={min_T})")
     layers = [preset.defaults, preset.per_T.get(T, {})]
+    variant = preset.canonical_variant(variant)
     if variant is not None:
-        if variant not in preset.variants:
-            known = ", ".join(sorted(preset.variants)) or "(none)"
-            raise ConfigError(f"{preset.source}: unknown variant {variant!r}; known variants: {known}")
         layers.append(preset.variants[variant])
     merged: dict[str, Any] = {}
     for layer in layers:

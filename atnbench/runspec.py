@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import yaml
 
-from atnbench.config import ConfigError, RunConfig, build_config
+from atnbench.config import ConfigError, RunConfig, build_config, check_values
 from atnbench.nn.schemes import get_scheme
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.tasks import get_task
@@ -27,10 +27,15 @@ from atnbench.zoo import canonical_norm
 def read_config_file(path: Path) -> dict[str, Any]:
     """A YAML or JSON mapping of RunConfig fields (``epochs`` allowed)."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a folder")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
         text = path.read_text()
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (expected YAML or JSON)") from None
+    try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         first = str(err).splitlines()[0]
@@ -39,6 +44,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    check_values(data, str(path))
     return data
 
 
@@ -46,6 +52,7 @@ def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
     values = dict(values)
     epochs = values.pop("epochs", None)
     if epochs is not None:
+        check_values({"epochs": epochs}, "--epochs")
         per_epoch = values.get("steps_per_epoch")
         if not per_epoch:
             raise ConfigError("epochs given, but this task has no steps_per_epoch; give --iters instead")
@@ -91,7 +98,7 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     file_values = read_config_file(config_file) if config_file else {}
     preset = load_task_preset(task_name)
     T = flags.get("T", file_values.get("T", preset.default_T))
-    variant = variant or flags.pop("variant", None) or file_values.get("variant")
+    variant = preset.canonical_variant(variant or flags.pop("variant", None) or file_values.get("variant"))
 
     values: dict[str, Any] = {"task": task.name, "T": T}
     values.update(_epochs_to_steps(resolve_preset(preset, T, variant)))

@@ -6,7 +6,8 @@ writers without a server. WAL journaling lets readers proceed while one process 
 busy timeout makes a second writer wait instead of failing.
 
 Layout: the database lives at ``DEFAULT_STORE`` (``./atnbench-results/atnbench.db``) unless a
-path is given; checkpoints live beside it under ``<store folder>/checkpoints/<run_id>/``.
+path is given; checkpoints live beside it under ``<store file>-checkpoints/<run_id>/`` (one
+folder per store file, see ``atnbench.checkpoint``).
 
 Non-finite numbers: JSON has no NaN or infinity and a diverged run produces them, so every
 non-finite float (in the loss columns and anywhere inside config/env/summary/metrics JSON) is
@@ -80,7 +81,15 @@ CREATE TABLE IF NOT EXISTS sweep_runs (
     PRIMARY KEY (sweep, run_id)
 );
 CREATE INDEX IF NOT EXISTS sweep_runs_run ON sweep_runs (run_id);
+CREATE TABLE IF NOT EXISTS models (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
+    step INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind)
+);
 """
+MODEL_KINDS = ("best", "final")
 
 
 class StoreError(RuntimeError):
@@ -133,23 +142,64 @@ class ResultsStore:
     opens its own ``ResultsStore`` on the same path. Use as a context manager or call close().
     """
 
-    def __init__(self, path: Union[str, Path] = DEFAULT_STORE, create: bool = True):
+    def __init__(self, path: Union[str, Path] = DEFAULT_STORE, create: bool = True, read_only: bool = False):
         self.path = Path(path).expanduser().absolute()  # checkpoint paths survive a later chdir
-        if not create and not self.path.is_file():
-            raise StoreMissing(f"no results store at {self.path} (run a benchmark first, or pass the right store path)")
-        if create:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
-        # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
-        self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        self.read_only = read_only
+        check_store_path(self.path, create=create and not read_only, write=not read_only)
+        if create and not read_only:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StoreError(f"cannot create the folder of results store {self.path}: "
+                                 f"{err.strerror or err}") from None
+        try:
+            if read_only:  # SQLite itself refuses every write; nothing is created or converted
+                self._conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
+                                             isolation_level=None)
+            else:
+                # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
+                # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
+                self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path} cannot be opened as a results store: {err}") from None
         self._conn.row_factory = sqlite3.Row
         try:
-            self._setup()
+            self._check_readable()
+            if not read_only:
+                self._setup()
         except BaseException as err:
             self._conn.close()
-            if isinstance(err, sqlite3.DatabaseError) and not isinstance(err, sqlite3.OperationalError):
+            if isinstance(err, sqlite3.Error):
                 raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
             raise
+
+    @classmethod
+    def open_read_only(cls, path: Union[str, Path] = DEFAULT_STORE) -> "ResultsStore":
+        """For report, plot, stats and ``sweep --dry-run``: never creates, converts or repairs the file."""
+        return cls(path, create=False, read_only=True)
+
+    def _check_readable(self) -> None:
+        """The file must be an intact SQLite database holding all of atnbench's tables, or (when
+        opened for writing) an empty one that _setup turns into a store. A store with some tables
+        missing is damaged: refused, never silently re-created."""
+        self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables and not self.read_only:
+            return
+        if not tables:
+            raise StoreError(f"{self.path} is an empty database, not a results store (no tables; "
+                             f"`atnbench run` or `sweep` create one)")
+        missing = [name for name in STORE_TABLES if name not in tables]
+        if missing:
+            what = "not an atnbench results store" if len(missing) == len(STORE_TABLES) else "a damaged results store"
+            raise StoreError(f"{self.path} is {what}: table(s) {', '.join(missing)} missing")
+        problem = self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if problem != "ok":
+            raise StoreError(f"{self.path} is a damaged results store (SQLite integrity check: {problem})")
+        found = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if found is not None and int(found[0]) > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {found[0]}, newer than this atnbench understands "
+                             f"({SCHEMA_VERSION}); upgrade atnbench")
 
     def _setup(self) -> None:
         """Per-connection pragmas, then the schema (idempotent, so every open may run it)."""
@@ -240,6 +290,7 @@ class ResultsStore:
             )
             if fresh:
                 conn.execute("DELETE FROM evals WHERE run_id = ?", (run_id,))
+                conn.execute("DELETE FROM models WHERE run_id = ?", (run_id,))
             if sweep is not None:
                 self._add_membership(conn, sweep, run_id)
 
@@ -290,6 +341,25 @@ class ResultsStore:
             )
             if cursor.rowcount == 0:
                 raise UnknownRun(f"no run {run_id!r} in {self.path}")
+
+    def save_model(self, run_id: str, kind: str, step: int, state: bytes) -> None:
+        """Keep a trained model's weights (``torch.save`` bytes of its state dict): the
+        ``final`` ones or the ``best`` (lowest validation loss) so far; replaces that kind."""
+        if kind not in MODEL_KINDS:
+            raise ValueError(f"model kind must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")
+        with self._write() as conn:
+            self._require(conn, run_id)
+            conn.execute("INSERT OR REPLACE INTO models (run_id, kind, step, state) VALUES (?, ?, ?, ?)",
+                         (run_id, kind, int(step), sqlite3.Binary(state)))
+
+    def model(self, run_id: str, kind: str = "best") -> Optional[tuple[int, bytes]]:
+        """(step, weights bytes) of a kept model, or None when the run kept none of that kind."""
+        try:
+            row = self._conn.execute("SELECT step, state FROM models WHERE run_id = ? AND kind = ?",
+                                     (run_id, kind)).fetchone()
+        except sqlite3.OperationalError:  # a store from before models were kept
+            return None
+        return (row["step"], bytes(row["state"])) if row is not None else None
 
     def add_to_sweep(self, sweep: str, run_id: str) -> None:
         """Make run_id a member of sweep (a run may belong to several sweeps)."""
@@ -362,10 +432,10 @@ class ResultsStore:
         return [row["sweep"] for row in rows]
 
     def checkpoint_dir(self, run_id: str) -> Path:
-        """Where the run's checkpoints go: <store folder>/checkpoints/<run_id>/ (not created here)."""
-        if not run_id or run_id in (".", "..") or "/" in run_id or "\\" in run_id:
-            raise ValueError(f"run id {run_id!r} cannot name a checkpoint folder")
-        return self.path.parent / "checkpoints" / run_id
+        """Where the run's checkpoints go: <store file>-checkpoints/<run_id>/ (see atnbench.checkpoint)."""
+        from atnbench.checkpoint import checkpoint_dir
+
+        return checkpoint_dir(self.path, run_id)
 
     # -- transfer between stores (Ray workers -> driver) -------------------------------------
 
@@ -426,8 +496,69 @@ class ResultsStore:
                 self._add_membership(conn, sweep, run_id)
         return run_id
 
+    # -- lookup and removal (``atnbench runs``) ------------------------------------------------
+
+    def run_ids(self, prefix: str = "") -> list[str]:
+        """Ids of the runs whose id starts with prefix (all runs for ""), sorted."""
+        rows = self._conn.execute("SELECT run_id FROM runs ORDER BY run_id")
+        return [row["run_id"] for row in rows if row["run_id"].startswith(prefix)]
+
+    def resolve_id(self, text: str) -> str:
+        """The full run id for an id or a unique prefix of one; a one-line ValueError otherwise."""
+        text = text.strip()
+        matches = self.run_ids(text) if text else []
+        if text in matches:
+            return text
+        if not matches:
+            raise ValueError(f"no run {text!r} in {self.path} (see `atnbench runs list`)")
+        if len(matches) > 1:
+            shown = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
+            raise ValueError(f"run id prefix {text!r} matches {len(matches)} runs ({shown}); give more characters")
+        return matches[0]
+
+    def delete_run(self, run_id: str) -> bool:
+        """Delete the run's row; its curve, sweep memberships (and any row that references the
+        run with ON DELETE CASCADE) go with it. Files (checkpoints) are the caller's. Returns
+        whether a row was there."""
+        with self._write() as conn:
+            return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
+
 
 # -- helpers -----------------------------------------------------------------------------------
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+STORE_TABLES = ("meta", "runs", "evals", "sweep_runs")
+
+
+def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
+    """One line naming the file and the problem, before SQLite sees the path: a folder, a path
+    under a file, a missing store (when not creating), unreadable, read-only (when writing), or a
+    file that is not an SQLite database at all."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreError(f"results store {path} cannot exist: {parent} is a file, not a folder")
+            break
+    if path.is_dir():
+        raise StoreError(f"results store {path} is a folder; give the path of the database file inside it "
+                         f"(e.g. {path / DEFAULT_STORE.name})")
+    if not path.exists():
+        if not create:
+            raise StoreMissing(f"no results store at {path} (run a benchmark first, or pass the right store path)")
+        return
+    if not path.is_file():
+        raise StoreError(f"results store {path} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"results store {path} cannot be read (permission denied)")
+    if write and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise StoreError(f"results store {path} is read-only here; recording runs needs write access to it and "
+                         f"its folder (report and plot can read it as it is)")
+    with open(path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")
+
 
 
 def environment(device: Optional[str] = None) -> dict:

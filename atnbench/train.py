@@ -12,8 +12,9 @@ so a resumed run summarises the whole curve, not just its last segment.
 
 from __future__ import annotations
 
+import io
+import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,15 +24,19 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from atnbench import checkpoint as checkpoints
 from atnbench import schedule
+from atnbench.checkpoint import CHECKPOINT, CorruptCheckpoint  # noqa: F401  (CHECKPOINT: re-exported)
 from atnbench.config import RunConfig
+import atnbench.identity as run_identity
 from atnbench.nn import detach_state
+from atnbench.nn.padding import last_steps
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks import get_task
 from atnbench.tasks.source import DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, count_parameters, model_name
 
-CHECKPOINT = "checkpoint.pt"
+log = logging.getLogger("atnbench")
 
 
 class Reporter(Protocol):
@@ -74,9 +79,17 @@ def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
                          **norm_options)
 
 
-def task_loss(task, logits: Tensor, target: Tensor) -> Tensor:
+def run_model(model, batch, state):
+    """The model on a batch: a padded batch passes its lengths on (each sequence runs over its
+    own steps; no normalization statistic sees padding)."""
+    if batch.lengths is None:
+        return model(batch.x, state)
+    return model(batch.x, state, lengths=batch.lengths)
+
+
+def task_loss(task, logits: Tensor, target: Tensor, lengths: Optional[Tensor] = None) -> Tensor:
     if task.target == "last":
-        logits = logits[-1]
+        logits = last_steps(logits, lengths)  # each sequence's own last step
     if task.loss == "mse":
         return F.mse_loss(logits.squeeze(-1), target)
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
@@ -89,12 +102,12 @@ def evaluate(model, task, source: DataSource, split: str) -> tuple[float, Option
     model.eval()
     total, count, correct, scored, state = 0.0, 0, 0, 0, None
     for batch in source.eval_batches(split):
-        logits, state = model(batch.x, state if batch.carry else None)
+        logits, state = run_model(model, batch, state if batch.carry else None)
         scored_here = batch.y.numel()  # every scored step counts alike, whatever the segment's length
-        total += task_loss(task, logits, batch.y).item() * scored_here
+        total += task_loss(task, logits, batch.y, batch.lengths).item() * scored_here
         count += scored_here
         if task.metric == "accuracy":
-            scores = logits[-1] if task.target == "last" else logits
+            scores = last_steps(logits, batch.lengths) if task.target == "last" else logits
             correct += int((scores.argmax(-1) == batch.y).sum())
             scored += batch.y.numel()
     model.train(was_training)
@@ -117,26 +130,33 @@ def evaluate_all(model, task, source: DataSource) -> tuple[float, dict]:
 
 @dataclass
 class Checkpoint:
+    """A run's checkpoint file: everything a resumed run needs to continue bit for bit."""
+
     path: Path
 
     def save(self, model, optimizer, source: DataSource, state, step: int, wall_s: float) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        torch.save({
+        checkpoints.save(self.path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "source": source.state_dict(), "torch_rng": torch.get_rng_state(),
             "state": detach_state(state), "step": step, "wall_s": wall_s,
-        }, tmp)
-        os.replace(tmp, self.path)  # a kill mid-write never leaves a torn checkpoint
+        })
 
-    def load(self, model, optimizer, source: DataSource, device: torch.device):
-        """Restore everything; returns (step, wall_s, recurrent state carried across batches)."""
-        saved = torch.load(self.path, map_location=device, weights_only=False)
+    def read(self, device: torch.device) -> dict:
+        """The saved contents (CorruptCheckpoint if unusable); nothing is restored yet."""
+        return checkpoints.load(self.path, device)
+
+    @staticmethod
+    def restore(saved: dict, model, optimizer, source: DataSource):
+        """Put a read checkpoint back; returns (step, wall_s, recurrent state carried across batches)."""
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         source.load_state_dict(saved["source"])
         torch.set_rng_state(saved["torch_rng"].cpu())
         return saved["step"], saved["wall_s"], saved["state"]
+
+    def load(self, model, optimizer, source: DataSource, device: torch.device):
+        """Read and restore in one go (CorruptCheckpoint if the file is unusable)."""
+        return self.restore(self.read(device), model, optimizer, source)
 
 
 def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float, params: int) -> dict:
@@ -165,40 +185,94 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
     }
 
 
-def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Optional[Reporter] = None,
-          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2) -> dict:
-    """Train one run to the end (or divergence) and record it; returns the result record."""
-    reporter = reporter or SilentReporter()
-    task = get_task(config.task)
-    run_id = config.run_id
-    checkpoint = Checkpoint(store.checkpoint_dir(run_id) / CHECKPOINT)
-    resume = resume and checkpoint.path.exists()
+def _weights(model) -> bytes:
+    buffer = io.BytesIO()
+    torch.save({key: value.detach().cpu() for key, value in model.state_dict().items()}, buffer)
+    return buffer.getvalue()
 
+
+def _fresh(config: RunConfig, task, device: torch.device):
+    """Data source, model and optimizer as they are at step 0 of the run."""
     torch.manual_seed(config.seed)
     source = make_source(task, config, device)
     model = build_model(config, source).to(device)
     optimizer = schedule.wrap(config, make_optimizer(config, model.parameters()), model.parameters(), source)
+    return source, model, optimizer
+
+
+def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Optional[Reporter] = None,
+          resume: bool = False, sweep: Optional[str] = None, checkpoint_every: int = 2, wait: bool = False,
+          keep_model: bool = True) -> dict:
+    """Train one run to the end (or divergence) and record it; returns the result record.
+
+    The run's lock (checkpoint.hold_run) is held throughout: if another process is training
+    the same run into the same store, ``wait=False`` raises RunBusy at once; ``wait=True``
+    (sweeps) waits, then returns the other process's result if it finished the run.
+
+    The config's device type and thread count are part of its run id, so they are enforced
+    here. With ``keep_model`` the best-validation weights are kept in the store whenever they
+    improve, and the final weights at the end.
+    """
+    device = torch.device(device)
+    if device.type != config.device:
+        raise ValueError(f"run {config.run_id} is configured for device {config.device}, not {device.type}")
+    if device.type == "cpu":
+        torch.set_num_threads(config.threads)
+    reporter = reporter or SilentReporter()
+    with checkpoints.hold_run(store.path, config.run_id, wait=wait,
+                              should_stop=getattr(reporter, "should_stop", None)) as waited:
+        row = store.get_run(config.run_id) if waited else None
+        if row is not None and row.status in ("done", "diverged"):
+            log.warning(f"run {config.run_id} was finished by the other process; keeping its result")
+            return result_record(config, row.status, row.summary, row.error)
+        return _train(config, store, device, reporter, resume, sweep, checkpoint_every, keep_model)
+
+
+def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Reporter, resume: bool,
+           sweep: Optional[str], checkpoint_every: int, keep_model: bool = True) -> dict:
+    task = get_task(config.task)
+    run_id = config.run_id
+    checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id))
+    saved = None
+    if resume and not checkpoint.path.exists():
+        log.warning(f"no checkpoint for run {run_id} at {checkpoint.path}; starting it from scratch")
+    elif resume:
+        try:
+            saved = checkpoint.read(device)
+        except CorruptCheckpoint as bad:
+            _set_aside(checkpoint.path, bad, run_id)
+
+    source, model, optimizer = _fresh(config, task, device)
     step, wall_before, state = 0, 0.0, None
-    if resume:
-        step, wall_before, state = checkpoint.load(model, optimizer, source, device)
+    if saved is not None:
+        try:
+            step, wall_before, state = Checkpoint.restore(saved, model, optimizer, source)
+        except Exception as error:  # noqa: BLE001 - another model's or a damaged state: unusable
+            _set_aside(checkpoint.path, CorruptCheckpoint(f"checkpoint {checkpoint.path} does not fit run {run_id} "
+                                                          f"({type(error).__name__})"), run_id)
+            saved = None
+            source, model, optimizer = _fresh(config, task, device)  # partly restored: start clean
+    if saved is not None:
         store.truncate_evals(run_id, step)
     env = environment()
     env["device"] = str(device)
     env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
-    store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=not resume)
+    env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.identity)
+    store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=saved is None)
     params = count_parameters(model)
 
     reporter.start(run_id, config.steps, step)
     started = time.perf_counter()
     status, error = "done", None
     window_loss, window_steps, evals = 0.0, 0, 0
+    best_val = min((p.val_loss for p in store.curve(run_id) if p.val_loss is not None), default=math.inf)
     try:
         model.train()
         while step < config.steps:
             batch = source.train_batch()
             state = detach_state(state) if batch.carry else None  # truncated BPTT across batches
-            logits, state = model(batch.x, state)
-            loss = task_loss(task, logits, batch.y)
+            logits, state = run_model(model, batch, state)
+            loss = task_loss(task, logits, batch.y, batch.lengths)
             value = loss.item()
             if not math.isfinite(value):
                 raise Diverged(f"loss became {value} at step {step + 1}")
@@ -214,11 +288,15 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
             if step % config.eval_every == 0 or step == config.steps:
                 with schedule.eval_weights(optimizer):  # ASGD's average once it has taken over
                     val, metrics = evaluate_all(model, task, source)
+                    improved = _weights(model) if keep_model and val < best_val else None
                 if not math.isfinite(val):
                     raise Diverged(f"validation loss became {val} at step {step}")
                 train_loss = window_loss / window_steps
                 wall = wall_before + time.perf_counter() - started
                 store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
+                if improved is not None:
+                    store.save_model(run_id, "best", step, improved)
+                best_val = min(best_val, val)
                 reporter.evaluated(step, train_loss, val)
                 schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
                 window_loss, window_steps = 0.0, 0
@@ -235,11 +313,18 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
         raise
     wall = wall_before + time.perf_counter() - started
     summary = summarize(store, config, step, wall, params)
+    if keep_model and status == "done":
+        with schedule.eval_weights(optimizer):  # the weights its evaluations scored
+            store.save_model(run_id, "final", step, _weights(model))
     store.finish_run(run_id, status, summary, error=error)
-    if status == "done" and checkpoint.path.exists():
-        checkpoint.path.unlink()
+    checkpoints.discard(store.path, run_id)  # finished (done or diverged): nothing to resume
     reporter.finish(status)
     return result_record(config, status, summary, error)
+
+
+def _set_aside(path: Path, bad: CorruptCheckpoint, run_id: str) -> None:
+    aside = checkpoints.set_aside(path)
+    log.warning(f"{bad}; set aside as {aside.name}; starting run {run_id} from scratch")
 
 
 def result_record(config: RunConfig, status: str, summary: dict, error: Optional[str] = None) -> dict:

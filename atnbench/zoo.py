@@ -101,10 +101,11 @@ class SequenceModel(nn.Module):
         self.rnn = CELLS[cell](input_size, hidden, num_layers=layers, dropout=dropout, norm=norm, **norm_options)
         self.head = nn.Linear(hidden, output_size)
 
-    def forward(self, x: Tensor, state=None) -> tuple[Tensor, object]:
+    def forward(self, x: Tensor, state=None, lengths: Tensor | None = None) -> tuple[Tensor, object]:
+        """``lengths`` (B,): a right-padded batch, each sequence valid for its first lengths[b] steps."""
         if self.embed is not None:
             x = self.embed(x)
-        y, state = self.rnn(x, state)
+        y, state = self.rnn(x, state, lengths)
         return self.head(y), state
 
 

@@ -419,26 +419,40 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 
 
 class _TermNorm:
-    """The normalization of one term, applied step by step; keeps the term's raw history."""
+    """The normalization of one term, applied step by step; keeps the term's raw history.
+
+    Variable lengths: each call gets the rows (sequence indices) still running at that step
+    and their values only; the batch of a step IS those rows. So per-step batch statistics
+    (BN, BLN) pool only them, ATN-BN's window pools the rows present at each of its steps
+    (Laurent et al. Sect. 4.1: the unpadded frames decrease along time), and ATN-LN's window
+    of a row reads that row's own earlier steps (all valid: padding comes after them).
+    """
 
     def __init__(self, kind: str, k: int, eps: float, gain, shift, population=None):
         self.kind, self.k, self.eps = kind, k, eps
         self.gain, self.shift = _opt(gain), _opt(shift)
-        self.past: list[np.ndarray] = []  # raw (B, n) values of the steps so far
+        self.past: list[dict[int, np.ndarray]] = []  # per step: row -> raw value (n,)
         self.population = population  # bn in eval: (mean (S, n), var (S, n), steps_seen)
         self.batch_stats: list[tuple[np.ndarray, np.ndarray]] = []  # bn: (mean, biased var) used
 
-    def __call__(self, a: np.ndarray) -> np.ndarray:
-        self.past.append(a)
+    def __call__(self, a: np.ndarray, rows: Optional[Sequence[int]] = None) -> np.ndarray:
+        rows = list(range(a.shape[0])) if rows is None else [int(r) for r in rows]
+        self.past.append({r: a[j] for j, r in enumerate(rows)})
         t = len(self.past) - 1
         if self.kind == "none":
             return a
         if self.kind == "ln":
             return np.stack([ref_ln_vector(a[b], self.eps, self.gain, self.shift) for b in range(a.shape[0])])
         if self.kind == "atn":
-            return ref_atn_ln_step(np.stack(self.past), t, self.k, self.eps, self.gain, self.shift)
+            window = window_steps(t, self.k)[::-1]  # oldest first
+            out = []
+            for r in rows:
+                own = np.stack([self.past[tj][r] for tj in window])[:, None, :]  # (w, 1, n)
+                out.append(ref_atn_ln_step(own, len(window) - 1, self.k, self.eps, self.gain, self.shift)[0])
+            return np.stack(out)
         if self.kind == "atn-bn":
-            return ref_atn_bn_step(np.stack(self.past), t, self.k, self.eps, self.gain, self.shift)[0]
+            pooled = [list(self.past[tj].values()) for tj in window_steps(t, self.k)]
+            return ref_pooled_bn(a, [v for step in pooled for v in step], self.eps, self.gain, self.shift)
         if self.kind in ("bn", "bn-input"):
             if self.population is not None:
                 mean, var, seen = self.population
@@ -452,21 +466,157 @@ class _TermNorm:
         raise ValueError(self.kind)
 
 
-def _normalize_input_sequence(kind: str, ax: np.ndarray, k: int, eps: float, gain, shift,
-                              bn_input_mode: str, lengths, population) -> np.ndarray:
-    """The input term W_x x (+ b_x) of every step, normalized (it does not depend on h)."""
+def ref_pooled_bn(a: np.ndarray, values: list, eps: float, gain=None, shift=None) -> np.ndarray:
+    """BN of the rows a (m, n) with per-feature statistics of ``values`` (vectors (n,), e.g. the
+    valid entries of a window of steps): mean and biased variance over all of them."""
+    m, n = a.shape
+    out = np.empty((m, n))
+    for i in range(n):
+        total = 0.0
+        for v in values:
+            total += v[i]
+        mu = total / len(values)
+        sq = 0.0
+        for v in values:
+            sq += (v[i] - mu) ** 2
+        var = sq / len(values)
+        for b in range(m):
+            out[b, i] = _affine((a[b, i] - mu) / math.sqrt(var + eps), gain, shift, i)
+    return out
+
+
+def _lengths(lengths, steps: int, batch: int) -> list[int]:
+    return [steps] * batch if lengths is None else [int(v) for v in as_f64(lengths)]
+
+
+def _running(lens: list[int], t: int) -> list[int]:
+    """The sequences whose step t is valid."""
+    return [b for b in range(len(lens)) if lens[b] > t]
+
+
+def reverse_within(y: np.ndarray, lens: list[int]) -> np.ndarray:
+    """Each sequence b reversed over its own steps 0..lens[b]-1; padded steps stay in place."""
+    out = y.copy()
+    for b in range(y.shape[1]):
+        for t in range(lens[b]):
+            out[t, b] = y[lens[b] - 1 - t, b]
+    return out
+
+
+def _input_term(kind: str, ax: np.ndarray, k: int, eps: float, gain, shift, bn_input_mode: str,
+                lens: list[int], population, record: Optional[dict]) -> np.ndarray:
+    """The input term W_x x (+ b_x) of every valid step, normalized (it does not depend on h);
+    padded steps are left 0 (they are never read)."""
     if kind == "bn-input" and bn_input_mode == "sequence":
-        return ref_seq_bn(ax, eps, gain, shift, lengths)[0]
+        return ref_seq_bn(ax, eps, gain, shift, lens)[0]  # eqs. 20-21 over the unpadded frames
     norm = _TermNorm(kind, k, eps, gain, shift, population)
-    return np.stack([norm(ax[t]) for t in range(ax.shape[0])])
+    out = np.zeros_like(ax)
+    for t in range(ax.shape[0]):
+        rows = _running(lens, t)
+        if rows:
+            out[t, rows] = norm(ax[t, rows], rows)
+    if record is not None:
+        record["input"] = norm.batch_stats
+    return out
+
+
+def ref_lstm_layer(y: np.ndarray, p: dict, scheme: str, k: int, eps: float, h: np.ndarray, c: np.ndarray,
+                   lens: list[int], bn_input_mode: str = "frame", population: Optional[dict] = None,
+                   record: Optional[dict] = None):
+    """One normalized LSTM layer on a time-first (T, B, d) padded batch; returns (out, h_n, c_n).
+
+    At step t only the sequences with t < lens[b] run (the batch of that step); the others keep
+    (h, c) and output 0. See ``ref_norm_lstm`` for the cell.
+    """
+    kinds = SCHEME_TERMS[scheme]
+    pop = population or {}
+    steps, batch = y.shape[0], y.shape[1]
+    hidden = p["w_hh"].shape[1]
+    h, c = h.copy(), c.copy()
+    inside = p.get("b_ih") is not None or p.get("b_hh") is not None
+    ax = np.stack([_matvec(p["w_ih"], y[t], p.get("b_ih")) for t in range(steps)])
+    xn = _input_term(kinds[0], ax, k, eps, p.get("g_x"), p.get("s_x"), bn_input_mode, lens, pop.get("input"), record)
+    norm_h = _TermNorm(kinds[1], k, eps, p.get("g_h"), p.get("s_h"), pop.get("hidden"))
+    norm_c = _TermNorm(kinds[2], k, eps, p.get("g_c"), p.get("s_c"), pop.get("cell"))
+    out = np.zeros((steps, batch, hidden))
+    for t in range(steps):
+        rows = _running(lens, t)
+        if not rows:
+            continue
+        gates = xn[t, rows] + norm_h(_matvec(p["w_hh"], h[rows], p.get("b_hh")), rows)
+        if not inside and p.get("b") is not None:
+            gates = gates + p["b"]
+        i_, f_, g_, o_ = (gates[:, q * hidden:(q + 1) * hidden] for q in range(4))
+        c[rows] = _sigmoid(f_) * c[rows] + _sigmoid(i_) * np.tanh(g_)
+        h[rows] = _sigmoid(o_) * np.tanh(norm_c(c[rows], rows))
+        out[t, rows] = h[rows]
+    if record is not None:
+        record.update(hidden=norm_h.batch_stats, cell=norm_c.batch_stats)
+    return out, h, c
+
+
+def ref_gru_layer(y: np.ndarray, p: dict, scheme: str, k: int, eps: float, h: np.ndarray, lens: list[int],
+                  bn_input_mode: str = "frame"):
+    """One normalized GRU layer on a padded batch (see ``ref_norm_gru``); returns (out, h_n)."""
+    kinds = SCHEME_TERMS[scheme]
+    steps, batch = y.shape[0], y.shape[1]
+    hidden = p["w_hh"].shape[1]
+    h = h.copy()
+    ax = np.stack([_matvec(p["w_ih"], y[t], p.get("b_ih")) for t in range(steps)])
+    xn = _input_term(kinds[0], ax, k, eps, p.get("g_x"), p.get("s_x"), bn_input_mode, lens, None, None)
+    if p.get("b") is not None:
+        xn = xn + p["b"]
+    norm_h = _TermNorm(kinds[1], k, eps, p.get("g_h"), p.get("s_h"))
+    out = np.zeros((steps, batch, hidden))
+    for t in range(steps):
+        rows = _running(lens, t)
+        if not rows:
+            continue
+        hn = norm_h(_matvec(p["w_hh"], h[rows], p.get("b_hh")), rows)
+        xr, xz, xn_ = (xn[t, rows][:, q * hidden:(q + 1) * hidden] for q in range(3))
+        hr, hz, hn_ = (hn[:, q * hidden:(q + 1) * hidden] for q in range(3))
+        r = _sigmoid(xr + hr)
+        z = _sigmoid(xz + hz)
+        nn_ = np.tanh(xn_ + r * hn_)
+        h[rows] = (1.0 - z) * nn_ + z * h[rows]
+        out[t, rows] = h[rows]
+    return out, h
+
+
+def _stack(run_layer, x, layers: Sequence[dict], lengths, bidirectional: bool, initial: list):
+    """Layers and directions as nn.LSTM stacks them: the reverse direction runs each sequence
+    reversed within its length and its output is reversed back; directions are concatenated.
+    ``initial``: per state tensor (h, c), None or (layers * directions, B, H)."""
+    x = as_f64(x)
+    steps, batch = x.shape[0], x.shape[1]
+    lens = _lengths(lengths, steps, batch)
+    directions = 2 if bidirectional else 1
+    finals = [[] for _ in initial]
+    y = x
+    for li in range(len(layers) // directions):
+        outs = []
+        for d in range(directions):
+            index = li * directions + d
+            p = layers[index]
+            hidden = p["w_hh"].shape[1]
+            start = [np.zeros((batch, hidden)) if s is None else as_f64(s)[index] for s in initial]
+            inp = y if d == 0 else reverse_within(y, lens)
+            out, *state = run_layer(inp, p, index, start, lens)
+            outs.append(out if d == 0 else reverse_within(out, lens))
+            for held, v in zip(finals, state):
+                held.append(v)
+        y = np.concatenate(outs, axis=-1)
+    return (y, *[np.stack(f) for f in finals])
 
 
 def ref_norm_lstm(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: float = 1e-5,
                   h0=None, c0=None, bn_input_mode: str = "frame", lengths=None,
-                  population: Optional[Sequence[dict]] = None, record: Optional[list] = None):
+                  population: Optional[Sequence[dict]] = None, record: Optional[list] = None,
+                  bidirectional: bool = False):
     """Reference normalized LSTM on a time-first (T, B, d) input; returns (out, h_n, c_n).
 
-    Per layer (``layers[l]`` a dict of arrays): ``w_ih`` (4H, d), ``w_hh`` (4H, H), and either
+    Per layer (``layers[l]`` a dict of arrays; with ``bidirectional``, layer l's forward and
+    reverse directions are entries 2l and 2l+1): ``w_ih`` (4H, d), ``w_hh`` (4H, H), and either
     ``b_ih``/``b_hh`` (bias inside the normalizations) or ``b`` (bias outside), and the gains
     and shifts ``g_x, s_x, g_h, s_h, g_c, s_c`` (None: no affine). For each step t:
 
@@ -476,82 +626,37 @@ def ref_norm_lstm(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: floa
         c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g)                       (eq. 15)
         h_t = sigmoid(o) tanh(N_c(c_t))                                     (eq. 16)
 
-    ``population``: per layer {"input"|"hidden"|"cell": (mean, var, steps_seen)} for BN in
-    evaluation. ``record``: a list that receives, per layer, the
+    ``lengths`` (B,): sequence b has lengths[b] valid steps; step t runs only the sequences
+    still valid there (see ``_TermNorm``), h_n/c_n are each sequence's at its own last step and
+    padded outputs are 0. ``population``: per layer {"input"|"hidden"|"cell": (mean, var,
+    steps_seen)} for BN in evaluation. ``record``: a list that receives, per layer, the
     {"input"|"hidden"|"cell": [(mean, biased var) per step]} batch statistics BN used.
     """
-    x = as_f64(x)
-    kinds = SCHEME_TERMS[scheme]
-    steps, batch = x.shape[0], x.shape[1]
-    hs, cs = [], []
-    y = x
-    for li, p in enumerate(layers):
-        hidden = p["w_hh"].shape[1]
-        h = np.zeros((batch, hidden)) if h0 is None else as_f64(h0)[li].copy()
-        c = np.zeros((batch, hidden)) if c0 is None else as_f64(c0)[li].copy()
-        pop = (population or [{}] * len(layers))[li]
-        inside = p.get("b_ih") is not None or p.get("b_hh") is not None
-        ax = np.stack([_matvec(p["w_ih"], y[t], p.get("b_ih")) for t in range(steps)])
-        if kinds[0] == "bn-input" and bn_input_mode == "sequence":
-            xn = ref_seq_bn(ax, eps, p.get("g_x"), p.get("s_x"), lengths)[0]
-            norm_in = None
-        else:
-            norm_in = _TermNorm(kinds[0], k, eps, p.get("g_x"), p.get("s_x"), pop.get("input"))
-            xn = np.stack([norm_in(ax[t]) for t in range(steps)])
-        norm_h = _TermNorm(kinds[1], k, eps, p.get("g_h"), p.get("s_h"), pop.get("hidden"))
-        norm_c = _TermNorm(kinds[2], k, eps, p.get("g_c"), p.get("s_c"), pop.get("cell"))
-        outs = []
-        for t in range(steps):
-            gates = xn[t] + norm_h(_matvec(p["w_hh"], h, p.get("b_hh")))
-            if not inside and p.get("b") is not None:
-                gates = gates + p["b"]
-            i_, f_, g_, o_ = (gates[:, q * hidden:(q + 1) * hidden] for q in range(4))
-            c = _sigmoid(f_) * c + _sigmoid(i_) * np.tanh(g_)
-            h = _sigmoid(o_) * np.tanh(norm_c(c))
-            outs.append(h)
-        y = np.stack(outs)
-        hs.append(h)
-        cs.append(c)
+    def run(y, p, index, start, lens):
+        rec = None if record is None else {"input": None}
+        pop = (population or [{}] * len(layers))[index]
+        result = ref_lstm_layer(y, p, scheme, k, eps, start[0], start[1], lens, bn_input_mode, pop, rec)
         if record is not None:
-            record.append({"input": norm_in.batch_stats if norm_in is not None else None,
-                           "hidden": norm_h.batch_stats, "cell": norm_c.batch_stats})
-    return y, np.stack(hs), np.stack(cs)
+            record.append(rec)
+        return result
+
+    return _stack(run, x, layers, lengths, bidirectional, [h0, c0])
 
 
-def ref_norm_gru(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: float = 1e-5, h0=None):
+def ref_norm_gru(x, layers: Sequence[dict], scheme: str, k: int = 10, eps: float = 1e-5, h0=None,
+                 lengths=None, bidirectional: bool = False, bn_input_mode: str = "frame"):
     """Reference normalized GRU (Ba et al.'s LN-GRU layout with nn.GRU's gates r, z, n):
 
         a_x = N_x(W_x x_t [+ b_x]) [+ b],   a_h = N_h(W_h h_{t-1} [+ b_h])
         r = sigmoid(a_x^r + a_h^r), z = sigmoid(a_x^z + a_h^z), n = tanh(a_x^n + r a_h^n)
         h_t = (1 - z) n + z h_{t-1}
-    With scheme "none" and the bias inside this is exactly torch.nn.GRU.
+    With scheme "none" and the bias inside this is exactly torch.nn.GRU. ``lengths`` and
+    ``bidirectional`` as in ``ref_norm_lstm``.
     """
-    x = as_f64(x)
-    kinds = SCHEME_TERMS[scheme]
-    steps, batch = x.shape[0], x.shape[1]
-    hs = []
-    y = x
-    for li, p in enumerate(layers):
-        hidden = p["w_hh"].shape[1]
-        h = np.zeros((batch, hidden)) if h0 is None else as_f64(h0)[li].copy()
-        ax = np.stack([_matvec(p["w_ih"], y[t], p.get("b_ih")) for t in range(steps)])
-        xn = _normalize_input_sequence(kinds[0], ax, k, eps, p.get("g_x"), p.get("s_x"), "frame", None, None)
-        if p.get("b") is not None:
-            xn = xn + p["b"]
-        norm_h = _TermNorm(kinds[1], k, eps, p.get("g_h"), p.get("s_h"))
-        outs = []
-        for t in range(steps):
-            hn = norm_h(_matvec(p["w_hh"], h, p.get("b_hh")))
-            xr, xz, xn_ = (xn[t][:, q * hidden:(q + 1) * hidden] for q in range(3))
-            hr, hz, hn_ = (hn[:, q * hidden:(q + 1) * hidden] for q in range(3))
-            r = _sigmoid(xr + hr)
-            z = _sigmoid(xz + hz)
-            nn_ = np.tanh(xn_ + r * hn_)
-            h = (1.0 - z) * nn_ + z * h
-            outs.append(h)
-        y = np.stack(outs)
-        hs.append(h)
-    return y, np.stack(hs)
+    def run(y, p, index, start, lens):
+        return ref_gru_layer(y, p, scheme, k, eps, start[0], lens, bn_input_mode)
+
+    return _stack(run, x, layers, lengths, bidirectional, [h0])
 
 
 def layer_params(model) -> list[dict]:

@@ -86,10 +86,13 @@ def test_recorder_detaches_its_probes():
     assert all(module.probe is None for _, module in trained.model.rnn.norm_modules())
 
 
-def test_from_run_loads_a_checkpoint_and_refuses_without_one(tmp_path):
+def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
+    import io
+
+    import torch
+
     from atnbench.runspec import resolve_run
     from atnbench.store import ResultsStore
-    from atnbench.train import CHECKPOINT, Checkpoint
 
     store_path = tmp_path / "r.db"
     config = resolve_run("adding", dict(T=10, norm="atn", k=3, affine=False, hidden=8, batch_size=4, steps=2,
@@ -97,10 +100,14 @@ def test_from_run_loads_a_checkpoint_and_refuses_without_one(tmp_path):
     trained = st.train_model(config, 2, CPU)
     with ResultsStore(store_path) as store:
         store.start_run(config.run_id, config.to_dict(), {})
-        with pytest.raises(ValueError, match="no checkpoint"):
+        with pytest.raises(ValueError, match="kept no best model"):
             st.load_run(store, config.run_id, CPU)
-        Checkpoint(store.checkpoint_dir(config.run_id) / CHECKPOINT).save(
-            trained.model, trained.optimizer, trained.source, None, 2, 1.0)
+        weights = io.BytesIO()
+        torch.save(trained.model.state_dict(), weights)
+        store.save_model(config.run_id, "best", 2, weights.getvalue())
+        loaded = st.load_run(store, config.run_id, CPU)
+        for name, value in trained.model.state_dict().items():
+            assert torch.equal(loaded.model.state_dict()[name], value)
     out_dir = tmp_path / "out"
     result = invoke("stats", "--from-run", config.run_id, "--store", store_path, "--out-dir", out_dir)
     assert result.exit_code == 0, result.output

@@ -68,7 +68,7 @@ def test_shipped_presets_build_valid_configs(away, name):
 @pytest.mark.parametrize("name, T, expected", [
     ("adding", 100, dict(hidden=60, batch_size=50, optimizer="rmsprop", lr=1e-3, k=25, steps=20_000)),
     ("adding", 200, dict(k=5, steps=20_000)),
-    ("copying", 100, dict(hidden=68, batch_size=128, optimizer="rmsprop", lr=1e-4, momentum=0.0, k=45, steps=4000)),
+    ("copying", 100, dict(hidden=68, batch_size=128, optimizer="rmsprop", lr=2e-4, momentum=0.9, k=45, steps=4000)),
     ("copying", 200, dict(k=45, steps=4000)),
     ("denoise", 100, dict(hidden=100, batch_size=128, optimizer="adam", lr=1e-2, k=20, steps=10_000)),
     ("denoise", 200, dict(k=60, steps=10_000)),
@@ -79,9 +79,51 @@ def test_shipped_presets_match_the_paper(away, name, T, expected):
     assert resolved["steps"] // resolved["eval_every"] <= 100  # validation stays cheap
 
 
-def test_copying_released_code_variant(away):
-    resolved = resolve_preset(load_task_preset("copying"), 200, "released-code")
-    assert (resolved["lr"], resolved["momentum"], resolved["steps"]) == (2e-4, 0.9, 4000)
+# Each protocol pinned to its source; the quotes are what tasks/*.yaml cite.
+# copy_problem.py (github.com/vasily789/atn): "--lr', type=float, default=2e-4",
+# "--iterations', type=int, default=4000", "torch.optim.RMSprop(model.parameters(), lr=args.lr,
+# momentum=0.9)"; the paper, Sect. 4.1.1: "an RMSProp [22] optimizer with a learning rate of
+# 10^-4" and "trained for 40 epochs" (no momentum).
+COPYING_CODE = dict(optimizer="rmsprop", lr=2e-4, momentum=0.9, steps=4000, hidden=68, batch_size=128, k=45)
+COPYING_TEXT = dict(optimizer="rmsprop", lr=1e-4, momentum=0.0, steps=4000, hidden=68, batch_size=128, k=45)
+# ptb/main.py + ptb/model.py: "--max_length', type = int, default = '20'", "--when' ... default=[-1]",
+# "args.tied = True" with the one layer "ninp if tie_weights" wide (--emsize default=200);
+# Sect. 4.2.2: "a hidden size of 1000", "decay by a factor of 10 at epoch 80 and 90", "k value of 10".
+PTB_CODE = dict(hidden=200, k=20, lr=1e-2, clip=3.0, batch_size=32, steps=150 * 720)
+PTB_TEXT = dict(hidden=1000, k=10, lr=1e-2, clip=3.0, batch_size=32, steps=150 * 720)
+
+
+@pytest.mark.parametrize("task, variant, expected", [
+    ("copying", None, COPYING_CODE),
+    ("copying", "paper-text", COPYING_TEXT),
+    ("copying", "released-code", COPYING_CODE),  # the old name of what is now the default
+    ("ptb-char", None, PTB_CODE),
+    ("ptb-char", "paper-text", PTB_TEXT),
+])
+def test_protocols_are_pinned_to_their_sources(away, task, variant, expected):
+    resolved = resolve_preset(load_task_preset(task), None, variant)
+    assert {key: resolved[key] for key in expected} == expected
+    schedule = (resolved.get("options") or {}).get("lr_schedule")
+    if task == "ptb-char":  # the code never decays the learning rate; the text does at 80 and 90
+        assert schedule == ({"milestones": [80, 90], "gamma": 0.1} if variant else None)
+
+
+def test_an_alias_names_the_variant_it_became(away):
+    from atnbench.runspec import resolve_run
+
+    old = resolve_run("copying", {"norm": "ln"}, variant="released-code")
+    assert old == resolve_run("copying", {"norm": "ln"})  # one run id, whatever the name
+    assert old.variant is None
+    assert resolve_run("copying", {"norm": "ln"}, variant="paper-text").variant == "paper-text"
+
+
+def test_alias_mistakes_name_the_key(tmp_path):
+    bad = MINIMAL + "aliases:\n  old: nope\n"
+    with pytest.raises(ConfigError, match=r"'aliases\.old': expected null \(the defaults\) or a variant name"):
+        load_task_preset(write(tmp_path, "mini.yaml", bad))
+    clash = MINIMAL + "aliases:\n  wide: null\n"
+    with pytest.raises(ConfigError, match=r"'aliases\.wide'"):
+        load_task_preset(write(tmp_path, "mini2.yaml", clash))
 
 
 # --- layering ----------------------------------------------------------------------------------

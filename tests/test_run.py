@@ -140,7 +140,7 @@ def test_bad_config_key_names_the_key(tmp_path):
 
 def test_tasks_and_models_list(tmp_path):
     tasks = invoke("tasks")
-    assert tasks.exit_code == 0 and "adding" in tasks.stdout and "released-code" in tasks.stdout
+    assert tasks.exit_code == 0 and "adding" in tasks.stdout and "paper-text" in tasks.stdout and "released-code" in tasks.stdout
     models = invoke("models")
     assert models.exit_code == 0
     for name in ("lstm", "ln", "atn", "atn-bn", "bn", "bn-input", "bln", "gru-atn"):

@@ -33,7 +33,7 @@ def store(tmp_path):
 
 def test_default_location_and_checkpoint_dir(store, tmp_path):
     assert DEFAULT_STORE.as_posix() == "atnbench-results/atnbench.db"
-    assert store.checkpoint_dir("abc123") == tmp_path / "results" / "checkpoints" / "abc123"
+    assert store.checkpoint_dir("abc123") == tmp_path / "results" / "atnbench.db-checkpoints" / "abc123"
     assert not store.checkpoint_dir("abc123").exists()  # a lookup, not a mkdir
     with pytest.raises(ValueError):
         store.checkpoint_dir("../escape")
@@ -252,7 +252,7 @@ def test_missing_store_with_create_false(tmp_path):
 def test_not_a_database_is_a_readable_error(tmp_path):
     path = tmp_path / "notes.db"
     path.write_text("these are not the results you are looking for\n" * 100)
-    with pytest.raises(StoreError, match="not a usable atnbench results store"):
+    with pytest.raises(StoreError, match="notes.db is not a results store: not an SQLite database"):
         ResultsStore(path, create=False)
 
 
@@ -283,3 +283,69 @@ def test_environment_never_raises(monkeypatch):
     assert set(env) >= {"torch", "python", "platform", "device", "atnbench_revision"}
     assert env["device"] == "cpu" and env["atnbench_revision"]
     json.dumps(env, allow_nan=False)  # storable as env_json
+
+
+def _digest(path):
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_read_only_open_never_writes_the_store_file(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "plain.db"
+    with ResultsStore(path) as store:
+        store.start_run("r", config(), {})
+    with sqlite3.connect(path) as conn:  # a store left in rollback-journal mode: opening for writing would convert it
+        conn.execute("PRAGMA journal_mode = DELETE")
+    before = _digest(path)
+    with ResultsStore.open_read_only(path) as store:
+        assert store.status("r") == "running"
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            store.start_run("s", config(), {})
+    assert _digest(path) == before
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("drop evals", "damaged results store: table(s) evals missing"),
+    ("drop all", "empty database"),
+    ("foreign", "not an atnbench results store: table(s) meta, runs, evals, sweep_runs missing"),
+])
+def test_a_store_missing_tables_is_refused_not_recreated(tmp_path, damage, message):
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    with ResultsStore(path):
+        pass
+    with sqlite3.connect(path) as conn:
+        names = {"drop evals": ["evals"], "drop all": ["sweep_runs", "evals", "runs", "meta", "models"],
+                 "foreign": ["sweep_runs", "evals", "runs", "meta", "models"]}[damage]
+        for name in names:
+            conn.execute(f"DROP TABLE {name}")
+        if damage == "foreign":
+            conn.execute("CREATE TABLE photos (x)")
+    before = _digest(path)
+    with pytest.raises(StoreError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ResultsStore.open_read_only(path)
+    if damage != "drop all":  # an empty database may become a store when a run is recorded
+        with pytest.raises(StoreError):
+            ResultsStore(path)
+    assert _digest(path) == before
+
+
+def test_unusable_store_paths_are_one_line_naming_the_file(tmp_path):
+    (tmp_path / "folder.db").mkdir()
+    (tmp_path / "file").write_text("x")
+    truncated = tmp_path / "truncated.db"
+    with ResultsStore(tmp_path / "whole.db") as store:
+        for i in range(50):
+            store.start_run(f"r{i}", config(seed=i), {"pad": "x" * 500})
+    truncated.write_bytes((tmp_path / "whole.db").read_bytes()[:8192])
+    cases = [(tmp_path / "folder.db", "is a folder"), (tmp_path / "file" / "s.db", "is a file, not a folder"),
+             (truncated, "malformed")]
+    for path, problem in cases:
+        for opener in (ResultsStore, ResultsStore.open_read_only):
+            with pytest.raises(StoreError, match=problem) as caught:
+                opener(path)
+            assert str(path) in str(caught.value) and "\n" not in str(caught.value)

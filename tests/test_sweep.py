@@ -40,6 +40,18 @@ grid:
 seeds: [0, 1]
 """  # 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
 
+# a variant axis: the copying preset's default (by its old name) and the paper text's optimiser
+VARIANTS = """\
+name: variants
+description: both protocols, tiny
+task: copying
+base: {T: 4, hidden: 8, batch_size: 4, steps: 4, eval_every: 2, val_samples: 8}
+grid:
+  variant: [released-code, paper-text]
+  norm: [ln]
+seeds: [0]
+"""
+
 # a short run, a long one to interrupt, another short one
 KILL = """\
 name: kill
@@ -128,7 +140,9 @@ def test_k_T_and_bias_inside_canonicalisation(tmp_path):
 # --- shipped presets --------------------------------------------------------------------------------
 
 SIZES = {"k-ablation": 15, "norm-ablation": 21, "table1-copying": 18, "table2-adding": 18, "table3-denoise": 18,
-         "bias-placement": 12, "k-scan": 24}
+         "bias-placement": 12, "k-scan": 24, "copying-protocols": 18}
+# every shipped sweep as `sweep --list` shows it (table4-ptb-char: two seeds, real data)
+LISTED = {**SIZES, "table4-ptb-char": 6}
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))
@@ -162,11 +176,31 @@ def test_preset_contents_follow_the_paper(away):
         {r.run_id for r in expand(load_sweep("table1-copying"))}
 
 
+def test_copying_protocols_runs_both_optimisers_and_shares_the_default_runs(away):
+    runs = expand(load_sweep("copying-protocols"))
+    by_variant = {}
+    for r in runs:
+        by_variant.setdefault(r.config.variant, set()).add((r.config.norm, r.config.lr, r.config.momentum))
+    assert by_variant == {
+        None: {(norm, 2e-4, 0.9) for norm in ("none", "ln", "atn")},  # the released code's (the default)
+        "paper-text": {(norm, 1e-4, 0.0) for norm in ("none", "ln", "atn")},
+    }
+    assert "variant=default" in runs[0].label and any("variant=paper-text" in r.label for r in runs)
+    table1 = {r.run_id for r in expand(load_sweep("table1-copying"))}
+    assert {r.run_id for r in runs if r.config.variant is None} <= table1
+
+
+def test_an_unknown_variant_in_a_grid_names_the_file_and_the_known_ones(tmp_path):
+    path = write(tmp_path, "v.yaml", VARIANTS.replace("paper-text]", "nope]"))
+    with pytest.raises(ConfigError, match=r"v\.yaml: run variant=nope.*unknown variant 'nope'; known variants: paper-text"):
+        expand(load_sweep(path))
+
+
 def test_list_and_dry_run_write_nothing(away):
     listed = invoke("sweep", "--list", "--json")
     assert listed.exit_code == 0, listed.output
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
-    assert {name: row["runs"] for name, row in rows.items()} == SIZES
+    assert {name: row["runs"] for name, row in rows.items()} == LISTED
     assert all(row["cpu_hours"] > 0 for row in rows.values())
     table = invoke("sweep", "--list")
     assert table.exit_code == 0 and "k-ablation" in table.stdout and "CPU-h" in table.stdout
@@ -202,6 +236,18 @@ def test_second_invocation_runs_nothing(tmp_path):
     assert snapshot(store) == before
     dry = invoke("sweep", path, "--dry-run", "--store", store)
     assert "8 in the store, 0 left" in dry.stdout
+
+
+def test_a_variant_axis_runs_and_reports_one_table_per_variant(tmp_path):
+    path, store = write(tmp_path, "variants.yaml", VARIANTS), tmp_path / "r.db"
+    ran = run_json(path, "--store", store, "--workers", "1")
+    assert ran["counts"]["done"] == 2
+    report = invoke("report", "--sweep", "variants", "--format", "json", "--store", store)
+    assert report.exit_code == 0, report.output
+    tables = json.loads(report.stdout)["tables"]
+    assert sorted((t["variant"] or "", [r["label"] for r in t["rows"] if r["kind"] == "model"]) for t in tables) == [
+        ("", ["ln"]), ("paper-text", ["ln"])]  # one row per variant, never pooled
+    assert any("variant paper-text" in t["title"] for t in tables)
 
 
 @pytest.fixture(scope="module")

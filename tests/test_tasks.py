@@ -84,7 +84,7 @@ def test_too_short_T_is_refused(name):
 
 
 def test_registry_lookup():
-    assert task_names() == sorted(TASKS) == ["adding", "copying", "denoise", "imdb", "ptb-char", "smnist-noise",
+    assert task_names() == sorted(TASKS) == ["adding", "copying", "denoise", "imdb", "ptb-char", "ptb-word", "smnist-noise",
                                              "wikitext2"]
     assert SYNTHETIC == ["adding", "copying", "denoise"]
     with pytest.raises(ValueError, match="unknown task 'x'; choose one of: adding, copying, denoise, imdb"):

@@ -32,7 +32,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.tasks.source import make_source
-from atnbench.train import CHECKPOINT, build_model, make_optimizer, task_loss
+from atnbench.train import build_model, make_optimizer, run_model, task_loss
 
 TERMS = {"hidden": "W_h h", "input": "W_x x", "cell": "c"}  # Fig. 6a, 6b, 6c
 SKIP_FIRST = {"hidden"}  # steps left out of the summaries (see module doc)
@@ -143,35 +143,23 @@ def train_model(config: RunConfig, iters: int, device: torch.device, label: Opti
 
 
 def load_run(store: ResultsStore, run_id: str, device: torch.device) -> TrainedModel:
-    """The model of a run in the store, restored from its checkpoint (with its optimizer and data
-    stream, so the recorded iteration is the run's next one)."""
-    record = store.get_run(run_id)
-    if record is None:
-        raise ValueError(f"no run {run_id!r} in {store.path}")
-    path = store.checkpoint_dir(run_id) / CHECKPOINT
-    if not path.exists():
-        raise ValueError(f"run {run_id} has no checkpoint at {path} (a finished run deletes its "
-                         f"checkpoint); train the models here instead (--iters)")
-    config = build_config(record.config)
-    task = get_task(config.task)
-    source = make_source(task, config, device)
-    model = build_model(config, source).to(device)
-    # the model, data stream and carried state; a fresh optimizer (its step after the recorded
-    # forward does not change the statistics, and the run's may be wrapped by a schedule)
-    saved = torch.load(path, map_location=device, weights_only=False)
-    model.load_state_dict(saved["model"])
-    source.load_state_dict(saved["source"])
+    """The model of a finished run, from its kept best-validation weights (a fresh optimizer and
+    the task's data stream from its start: the statistics of one iteration need no more)."""
+    from atnbench.restore import restore
+
+    restored = restore(store, run_id, device, "best")
+    config = restored.config
+    model = restored.model.train()
     optimizer = make_optimizer(config, model.parameters())
-    step, state = saved["step"], saved.get("state")
-    label = f"{model_label(config.norm, config.k)} [{run_id}]"
-    return TrainedModel(label, config, model, optimizer, source, state, run_id, step)
+    label = f"{model_label(config.norm, config.k)} [{restored.record.run_id}]"
+    return TrainedModel(label, config, model, optimizer, restored.source, None, restored.record.run_id, restored.step)
 
 
 def _iteration(trained: TrainedModel, task) -> float:
     batch = trained.source.train_batch()
     state = detach_state(trained.state) if batch.carry else None
-    logits, trained.state = trained.model(batch.x, state)
-    loss = task_loss(task, logits, batch.y)
+    logits, trained.state = run_model(trained.model, batch, state)
+    loss = task_loss(task, logits, batch.y, batch.lengths)
     trained.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if trained.config.clip is not None:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.bench.reference_atn import ReferenceATNLSTM
-from atnbench.nn import NormLSTM
+from atnbench.nn import NormGRU, NormLSTM
 
 
 @dataclass(frozen=True)
@@ -97,13 +97,33 @@ MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
                     lambda i, h, k: NormLSTM(i, h, norm="ln", backend="function")),
     "atn-function": ("ATN-LSTM, fast path in Python (backend='function')", True,
                      lambda i, h, k: NormLSTM(i, h, norm="atn", k=k, backend="function")),
-    "atn-bn": ("ATN-BN LSTM", True, lambda i, h, k: NormLSTM(i, h, norm="atn-bn", k=k)),
-    "bn": ("recurrent BN-LSTM", False, lambda i, h, k: NormLSTM(i, h, norm="bn")),
-    "bln": ("BLN-LSTM", False, lambda i, h, k: NormLSTM(i, h, norm="bln")),
-    "bn-input": ("BN on the input term only", False, lambda i, h, k: NormLSTM(i, h, norm="bn-input")),
+    "gru-fused": ("torch nn.GRU (fused kernel)", False, lambda i, h, k: NormGRU(i, h, norm="none")),
     "atn-ref": ("ATN-LSTM, window rebuilt every step (authors' way)", True,
                 lambda i, h, k: ReferenceATNLSTM(i, h, k=k)),
 }
+
+# The batch-statistics norms (LSTM) and every norm of the GRU: the default backend (the fast path
+# on CPU) and the plain loop ("-loop"). "gru-..." names are the zoo's.
+_OTHER_NORMS = {"atn-bn": "ATN-BN", "bn": "recurrent BN (Cooijmans)", "bln": "BLN",
+                "bn-input": "BN on the input term only (Laurent)"}
+_GRU_NORMS = {"ln": "LN", "atn": "ATN", **_OTHER_NORMS}
+
+
+def _factory(cell: type, norm: str, backend: str) -> Callable[[int, int, int], nn.Module]:
+    return lambda i, h, k: cell(i, h, norm=norm, k=k, backend=backend)
+
+
+for _cell, _prefix, _norms in ((NormLSTM, "", _OTHER_NORMS), (NormGRU, "gru-", _GRU_NORMS)):
+    for _norm, _what in _norms.items():
+        _windowed = _norm in ("atn", "atn-bn")
+        _label = f"{_what}-{'GRU' if _prefix else 'LSTM'}"
+        MODELS[f"{_prefix}{_norm}"] = (f"{_label}, default backend (the fast path on CPU)", _windowed,
+                                       _factory(_cell, _norm, "auto"))
+        MODELS[f"{_prefix}{_norm}-loop"] = (f"{_label}, plain Python loop (backend='loop')", _windowed,
+                                            _factory(_cell, _norm, "loop"))
+
+# The fused kernel each model is compared with (ratio_fused).
+FUSED = {name: ("gru-fused" if name.startswith("gru") else "lstm-fused") for name in MODELS}
 
 
 def check_model(name: str) -> None:

@@ -5,6 +5,12 @@ from atnbench.cli import bench as _bench  # noqa: F401
 from atnbench.cli import analysis as _analysis  # noqa: F401  (registers stats, invariances, gradcheck)
 from atnbench.cli import report as _report  # noqa: F401  (registers report, plot)
 from atnbench.cli import sweep as _sweep  # noqa: F401
+from atnbench.cli import evaluate as _evaluate  # noqa: F401
+from atnbench.cli import reproduce as _reproduce  # noqa: F401
+from atnbench.cli import runs as _runs  # noqa: F401  (registers the runs sub-commands)
+from atnbench.cli import store_cmd as _store_cmd  # noqa: F401  (registers store export/import/merge)
+from atnbench.cli import build as _build  # noqa: F401
+from atnbench.cli import data as _data  # noqa: F401  (registers data list|prepare|verify)
 from atnbench.cli.app import app
 
 __all__ = ["app"]

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import app, err, out, user_errors
+from atnbench.cli.app import app, err, finite, out, user_errors
 
 
 def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
@@ -48,7 +48,7 @@ def stats(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the preset's, 50)."),
     out_dir: Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")] = None,
     store: options.Store = options.STORE,
-    from_run: Optional[list[str]] = typer.Option(None, "--from-run", help="Use this run's model from its checkpoint instead of training (repeatable)."),
+    from_run: Optional[list[str]] = typer.Option(None, "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of training (repeatable; an id prefix is enough)."),
     device: options.Device = options.DEVICE,
     threads: options.Threads = options.THREADS,
     quiet: options.Quiet = False,
@@ -63,22 +63,30 @@ def stats(
     """
     from atnbench.analysis import stats as st
     from atnbench.analysis.figures import write_term_figures
+    from atnbench.outputs import check_output_dir
+    from atnbench.resources import check_fits, config_estimate
     from atnbench.store import ResultsStore
     from atnbench.zoo import resolve_device
 
     if iters < 0:
         raise ValueError(f"--iters must be >= 0, got {iters}")
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"
     torch_device = resolve_device(device)
     torch.set_num_threads(threads)
+    check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
     models = []
     if from_run:
-        with ResultsStore(store, create=False) as results:
+        with ResultsStore.open_read_only(store) as results:
             for run_id in dict.fromkeys(from_run):
                 models.append(st.load_run(results, run_id, torch_device))
     else:
-        for norm, window in [("ln", 1)] + [("atn", w) for w in _ints(k, "k")]:
-            config = st.stats_config(norm, window, T, iters, seed, hidden, batch_size)
+        configs = [(norm, window, st.stats_config(norm, window, T, iters, seed, hidden, batch_size))
+                   for norm, window in [("ln", 1)] + [("atn", w) for w in _ints(k, "k")]]
+        for *_, config in configs:  # every model checked before any trains
+            check_fits(config_estimate(config), str(torch_device))
+        for norm, window, config in configs:
             label = st.model_label(norm, window)
             if not quiet:
                 err.print(f"training {label}: {iters} steps, adding T={config.T}, hidden {config.hidden}, "
@@ -173,15 +181,16 @@ def gradcheck(
     k: Annotated[str, options.k_list()] = "1,3,7",
     T: int = typer.Option(20, "--T", help="Sequence length."),
     n: int = typer.Option(8, "--n", help="Features per step."),
-    eps: float = typer.Option(1e-5, "--eps", help="Epsilon inside the square root."),
+    eps: float = typer.Option(1e-5, "--eps", help="Epsilon inside the square root.", callback=finite),
     seed: options.Seed = 0,
-    tol: float = typer.Option(1e-8, "--tol", help="Largest error that passes."),
+    tol: float = typer.Option(1e-8, "--tol", help="Largest error that passes.", callback=finite),
 ):
     """Proposition 1 (eqs. 11-13, in the form of eq. A10): closed-form dy_i(t)/da_i(t-m) vs autograd, float64.
 
     Prints the maximum error per m; exit code 1 if any exceeds --tol.
     """
     from atnbench.analysis.gradcheck import check
+    from atnbench.resources import Estimate, check_fits
 
     if T < 1:
         raise ValueError(f"--T must be >= 1, got {T}")
@@ -189,7 +198,12 @@ def gradcheck(
         raise ValueError(f"--n must be >= 1, got {n}")
     if eps < 0:
         raise ValueError(f"--eps must be >= 0, got {eps}")
-    results = [check(window, T, n, eps, seed) for window in _ints(k, "k")]
+    if tol < 0:
+        raise ValueError(f"--tol must be >= 0, got {tol}")
+    windows = _ints(k, "k")
+    # autograd's full Jacobian dy/da: (T n)^2 float64 entries, plus the closed form's and a copy
+    check_fits(Estimate(3 * 8 * (T * n) ** 2, f"T={T}, n={n}: a (T n) x (T n) Jacobian in float64"))
+    results = [check(window, T, n, eps, seed) for window in windows]
     table = Table(title=f"Proposition 1 vs autograd (float64, T={T}, n={n}, eps={eps:g})", box=box.SIMPLE_HEAD,
                   caption="error = max over t, i of |closed form - autograd|; eq. 13 as typeset "
                           "(bracket closed early) for comparison")

@@ -1,22 +1,63 @@
-"""The typer application and what every command shares: consoles and one-line errors."""
+"""The typer application and what every command shares: consoles, one-line errors, exit codes.
+
+Exit codes (also in ``atnbench --help`` and the README's "Exit codes"):
+0 success; 1 a run failed or diverged, a check failed, or the work could not be done now (the
+same run is training in another process); 2 bad usage or input (an unknown option, a value out
+of range, an unusable config, store or output path, no runs matching the filters); 130
+interrupted (Ctrl-C); a sweep stopped by a signal exits 128 + its number (SIGTERM: 143).
+"""
 
 from __future__ import annotations
 
 import functools
+import logging
+import math
 import os
+import sqlite3
 import sys
 from importlib.metadata import version
 
 import typer
-from typer.core import TyperGroup
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperGroup
 
 from atnbench.config import ConfigError
 
-# click's exceptions, whether typer vendors click (0.2x) or uses the click package (older)
-_CLICK = {cls.__name__: cls for cls in typer.BadParameter.__mro__}
-UsageError, ClickException = _CLICK["UsageError"], _CLICK["ClickException"]
+try:  # typer >= 0.17 carries its own copy of click; older typer uses the click package
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - depends on the installed typer
+    from click import exceptions as click_errors
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, or the same run is "
+                   "training elsewhere; 2 bad usage or input; 130 interrupted. ATNBENCH_DEBUG=1 shows tracebacks.")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class _NoteHandler(logging.Handler):
+    """atnbench's warnings (a checkpoint set aside, a run started fresh) as one line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(Text("note: ", style="yellow") + Text(_one_line(record.getMessage())), soft_wrap=True,
+                  highlight=False)
+
+
+_library_log = logging.getLogger("atnbench")
+if not any(isinstance(handler, _NoteHandler) for handler in _library_log.handlers):
+    _library_log.addHandler(_NoteHandler())
+    _library_log.propagate = False
+
+
+def debugging() -> bool:
+    """ATNBENCH_DEBUG=1: keep Python tracebacks instead of one-line errors (for bug reports)."""
+    return os.environ.get("ATNBENCH_DEBUG", "") not in ("", "0")
+
+
+def _one_line(message: str) -> str:
+    return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
 
 
 _TYPE_WORDS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "file": "PATH",
@@ -40,9 +81,12 @@ def _metavar(param, ctx) -> None:
 
 
 class Commands(TyperGroup):
-    """atnbench's commands: help with real metavariables, and a mistake on the command line
-    (an unknown option, a value of the wrong type) as one line and exit 2, like every other
-    user error (click would print a usage panel)."""
+    """atnbench's commands: help with real metavariables (INTEGER, PATH, [a|b]), and click's usage
+    errors (a bad option, a missing argument) as one line, exit code 2.
+
+    typer would draw a multi-line panel; every other error of atnbench is one line, and
+    scripts that read stderr should not have to tell the two apart.
+    """
 
     def get_params(self, ctx):
         params = super().get_params(ctx)
@@ -58,24 +102,22 @@ class Commands(TyperGroup):
         return command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        if not standalone_mode or debugging():
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
-            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except UsageError as error:
-            if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` alone: the help, as typer does
-                print(error.ctx.get_help())
-                sys.exit(0)
-            hint = f" (see {error.ctx.command_path} --help)" if error.ctx is not None else ""
-            err.print(Text("error: ", style="bold red") + Text(error.format_message() + hint), soft_wrap=True)
-            sys.exit(error.exit_code)
-        except ClickException as error:
-            err.print(Text("error: ", style="bold red") + Text(error.format_message()), soft_wrap=True)
-            sys.exit(error.exit_code)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_errors.ClickException as error:
+            if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` or a group alone: the help
+                error.show()
+                sys.exit(EXIT_OK)
+            where = getattr(getattr(error, "ctx", None), "command_path", None)
+            usage = isinstance(error, click_errors.UsageError)
+            _print_error(_one_line(error.format_message()) + (f" (see {where} --help)" if where and usage else ""))
+            sys.exit(EXIT_USAGE if usage else error.exit_code)
         except typer.Abort:
-            err.print("Aborted!")
-            sys.exit(1)
-        sys.exit(result if isinstance(result, int) else 0)
+            _print_error("aborted")
+            sys.exit(EXIT_FAILED)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
 def _version(value: bool) -> None:
@@ -88,7 +130,7 @@ app = typer.Typer(
     cls=Commands,
     help="Benchmark and ablate normalization in recurrent networks: does Assorted-Time "
          "Normalization (ATN) beat LayerNorm, BatchNorm and Batch-Layer Norm on your task, "
-         "for which window k, and at what cost?",
+         "for which window k, and at what cost?\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -96,39 +138,72 @@ app = typer.Typer(
 )
 
 
+
 @app.callback()
 def main(
     show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                       help="Print atnbench's version and exit."),
 ) -> None:
-    """Benchmark and ablate normalization in recurrent networks: does Assorted-Time Normalization
-    (ATN) beat LayerNorm, BatchNorm and Batch-Layer Norm on your task, for which window k, and at
-    what cost?"""
-
-out = Console()
-err = Console(stderr=True)
-
-# What a user can get wrong; anything else is a bug and keeps its traceback.
-USER_ERRORS = (ConfigError, ValueError, FileNotFoundError, NotADirectoryError, PermissionError)
+    # The app's help is Typer(help=...) above (with the exit codes); this callback only adds --version.
+    pass
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print one readable line to stderr and exit non-zero."""
-    err.print(Text("error: ", style="bold red") + Text(str(message)), soft_wrap=True)
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from atnbench.store import StoreError
+
+    # What a user can get wrong; anything else is a bug and keeps its traceback.
+    return (ConfigError, ValueError, StoreError, FileNotFoundError, FileExistsError, NotADirectoryError,
+            IsADirectoryError, PermissionError)
+
+
+def finite(value):
+    """typer callback for float options: NaN and infinity are refused where they are typed."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, got {value}")
+    return value
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    from atnbench.checkpoint import RunBusy
+
+    return (RunBusy, OSError, sqlite3.OperationalError)
+
+
+def _print_error(message: str) -> None:
+    err.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True, highlight=False)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> None:
+    """Print one readable line to stderr and exit non-zero (2: bad usage or input)."""
+    _print_error(_one_line(message))
     raise typer.Exit(code)
 
 
 def user_errors(command):
-    """Turn a user's mistake into one line and exit code 2 (ATNBENCH_DEBUG=1 keeps tracebacks)."""
+    """Turn a user's mistake into one line and exit code 2 (ATNBENCH_DEBUG=1 keeps tracebacks).
+
+    A run refused because it is training elsewhere, a full disk or another OS failure while
+    working is one line and exit code 1: the input was fine, the work could not be done.
+    """
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
             return command(*args, **kwargs)
-        except USER_ERRORS as error:
-            if os.environ.get("ATNBENCH_DEBUG"):
+        except _user_errors() as error:
+            if debugging():
                 raise
-            message = str(error)
-            fail(message.splitlines()[0] if message else type(error).__name__)
+            fail(_first_line(error))
+        except _failures() as error:
+            if debugging():
+                raise
+            fail(_first_line(error), code=EXIT_FAILED)
 
     return wrapper
+
+
+def _first_line(error: BaseException) -> str:
+    message = str(error)
+    if isinstance(error, OSError) and error.strerror and error.filename:  # "[Errno 21] ...: 'x'" -> readable
+        message = f"{error.filename}: {error.strerror}"
+    return message.splitlines()[0] if message.strip() else type(error).__name__

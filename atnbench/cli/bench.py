@@ -61,7 +61,8 @@ def entries_for(models: list[str], ks: list[int], reference: bool) -> list[tuple
     """(model, k) pairs to time: the baselines first, then the requested models, k-expanded."""
     from atnbench.bench.workloads import check_model, uses_k
 
-    names = [m for m in BASELINES if m not in models] + models
+    baselines = list(BASELINES) + (["gru-fused"] if any(m.startswith("gru") for m in models) else [])
+    names = [m for m in baselines if m not in models] + models
     if reference and "atn-ref" not in names:
         names.append("atn-ref")
     entries = []
@@ -80,14 +81,14 @@ def results_table(workload: str, records: list[dict]) -> Table:
     table = Table(title=f"atnbench bench {workload}  (B={r0['batch']}, in={r0['input_size']}, "
                         f"H={r0['hidden']}, T={r0['T']}; median of {r0['reps']} reps)", box=box.SIMPLE_HEAD,
                   pad_edge=False, collapse_padding=True)
-    for column in ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM", "×LN"):
+    for column in ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM", "×fused", "×LN"):
         table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True,
                          min_width=10 if column == "model" else len(column))
     for r in records:
         half_iqr = (r["train_ms_p75"] - r["train_ms_p25"]) / 2
         table.add_row(r["model"], "-" if r["k"] is None else str(r["k"]), _f(r["train_ms"]), _f(half_iqr),
                       _f(r["steps_per_s"], 2), _f(r["infer_ms"]), _f(r["peak_mem_mb"]),
-                      _f(r["ratio_lstm_fused"], 2), _f(r["ratio_ln"], 2))
+                      _f(r["ratio_lstm_fused"], 2), _f(r.get("ratio_fused"), 2), _f(r["ratio_ln"], 2))
     return table
 
 
@@ -107,8 +108,10 @@ def bench(
                                  help="Comma list of: adding, copying, denoise, ptb-char."),
     models: str = typer.Option("lstm-fused,ln,atn", "--models", metavar="MODEL[,MODEL...]",
                                help="Comma list of: lstm-fused, lstm, ln, atn, ln-loop, atn-loop, ln-function, "
-                                    "atn-function, atn-bn, bn, bln, bn-input, atn-ref. "
-                                    "lstm-fused and ln are always timed (the ratio baselines)."),
+                                    "atn-function, atn-bn, bn, bln, bn-input (each also -loop), gru-fused, "
+                                    "gru-ln, gru-atn, gru-atn-bn, gru-bn, gru-bln, gru-bn-input (each also -loop), "
+                                    "atn-ref. lstm-fused and ln are always timed (the ratio baselines), gru-fused "
+                                    "with any GRU (×fused: against the same cell's fused kernel)."),
     k: Annotated[str, options.k_list(", e.g. 1,5,25,45,65")] = "5",
     reference: bool = typer.Option(False, "--reference", help="Also time atn-ref, ATN rebuilding its window every "
                                                               "step as the authors' code does, for each k."),
@@ -133,7 +136,9 @@ def bench(
     """
     from atnbench.bench.timing import time_workload
     from atnbench.bench.workloads import get_workload
+    from atnbench.outputs import check_output_file
     from atnbench.progress import steps_for
+    from atnbench.resources import check_fits, run_estimate
     from atnbench.zoo import resolve_device
 
     if json_old and csv_old:
@@ -150,6 +155,11 @@ def bench(
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
     entries = entries_for(_names(models, "models"), _ks(k), reference)
     torch_device = resolve_device(device)
+    if output is not None:
+        check_output_file(output, "--output")  # now, not after the timing
+    for w in workloads:
+        check_fits(run_estimate(w.T, w.batch, w.hidden, 1, w.input_size, w.classes), str(torch_device),
+                   what=f"workload {w.name}")
     torch.set_num_threads(threads)
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": cpu_model(), "dtype": "float32"}

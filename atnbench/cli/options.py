@@ -49,14 +49,16 @@ FORMATS = ("table", "json", "csv", "markdown", "latex")
 
 
 def output_file(what: str) -> typer.models.OptionInfo:
-    """``--output/-o FILE``: a file the command writes ``what`` into."""
-    return typer.Option("--output", "-o", metavar="FILE", dir_okay=False,
-                        help=f"Write {what} to this FILE.")
+    """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
+    ``atnbench.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
+    command words a folder given as a file alike."""
+    return typer.Option("--output", "-o", metavar="FILE", help=f"Write {what} to this FILE.")
 
 
 def out_dir(what: str) -> typer.models.OptionInfo:
-    """``--out-dir DIR``: the folder the command writes its files (``what``) into."""
-    return typer.Option("--out-dir", metavar="DIR", file_okay=False, help=f"Folder for {what}.")
+    """``--out-dir DIR``: the folder the command writes its files (``what``) into; checked with
+    ``atnbench.outputs.check_output_dir`` before any work (one wording across commands)."""
+    return typer.Option("--out-dir", metavar="DIR", help=f"Folder for {what}.")
 
 
 def output_format(choices: tuple[str, ...], note: str = "") -> typer.models.OptionInfo:

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.store import DEFAULT_STORE, ResultsStore, StoreError
+from atnbench.store import DEFAULT_STORE, ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -51,11 +51,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     norm_column = canonical_norm(norm) if norm is not None else None
     if task is not None:
         get_task(task)  # a typo is "unknown task", not "no finished runs match"
-    try:
-        results = ResultsStore(store, create=False)
-    except StoreError as error:
-        fail(str(error).splitlines()[0])
-    with results:
+    with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
             fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
@@ -63,11 +59,11 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
         records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"
-            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
         finished = [r for r in records if r.status in ("done", "diverged")]
         if not finished:
             fail(f"no finished runs match {_filters_text(task, T, sweep, norm, since)} "
-                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)", code=1)
+                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)")
         runs = [RunData(record, tuple(results.curve(record.run_id)) if record.status == "done" else ())
                 for record in records]
         path = results.path
@@ -121,12 +117,18 @@ def report(
     fmt: Optional[str] = typer.Option(None, "--format", "-f", help="table, markdown, csv, json or latex (default: table, or what --output's suffix says)."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal."),
     plots: Optional[Path] = typer.Option(None, "--plots", help="Also write the figures (PNG and SVG) into this folder."),
+    verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs: reproduced, contradicted, inconclusive or uninformative, with Welch's test, n, p and CIs."),
+    baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
 ):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
 
-    One row per model, min train and min validation loss as mean ± std over seeds, the best
-    per column in bold green.
+    One row per model and setting (runs that differ in nothing but the seed), min train and min
+    validation loss as mean ± std over seeds, the best per column in bold green. Statistics:
+    [bold]min train[/] = the lowest, over evaluations, of the mean training-minibatch loss since
+    the previous evaluation (the paper's attained minimum); [bold]min validation[/] = the lowest
+    validation loss over evaluations; [bold]final[/] = at the last evaluation; [bold]test at best
+    val.[/] = the test loss at the evaluation with the lowest validation loss (real-data tasks).
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --plots figs[/]
     """
@@ -139,16 +141,26 @@ def report(
         table_width,
     )
 
+    from atnbench.outputs import check_output_dir, check_output_file
+    from atnbench.report.verdicts import check_margin
+
     fmt = format_for(fmt, str(output) if output is not None else None)
+    margin = check_margin(baseline_margin)
+    if verdicts and fmt not in ("table", "markdown", "json"):
+        fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
+    if output is not None:
+        check_output_file(output, "--output")
+    if plots is not None:
+        check_output_dir(plots, "--plots")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
     k_view = by_k or _is_k_sweep(sweep)
     views = []
     if k_view:
-        views = [k_ablation_view(view, with_paper=paper) for view in k_ablations(groups)]
+        views = [k_ablation_view(view, with_paper=paper, baseline_margin=margin) for view in k_ablations(groups)]
         if not views:
             err.print("no ATN runs with a window k among the selected runs; showing the model tables instead")
     if not views:
-        views = [group_view(group, with_paper=paper, final=final) for group in groups]
+        views = [group_view(group, with_paper=paper, final=final, baseline_margin=margin) for group in groups]
 
     to_stdout = output is None and fmt != "table"  # machine-readable output owns stdout
     console = err if to_stdout else out
@@ -158,8 +170,13 @@ def report(
 
     meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
             "paper": paper, "runs_selected": selected, "runs_in_store": total}
+    claims = _verdicts(groups, margin) if verdicts else None
+    if claims is not None and fmt == "json":
+        from atnbench.report.verdict_tables import verdict_records
+
+        meta["verdicts"] = verdict_records(*claims)
     if output is not None:
-        text = export(views, fmt, meta)
+        text = export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")
@@ -168,14 +185,36 @@ def report(
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         printer = out
         if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
-            printer = Console(width=max([out.width] + [table_width(out, view) for view in views]))
+            widths = [table_width(out, view) for view in views]
+            if claims is not None:
+                from atnbench.report.verdict_tables import verdicts_width
+
+                widths.append(verdicts_width(out, claims[0]))
+            printer = Console(width=max([out.width] + widths))
         for view in views:
             printer.print(rich_view(view, plain=printer.color_system is None))
+        if claims is not None:
+            from atnbench.report.verdict_tables import rich_verdicts
+
+            printer.print(rich_verdicts(*claims))
     else:
-        sys.stdout.write(export(views, fmt, meta))
+        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()
     if plots is not None:
         _write_plots(groups, plots, k_view, say)
+
+
+def _verdicts(groups, margin: float):
+    """(results, claims without runs) for the paper's claims on these groups."""
+    from atnbench.report.verdicts import evaluate, paper_claims
+
+    return evaluate(paper_claims(), groups, margin=margin)
+
+
+def _verdicts_markdown(claims) -> str:
+    from atnbench.report.verdict_tables import markdown_verdicts
+
+    return "\n" + markdown_verdicts(*claims)
 
 
 @app.command()
@@ -198,7 +237,10 @@ def plot(
 
     Example: [bold]atnbench plot --task copying --out-dir figs[/]
     """
+    from atnbench.outputs import check_output_dir
+
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"
+    check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
     paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
     if not paths:

@@ -10,7 +10,7 @@ import torch
 import typer
 from rich.table import Table
 
-from atnbench.cli.app import app, err, out, user_errors
+from atnbench.cli.app import app, err, finite, out, user_errors
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import DEFAULT_STORE, ResultsStore
@@ -92,20 +92,20 @@ def run(
     T: Optional[int] = typer.Option(None, "--T", help="Sequence length (default: the preset's)."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Normalization: none|lstm, ln, atn, atn-bn, bn, bn-input, bln."),
     k: Optional[int] = typer.Option(None, "--k", help="ATN window (time steps); default: the preset's for this T."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root.", callback=finite),
     cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
     init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch (PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate.", callback=finite),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd)."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd).", callback=finite),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs.", callback=finite),
     iters: Optional[int] = typer.Option(None, "--iters", help="Training length in optimizer steps (overrides --epochs)."),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the validation set every N steps."),
     val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Size of the held-out validation set."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value.", callback=finite),
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Trainable gain and bias in the normalizations."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per norm)."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (model init and data)."),
@@ -113,12 +113,14 @@ def run(
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Real-data tasks: folder holding the dataset (see `atnbench tasks`)."),
     data_files: Optional[str] = typer.Option(None, "--data-files", help="Real-data tasks: SPLIT=PATH[,SPLIT=PATH...] (train, validation, test)."),
     permute: Optional[bool] = typer.Option(None, "--permute/--no-permute", help="smnist-noise: pixels in one fixed, seeded random order."),
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps.", callback=finite),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config keys (flags override it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the default matches them."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads (part of the run id: results differ in the last bits between thread counts); sweeps use 1 per run, so the default matches them."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
     resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
+    force: bool = typer.Option(False, "--force", help="Train again although the store holds this config's finished run, replacing its row."),
+    keep_model: bool = typer.Option(True, "--keep-model/--no-keep-model", help="Keep the final and the best-validation weights in the store (for `atnbench evaluate` and `stats --from-run`)."),
     checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (for --resume)."),
     json_out: bool = typer.Option(False, "--json", help="Print only the result record as JSON on stdout."),
     out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the result record as JSON to this file."),
@@ -128,21 +130,40 @@ def run(
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
+    from atnbench.outputs import check_output_file
     from atnbench.progress import reporter_for, run_label
+    from atnbench.resources import check_fits, config_estimate
     from atnbench.train import train
 
     flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
                  lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
                  steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
                  bias_inside=bias_inside, seed=seed, options=_task_options(task, data_dir, data_files, permute))
-    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
     torch_device = resolve_device(device)
-    torch.set_num_threads(threads)
+    flags.update(threads=threads, device=torch_device.type)
+    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
+    if out_file is not None:
+        check_output_file(out_file, "--out")  # now, not after the training
+    check_fits(config_estimate(run_config), str(torch_device))
     with ResultsStore(store) as results:
+        finished = results.get_run(run_config.run_id)
+        if finished is not None and finished.status in ("done", "diverged"):
+            if not force:
+                err.print(f"run {run_config.run_id} is already in {results.path} ({finished.status}, "
+                          f"{finished.updated_at[:19]} UTC): not training again. See it with "
+                          f"`atnbench runs show {run_config.run_id}`; --force trains again and replaces it.",
+                          soft_wrap=True, highlight=False)
+                if json_out:
+                    from atnbench.train import result_record
+
+                    print(json.dumps(result_record(run_config, finished.status, finished.summary, finished.error)))
+                return
+            err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
+                      soft_wrap=True, highlight=False)
         reporter = reporter_for(run_label(run_config), quiet=quiet)
         try:
-            record = train(run_config, results, torch_device, reporter, resume=resume,
-                           checkpoint_every=checkpoint_every)
+            record = train(run_config, results, torch_device, reporter, resume=resume and not force,
+                           checkpoint_every=checkpoint_every, keep_model=keep_model)
         except KeyboardInterrupt:
             err.print(f"interrupted: run {run_config.run_id} recorded as failed; "
                       f"continue it with the same command and --resume")
@@ -176,10 +197,12 @@ def tasks():
             preset = load_task_preset(name)
             ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
             variants = list(preset.variants)
+            aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
             source = preset.citation
         else:
-            ts, variants, source = [], [], spec.reference
-        left = "\n".join([f"[bold]{name}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants)])
+            ts, variants, aliases, source = [], [], [], spec.reference
+        left = "\n".join([f"[bold]{name}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants),
+                          *(f"[dim]old name[/] {alias}" for alias in aliases)])
         table.add_row(left, f"{spec.description}\n[dim]{spec.measures}[/]\n[italic]{source}[/]")
     out.print(table)
 

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.store import DEFAULT_STORE
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
@@ -34,12 +34,14 @@ def _k_text(config) -> str:
 
 
 def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]:
-    """Statuses from an existing store, without creating one."""
-    from atnbench.store import ResultsStore
+    """Statuses from an existing store, read-only (no store yet: nothing is in it)."""
+    from atnbench.store import ResultsStore, StoreMissing
 
-    if not Path(store).is_file():
+    try:
+        results = ResultsStore.open_read_only(store)
+    except StoreMissing:
         return {}
-    with ResultsStore(store, create=False) as results:
+    with results:
         return {run_id: results.status(run_id) for run_id in run_ids}
 
 
@@ -113,7 +115,7 @@ def _records(runs, store: Path) -> list[dict]:
     from atnbench.train import result_record
 
     records = []
-    with ResultsStore(store, create=False) as results:
+    with ResultsStore.open_read_only(store) as results:
         for run in runs:
             row = results.get_run(run.run_id)
             if row is None:
@@ -130,6 +132,8 @@ def _summary(spec, result) -> Table:
     table.add_column(justify="right")
     rows = [("runs in the sweep", result.total),
             ("already in the store (skipped)", len(result.skipped)),
+            ("made by other code (re-run)" if not any("stale" in s for _, s in result.skipped)
+             else "made by other code (kept, --keep-stale)", len(result.stale)),
             ("done", result.count("done")), ("diverged", result.count("diverged")),
             ("failed", result.count("failed")), ("interrupted", result.count("interrupted")),
             ("not started", result.count("not-started"))]
@@ -150,7 +154,7 @@ def sweep(
     threads: int = typer.Option(1, "--threads", help="Torch threads per run (fixed per run, so results do not depend on --workers)."),
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps."),
+    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps.", callback=finite),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4 (default: the sweep's)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps (per worker)."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
@@ -159,22 +163,23 @@ def sweep(
     T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run (unless the sweep varies it)."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
     k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run.", callback=finite),
     cell: Optional[str] = typer.Option(None, "--cell", help="Run flag for every run."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Run flag for every run."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Run flag for every run."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Run flag for every run."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run.", callback=finite),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Run flag for every run."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run."),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run."),
+    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run.", callback=finite),
+    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run.", callback=finite),
     iters: Optional[int] = typer.Option(None, "--iters", help="Run flag for every run (optimizer steps)."),
     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Run flag for every run."),
     val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Run flag for every run."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run."),
+    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run.", callback=finite),
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
+    keep_stale: bool = typer.Option(False, "--keep-stale", help="Count a finished run made by other code (a different code fingerprint) as done instead of re-running it; reports mark it as stale."),
 ):
     """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
 
@@ -208,19 +213,26 @@ def sweep(
                      steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
                      bias_inside=bias_inside, variant=variant)
     overrides = {key: value for key, value in overrides.items() if value is not None}
+    from atnbench.zoo import resolve_device
+
+    # resolved here, on the driver: the thread count and device type are part of each run id
+    resolved = resolve_device(device)  # "cuda" on a machine without one: one line now, not N failed runs
+    overrides.update(threads=threads, device=resolved.type)
+    local_device = str(resolved)
     varied = set(spec.varied) | ({"steps", "epochs"} if {"steps", "epochs"} & set(spec.varied) else set())
     for key in overrides:
         if key in varied:
-            fail(f"{FLAG_NAMES[key]} would replace the values sweep {spec.name} varies ({key}); "
+            fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
     runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
-    if backend == "local":
-        from atnbench.zoo import resolve_device
-
-        resolve_device(device)  # "cuda" on a machine without one: one line now, not N failed runs
     if dry_run:
         _dry_run(spec, runs, store, json_out)
         return
+    if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
+        from atnbench.resources import check_fits, config_estimate
+
+        biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
+        check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
 
     if backend == "local" and workers is not None:
         from atnbench.sweep.local import available_cores
@@ -229,7 +241,7 @@ def sweep(
         if workers * threads > cores:
             err.print(f"[yellow]note:[/] {workers} workers x {threads} threads > {cores} cores: runs will compete for CPU")
     result = run_sweep(spec, runs, store, backend=backend, workers=workers, threads=threads, device=device,
-                       address=address, quiet=quiet)
+                       address=address, quiet=quiet, keep_stale=keep_stale)
     if json_out:
         counts = {"runs": result.total, "skipped": len(result.skipped)}
         counts.update({status: result.count(status) for status in

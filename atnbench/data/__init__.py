@@ -2,7 +2,7 @@
 
     from atnbench.data.mnist import load_mnist          # ylecun/mnist
     from atnbench.data.ptb import load_ptb_char         # Mikolov's ptb.char.*.txt
-    from atnbench.data.wikitext import load_wikitext2   # Salesforce/wikitext, wikitext-2-raw-v1
+    from atnbench.data.wikitext import load_wikitext2   # Salesforce/wikitext, wikitext-2-v1
     from atnbench.data.imdb import load_imdb            # stanfordnlp/imdb
 
 Each loader takes the run's ``options`` (``data_dir``, ``data_files``, ``hf_id``/``hf_config``,

@@ -8,7 +8,9 @@ Where a loader looks, first match wins:
 2. ``options["data_dir"]``: a folder holding a ``datasets`` ``save_to_disk`` copy
    (``dataset_dict.json``), or the dataset's files in one of the layouts its loader lists
    (the Hub repository's own layout, as ``hf download --local-dir`` writes it, included);
-3. ``$ATNBENCH_DATA/<name>`` (e.g. ``$ATNBENCH_DATA/mnist``), the same kinds of folder;
+3. ``<data root>/<name>`` (e.g. ``<data root>/mnist``), the same kinds of folder; the data root
+   is ``$ATNBENCH_DATA``, else ``~/.cache/atnbench/data`` (``$XDG_CACHE_HOME`` respected),
+   where ``atnbench data prepare`` writes;
 4. the Hugging Face Hub id (or the cache of it: ``HF_HUB_OFFLINE=1`` with a filled cache works).
 
 When none of these has the data, the loader raises ``DataUnavailable`` (a
@@ -81,6 +83,15 @@ def parse_data_files(text: str) -> dict[str, str]:
             raise DataUnavailable(f"--data-files expects SPLIT=PATH[,SPLIT=PATH...], got {item!r}")
         files[canonical_split(split.strip())] = str(Path(path.strip()).expanduser().absolute())
     return files
+
+
+def data_root() -> Path:
+    """Where prepared datasets live: ``$ATNBENCH_DATA``, else ``~/.cache/atnbench/data``."""
+    root = os.environ.get(ENV_DATA)
+    if root:
+        return Path(root).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "atnbench" / "data"
 
 
 def generator(seed: int, purpose: str) -> torch.Generator:
@@ -224,9 +235,9 @@ def find_source(name: str, options: dict, *, subdir: str, layouts: Sequence[Layo
         return load_local_files(name, files, required)
     if options.get("data_dir"):
         return load_local_dir(name, Path(options["data_dir"]), layouts, how_to)
-    root = os.environ.get(ENV_DATA)
-    if root and (Path(root).expanduser() / subdir).is_dir():
-        return load_local_dir(name, Path(root).expanduser() / subdir, layouts, how_to)
+    root = data_root()
+    if (root / subdir).is_dir():
+        return load_local_dir(name, root / subdir, layouts, how_to)
     hf_id = options.get("hf_id") or (hub[0] if hub else None)
     if hf_id:
         config = options.get("hf_config", hub[1] if hub and hf_id == hub[0] else None)

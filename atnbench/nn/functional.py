@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from atnbench.nn.window import step_moments, windowed_moments
+from atnbench.nn.window import history_at, step_moments, windowed_moments
 
 
 def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
@@ -41,12 +41,21 @@ def layer_norm(x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias:
 
 
 def atn_ln_sequence(
-    x: Tensor, k: int, eps: float, weight: Tensor | None, bias: Tensor | None, history: Tensor | None
+    x: Tensor, k: int, eps: float, weight: Tensor | None, bias: Tensor | None, history: Tensor | None,
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """ATN-LN of a whole (T, B, n) sequence; returns the output and the window state."""
-    mean, var, _, history = windowed_moments(step_moments(x, dim=-1), k, history, x.dtype)
+    """ATN-LN of a whole (T, B, n) sequence; returns the output and the window state.
+
+    ``lengths`` (B,) of a right-padded batch changes only the state: each sequence's window at
+    its own last step (its outputs never see padding: the window reaches back, not forward).
+    """
+    moments = step_moments(x, dim=-1)
+    mean, var, _, new_history = windowed_moments(moments, k, history, x.dtype)
+    if lengths is not None:
+        past = moments[:0] if history is None else history
+        new_history = history_at(torch.cat((past, moments)), k, past.shape[0] + lengths)
     y = standardize(x, mean.unsqueeze(-1), var.unsqueeze(-1), eps)
-    return affine(y, weight, bias), history
+    return affine(y, weight, bias), new_history
 
 
 def assorted_time_norm(
@@ -90,15 +99,33 @@ def assorted_time_batch_norm(
     return atn_bn_sequence(x, k, eps, weight, bias, None)[0]
 
 
+def masked_batch_moments(x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Per-feature biased mean and variance over the batch axis (-2), counting only rows where
+    ``mask`` (broadcastable to x, 1 valid / 0 padded) is set; keepdim. A step with no valid row
+    gets mean 0, variance 0 (its outputs are padding, and stay finite)."""
+    if mask is None:
+        var, mean = torch.var_mean(x, dim=-2, unbiased=False, keepdim=True)
+        return mean, var
+    mask = mask.to(x.dtype)
+    count = mask.sum(dim=-2, keepdim=True).clamp_min(1)
+    mean = (x * mask).sum(dim=-2, keepdim=True) / count
+    var = (((x - mean) * mask) ** 2).sum(dim=-2, keepdim=True) / count
+    return mean, var
+
+
 def batch_norm_steps(
-    x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None
+    x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """BN with batch statistics computed separately at every step.
 
     Works on a (T, B, n) sequence or a (B, n) step (reduction over the batch axis, -2).
+    ``mask`` ((T, B, 1) or (B, 1)): the statistics of each step pool only its valid rows (the
+    sequences of a padded batch still running at that step; Laurent et al.'s frame-wise BN,
+    eq. 19, over unpadded frames). Every row is normalized with them.
     Returns the output and the biased batch mean and variance used.
     """
-    var, mean = torch.var_mean(x, dim=-2, unbiased=False, keepdim=True)
+    mean, var = masked_batch_moments(x, mask)
     y = standardize(x, mean, var, eps)
     return affine(y, weight, bias), mean.squeeze(-2), var.squeeze(-2)
 
@@ -137,6 +164,7 @@ def batch_layer_norm(
     batch_std: Tensor | None = None,
     feature_mean: Tensor | None = None,
     feature_std: Tensor | None = None,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """Batch-Layer Normalization (Ziaee & Cano, Algorithm 1) of a (..., B, n) tensor.
 
@@ -149,12 +177,24 @@ def batch_layer_norm(
     Deviation, on purpose: eq. 13 has no eps in the feature std, which divides by zero for a
     constant vector (the recurrent terms are exactly 0 at t=0 when h0 = c0 = 0); we put eps
     inside that root too.
+
+    ``mask`` ((..., B, 1), 1 valid / 0 padded): the batch of a step is its valid rows only (the
+    sequences of a padded batch still running there): the batch statistics pool them and m in
+    eq. 16 is their number at that step. The feature statistics are per row and unaffected.
     """
-    m, d = x.shape[-2], x.shape[-1]
-    mb = x.mean(dim=-2, keepdim=True) if batch_mean is None else batch_mean.unsqueeze(-2)
+    d = x.shape[-1]
+    if mask is None:
+        m = x.shape[-2]
+        mb = x.mean(dim=-2, keepdim=True) if batch_mean is None else batch_mean.unsqueeze(-2)
+    else:
+        mask = mask.to(x.dtype)
+        m = mask.sum(dim=-2, keepdim=True).clamp_min(1)
+        mb = (x * mask).sum(dim=-2, keepdim=True) / m if batch_mean is None else batch_mean.unsqueeze(-2)
     mf = x.mean(dim=-1, keepdim=True) if feature_mean is None else feature_mean.unsqueeze(-1)
     # eqs. 19 and 21 (False): the current std is taken around whichever mean is in use.
-    if batch_std is None:
+    if batch_std is None and mask is not None:
+        sb = torch.sqrt((((x - mb) * mask) ** 2).sum(dim=-2, keepdim=True) / m + eps)
+    elif batch_std is None:
         sb = torch.sqrt(((x - mb) ** 2).mean(dim=-2, keepdim=True) + eps)
     else:
         sb = batch_std.unsqueeze(-2)

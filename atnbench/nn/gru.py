@@ -17,6 +17,7 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from atnbench.nn import fastpath
 from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer, WindowedGRUState
 
 
@@ -25,52 +26,55 @@ class NormGRULayer(NormRecurrentLayer):
     terms = ("input", "hidden")
 
     def forward(self, x: Tensor, h: Tensor, windows: tuple, lengths: Optional[Tensor] = None):
+        """One layer over a time-first (T, B, D) batch (module doc's equations at every step).
+
+        ``lengths``: after its last step a sequence's h is held and its output is 0.
+        """
         xn, window_x = self.input_term(x, windows[0], lengths)
-        norm_h = self.norm_h.stream(windows[1])
+        (norm_h,) = self.streams(windows, lengths)
         weight_hh, bias_hh = self.weight_hh, self.bias_hh
         outputs = []
-        for xn_t in xn.unbind(0):
+        for xn_t, valid in zip(xn.unbind(0), self.step_masks(x.shape[0], lengths)):
             hn = norm_h(torch.nn.functional.linear(h, weight_hh, bias_hh))
             x_r, x_z, x_n = xn_t.chunk(3, dim=1)
             h_r, h_z, h_n = hn.chunk(3, dim=1)
             r = torch.sigmoid(x_r + h_r)
             z = torch.sigmoid(x_z + h_z)
             n = torch.tanh(x_n + r * h_n)
-            h = n + z * (h - n)
-            outputs.append(h)
+            h_t = n + z * (h - n)
+            h = self.hold(valid, h_t, h)
+            outputs.append(self.emit(valid, h_t))
         return torch.stack(outputs), h, (window_x, norm_h.state())
 
 
 class NormGRU(NormRecurrent):
-    """``torch.nn.GRU`` with normalization; arguments and states as ``NormLSTM`` (h only)."""
+    """``torch.nn.GRU`` with normalization; arguments, variable lengths and bidirectional as
+    ``NormLSTM``. ``state`` is ``h`` ((num_layers * num_directions, B, H)), or
+    ``WindowedGRUState(h, windows)`` for windowed normalizations (ATN)."""
 
     layer_class = NormGRULayer
     torch_class = nn.GRU
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
 
-    def forward(self, x: Tensor, state=None, lengths: Optional[Tensor] = None):
-        if self.fused:
-            out, h = self.rnn(x, state[0] if isinstance(state, WindowedGRUState) else state)
-            return out, h
-        x = self._time_first(x)
-        batch = x.shape[1]
-        windows = None
+    def _run_layer(self, layer, x, carry, windows, lengths, path):
+        if path == "loop":
+            return layer(x, *carry, windows, lengths)
+        return fastpath.gru_layer(layer, x, *carry, windows, path)
+
+    def _split_state(self, state, x):
         if state is None:
-            h0 = x.new_zeros(self.num_layers, batch, self.hidden_size)
-        elif isinstance(state, WindowedGRUState):
-            h0, windows = state.h, state.windows
-        else:
-            h0 = state
-        if windows is None:
-            windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
-        hs, new_windows = [], []
-        y = x
-        for i, layer in enumerate(self.layers):
-            y, h, w = layer(y, h0[i], windows[i], lengths)
-            y = self._dropout(y, i)
-            hs.append(h)
-            new_windows.append(w)
-        out = y.transpose(0, 1) if self.batch_first else y
-        h = torch.stack(hs)
+            return [self._zeros(x)], None
+        if isinstance(state, WindowedGRUState):
+            return [state.h], state.windows
+        return [state], None
+
+    def _make_state(self, carries, windows):
         if self.windowed:
-            return out, WindowedGRUState(h, tuple(new_windows))
-        return out, h
+            return WindowedGRUState(carries[0], windows)
+        return carries[0]
+
+    def _torch_state(self, state):
+        return state[0] if isinstance(state, WindowedGRUState) else state
+
+    def _from_torch_state(self, final):
+        return final

@@ -38,16 +38,22 @@ class NormLSTMLayer(NormRecurrentLayer):
         return [self.norm_x, self.norm_h, self.norm_c]
 
     def forward(self, x: Tensor, h: Tensor, c: Tensor, windows: tuple, lengths: Optional[Tensor] = None):
+        """One layer over a time-first (T, B, D) batch: eqs. 14-16 of the ATN paper at every step.
+
+        ``lengths``: after its last step a sequence's (h, c) is held and its output is 0.
+        """
         xn, window_x = self.input_term(x, windows[0], lengths)
-        norm_h, norm_c = self.norm_h.stream(windows[1]), self.norm_c.stream(windows[2])
+        norm_h, norm_c = self.streams(windows, lengths)
         weight_hh, bias_hh = self.weight_hh, self.bias_hh
         outputs = []
-        for xn_t in xn.unbind(0):  # unbind, not indexing: indexing makes backward quadratic in T
-            gates = xn_t + norm_h(torch.nn.functional.linear(h, weight_hh, bias_hh))
+        # unbind, not indexing: indexing makes backward quadratic in T
+        for xn_t, valid in zip(xn.unbind(0), self.step_masks(x.shape[0], lengths)):
+            gates = xn_t + norm_h(torch.nn.functional.linear(h, weight_hh, bias_hh))  # eq. 14
             i, f, g, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(norm_c(c))
-            outputs.append(h)
+            c_t = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)  # eq. 15
+            h_t = torch.sigmoid(o) * torch.tanh(norm_c(c_t))  # eq. 16
+            h, c = self.hold(valid, h_t, h), self.hold(valid, c_t, c)
+            outputs.append(self.emit(valid, h_t))
         return torch.stack(outputs), h, c, (window_x, norm_h.state(), norm_c.state())
 
 
@@ -55,9 +61,13 @@ class NormLSTM(NormRecurrent):
     """``torch.nn.LSTM`` with normalization: ``NormLSTM(input_size, hidden_size, ..., norm="atn", k=10)``.
 
     Arguments as ``nn.LSTM`` (``input_size, hidden_size, num_layers, bias, batch_first,
-    dropout``), plus:
+    dropout, bidirectional``, ``device``, ``dtype``), plus:
 
-    - ``norm``: ``"none" | "ln" | "atn" | "atn-bn" | "bn" | "bn-input" | "bln"``
+    - ``norm``: ``"none"`` (eqs. 14-16 without N: ``nn.LSTM``), ``"ln"`` (Ba et al.),
+      ``"atn"`` (ATN-LN, eqs. 7-9 in eqs. 14-16), ``"atn-bn"`` (ATN on BN, Table 6),
+      ``"bn"`` (Cooijmans et al., BN per step on all three terms), ``"bn-input"`` (Laurent et
+      al.: the input term only, frame-wise eq. 19 or sequence-wise eqs. 20-21),
+      ``"bln"`` (Ziaee & Cano, Algorithm 1 / eqs. 10-17)
     - ``k``, ``eps``, ``affine`` (trainable gain/shift), ``gain_init``, and the other fields of
       ``NormSpec`` (population statistics, BLN flags, BN-input mode).
     - ``bias_inside``: the LSTM bias inside (True) or outside (False) the normalization; None
@@ -67,54 +77,46 @@ class NormLSTM(NormRecurrent):
       ``norm="none"`` (the plain ``nn.LSTM`` baseline), ``"atn"`` for every normalization.
     - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
       path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
-      hand-written backward, in C++ on CPU) for ``norm="ln"``/``"atn"``; everything else, and
-      any case the fast path does not cover (a ``probe`` set on a norm, MPS or CUDA, dtypes
-      other than float32/float64, ``torch.compile``/tracing), takes the loop. The fast path
-      is once-differentiable: double backward raises there; use ``"loop"`` for it.
+      hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
+      layer on its own); any case the fast path does not cover (variable lengths, a ``probe``
+      set on a norm, MPS or CUDA, dtypes other than float32/float64, ``torch.compile``/tracing)
+      takes the loop, with the same result. The fast path is once-differentiable: double
+      backward raises there; use ``"loop"`` for it.
       ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
-      Python fast path where it applies (still the loop where it does not).
+      Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not).
       ``last_paths`` records the path each layer took in the last forward.
 
-    ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``state`` is
-    ``(h, c)`` (each ``(num_layers, B, H)``), or ``WindowedLSTMState(h, c, windows)`` for
-    windowed normalizations (ATN): hand it back to continue the sequence. ``lengths`` (B,)
-    marks unpadded frames for sequence-wise BN.
+    ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a
+    ``PackedSequence`` (the output is one then), or a padded batch with ``lengths`` (B,): each
+    sequence runs over its own steps only (see ``atnbench.nn.rnn``). ``state`` is ``(h, c)``
+    (each ``(num_layers * num_directions, B, H)``), or ``WindowedLSTMState(h, c, windows)`` for
+    windowed normalizations (ATN): hand it back to continue the sequences.
     """
 
     layer_class = NormLSTMLayer
     torch_class = nn.LSTM
-    fast_norms = ("ln", "atn")
+    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
+    function_norms = ("ln", "atn")
+    carried = 2
 
-    def forward(self, x: Tensor, state=None, lengths: Optional[Tensor] = None):
-        if self.fused:
-            out, (h, c) = self.rnn(x, None if state is None else (state[0], state[1]))
-            return out, LSTMState(h, c)
-        x = self._time_first(x)
-        batch = x.shape[1]
+    def _run_layer(self, layer, x, carry, windows, lengths, path):
+        if path == "loop":
+            return layer(x, *carry, windows, lengths)
+        return fastpath.lstm_layer(layer, x, *carry, windows, path)
+
+    def _split_state(self, state, x):
         if state is None:
-            zeros = x.new_zeros(self.num_layers, batch, self.hidden_size)
-            h0, c0, windows = zeros, zeros, None
-        else:
-            h0, c0 = state[0], state[1]
-            windows = state[2] if len(state) > 2 else None
-        if windows is None:
-            windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
-        path = fastpath.select(self, x, windows)
-        self.last_paths = (path,) * len(self.layers)
-        hs, cs, new_windows = [], [], []
-        y = x
-        for i, layer in enumerate(self.layers):
-            if path == "loop":
-                y, h, c, w = layer(y, h0[i], c0[i], windows[i], lengths)
-            else:
-                y, h, c, w = fastpath.lstm_layer(layer, y, h0[i], c0[i], windows[i], path)
-            y = self._dropout(y, i)
-            hs.append(h)
-            cs.append(c)
-            new_windows.append(w)
-        out = y.transpose(0, 1) if self.batch_first else y
-        h, c = torch.stack(hs), torch.stack(cs)
+            return [self._zeros(x), self._zeros(x)], None
+        return [state[0], state[1]], (state[2] if len(state) > 2 else None)
+
+    def _make_state(self, carries, windows):
         if self.windowed:
-            return out, WindowedLSTMState(h, c, tuple(new_windows))
-        return out, LSTMState(h, c)
+            return WindowedLSTMState(carries[0], carries[1], windows)
+        return LSTMState(carries[0], carries[1])
+
+    def _torch_state(self, state):
+        return None if state is None else (state[0], state[1])
+
+    def _from_torch_state(self, final):
+        return LSTMState(*final)

@@ -12,6 +12,14 @@ ways that give the same numbers:
 step statistics for ATN (a tensor, see ``window.py``), ``None`` for the others. Batch-based
 normalizations keep population statistics per time step in buffers (``StepStatistics``).
 
+``lengths`` (a (B,) tensor, or None): the batch is padded, sequence b valid for its first
+``lengths[b]`` steps (``padding.py``). Per-sample normalizations (LN, ATN-LN) need nothing
+for their outputs (a right-padded sequence's valid steps come before its padding); the batch
+normalizations take their training statistics at step t over the sequences still valid at t
+only (BN per step, BLN, ATN-BN's window: padded steps never enter a statistic or a population
+estimate), sequence-wise BN over the unpadded frames (Laurent et al. eqs. 20-21). The window
+state returned by ATN is each sequence's window at its own last step.
+
 Every module can be observed with ``probe``: a callable ``probe(y, t0)`` receiving each
 normalized output (time first, starting at step ``t0``). ``atnbench stats`` uses it.
 """
@@ -25,7 +33,17 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.nn import functional as F_
-from atnbench.nn.window import WindowStream, empty_history, step_moments
+from atnbench.nn.padding import step_mask
+from atnbench.nn.window import (
+    WindowStream,
+    empty_history,
+    history_at,
+    masked_history,
+    masked_step_moments,
+    pooled_window,
+    step_moments,
+    with_counts,
+)
 
 Probe = Callable[[Tensor, int], None]
 
@@ -67,10 +85,15 @@ class NormSpec:
 class NormStream:
     """Step-by-step application of a normalization inside a recurrence."""
 
-    def __init__(self, norm: "SequenceNorm", state: Optional[Tensor]):
+    def __init__(self, norm: "SequenceNorm", state: Optional[Tensor], lengths: Optional[Tensor] = None):
         self.norm = norm
         self.t = 0
         self.initial = state
+        self.lengths = lengths
+
+    def mask(self) -> Optional[Tensor]:
+        """(B, 1) bool: the rows still valid at this step (None: no padding)."""
+        return None if self.lengths is None else (self.lengths > self.t).unsqueeze(-1)
 
     def __call__(self, a: Tensor) -> Tensor:
         y = self.step(a)
@@ -117,7 +140,7 @@ class SequenceNorm(nn.Module):
     def normalize_sequence(self, x: Tensor, state: Optional[Tensor], lengths: Optional[Tensor]):
         raise NotImplementedError
 
-    def stream(self, state: Optional[Tensor]) -> NormStream:
+    def stream(self, state: Optional[Tensor], lengths: Optional[Tensor] = None) -> NormStream:
         raise NotImplementedError
 
     def extra_repr(self) -> str:
@@ -133,8 +156,8 @@ class NoNorm(SequenceNorm):
     def normalize_sequence(self, x, state, lengths):
         return x, state
 
-    def stream(self, state):
-        return _IdentityStream(self, state)
+    def stream(self, state, lengths=None):
+        return _IdentityStream(self, state, lengths)
 
 
 class _IdentityStream(NormStream):
@@ -148,8 +171,8 @@ class LayerNorm(SequenceNorm):
     def normalize_sequence(self, x, state, lengths):
         return F_.layer_norm(x, self.eps, self.weight, self.bias), state
 
-    def stream(self, state):
-        return _LayerNormStream(self, state)
+    def stream(self, state, lengths=None):
+        return _LayerNormStream(self, state, lengths)
 
 
 class _LayerNormStream(NormStream):
@@ -171,32 +194,44 @@ class AssortedTimeNorm(SequenceNorm):
         return empty_history((batch,), device)
 
     def normalize_sequence(self, x, state, lengths):
-        return F_.atn_ln_sequence(x, self.k, self.eps, self.weight, self.bias, state)
+        y, history = F_.atn_ln_sequence(x, self.k, self.eps, self.weight, self.bias, state, lengths)
+        return y, history
 
-    def stream(self, state):
-        return _WindowStream(self, state, reduce_dim=-1, stat_axis=-1)
+    def stream(self, state, lengths=None):
+        return _WindowStream(self, state, reduce_dim=-1, stat_axis=-1, lengths=lengths)
 
     def extra_repr(self):
         return f"{super().extra_repr()}, k={self.k}"
 
 
 class _WindowStream(NormStream):
-    """One step of a windowed normalization: add this step's power sums, drop the oldest."""
+    """One step of a windowed normalization: add this step's power sums, drop the oldest.
 
-    def __init__(self, norm, state, reduce_dim: int, stat_axis: int):
-        super().__init__(norm, state)
+    With lengths (ATN-LN, per sequence), every step's moments are kept so that the returned
+    state is each sequence's window at its own last step.
+    """
+
+    def __init__(self, norm, state, reduce_dim: int, stat_axis: int, lengths=None):
+        super().__init__(norm, state, lengths)
         self.window = WindowStream(norm.k, state)
         self.reduce_dim = reduce_dim
         self.stat_axis = stat_axis
+        self.seen: list[Tensor] = []
 
     def step(self, a):
         norm = self.norm
-        mean, var = self.window.push(step_moments(a, dim=self.reduce_dim), a.dtype)
+        moments = step_moments(a, dim=self.reduce_dim)
+        if self.lengths is not None:
+            self.seen.append(moments)
+        mean, var = self.window.push(moments, a.dtype)
         y = F_.standardize(a, mean.unsqueeze(self.stat_axis), var.unsqueeze(self.stat_axis), norm.eps)
         return F_.affine(y, norm.weight, norm.bias)
 
     def state(self):
-        return self.window.history()
+        if self.lengths is None or not self.seen:
+            return self.window.history()
+        full = torch.cat((self.initial, torch.stack(self.seen)), dim=0)
+        return history_at(full, self.norm.k, self.initial.shape[0] + self.lengths.clamp_max(len(self.seen)))
 
 
 class StepStatistics(nn.Module):
@@ -239,6 +274,17 @@ def _unbiased(var: Tensor, n: int) -> Tensor:
     return var * (n / (n - 1)) if n > 1 else var
 
 
+def _unbiased_counts(var: Tensor, count: Tensor) -> Tensor:
+    """``_unbiased`` with a count per step (the valid rows of a padded batch), broadcast on var."""
+    count = count.to(var.dtype)
+    return var * torch.where(count > 1, count / (count - 1).clamp_min(1), torch.ones_like(count))
+
+
+def _active_steps(lengths: Tensor, steps: int) -> int:
+    """Steps with at least one valid row: population estimates see those only."""
+    return min(steps, int(lengths.max()))
+
+
 class StepBatchNorm(SequenceNorm):
     """BN per time step (Cooijmans et al.): batch statistics per feature at each step.
 
@@ -252,6 +298,13 @@ class StepBatchNorm(SequenceNorm):
         self.stats = StepStatistics({"mean": (size,), "var": (size,)}, {"mean": 0.0, "var": 1.0}, spec.max_steps, spec.momentum)
 
     def normalize_sequence(self, x, state, lengths):
+        if self.training and lengths is not None:
+            mask = step_mask(lengths, x.shape[0]).unsqueeze(-1)
+            y, mean, var = F_.batch_norm_steps(x, self.eps, self.weight, self.bias, mask)
+            active = _active_steps(lengths, x.shape[0])
+            var = _unbiased_counts(var, mask.sum(dim=1))
+            self.stats.update(0, {"mean": mean[:active], "var": var[:active]})
+            return y, state
         if self.training:
             y, mean, var = F_.batch_norm_steps(x, self.eps, self.weight, self.bias)
             self.stats.update(0, {"mean": mean, "var": _unbiased(var, x.shape[1])})
@@ -260,16 +313,19 @@ class StepBatchNorm(SequenceNorm):
         y = F_.standardize(x, pop["mean"].unsqueeze(1), pop["var"].unsqueeze(1), self.eps)
         return F_.affine(y, self.weight, self.bias), state
 
-    def stream(self, state):
-        return _StepBatchNormStream(self, state)
+    def stream(self, state, lengths=None):
+        return _StepBatchNormStream(self, state, lengths)
 
 
 class _StepBatchNormStream(NormStream):
     def step(self, a):
         norm = self.norm
         if norm.training:
-            y, mean, var = F_.batch_norm_steps(a, norm.eps, norm.weight, norm.bias)
-            norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, a.shape[0]).unsqueeze(0)})
+            mask = self.mask()
+            y, mean, var = F_.batch_norm_steps(a, norm.eps, norm.weight, norm.bias, mask)
+            rows = a.shape[0] if mask is None else int(mask.sum())
+            if rows:  # a step past every sequence's end leaves the population estimates alone
+                norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, rows).unsqueeze(0)})
             return y
         pop = norm.stats.lookup(self.t, 1)
         y = F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps)
@@ -299,7 +355,7 @@ class SequenceBatchNorm(SequenceNorm):
         y = F_.standardize(x, self.running_mean, self.running_var, self.eps)
         return F_.affine(y, self.weight, self.bias), state
 
-    def stream(self, state):
+    def stream(self, state, lengths=None):
         raise ValueError("sequence-wise BN needs the whole sequence; use it on the input term only")
 
 
@@ -309,6 +365,12 @@ class AssortedTimeBatchNorm(SequenceNorm):
     In training, per feature, the moments pool the batch and the window. At evaluation
     (``atn_bn_eval="population"``, the default) the per-step population estimates of those
     window moments are used, as BN does; ``"batch"`` keeps the current batch's window.
+
+    Padded batches (``lengths``): the window pools every valid value of its steps, i.e. the
+    rows still valid at each of them (steps then hold different numbers of values; the pooled
+    moments weight each step by its count, ``window.pooled_window``). The window state returned
+    is the batch's at its last valid step, NaN-marked (not continuable) where a step had padded
+    rows.
     """
 
     windowed = True
@@ -323,6 +385,9 @@ class AssortedTimeBatchNorm(SequenceNorm):
         return empty_history((self.size,), device)
 
     def normalize_sequence(self, x, state, lengths):
+        if lengths is not None and (self.training or not self.use_population):
+            stream = self.stream(state, lengths)
+            return torch.stack([stream.step_only(a) for a in x.unbind(0)]), stream.state()
         if self.training or not self.use_population:
             y, mean, var, state = F_.atn_bn_sequence(x, self.k, self.eps, self.weight, self.bias, state)
             if self.training:
@@ -332,7 +397,9 @@ class AssortedTimeBatchNorm(SequenceNorm):
         y = F_.standardize(x, pop["mean"].unsqueeze(1), pop["var"].unsqueeze(1), self.eps)
         return F_.affine(y, self.weight, self.bias), state
 
-    def stream(self, state):
+    def stream(self, state, lengths=None):
+        if lengths is not None:
+            return _MaskedAssortedTimeBatchNormStream(self, state, lengths)
         return _AssortedTimeBatchNormStream(self, state)
 
     def extra_repr(self):
@@ -355,6 +422,44 @@ class _AssortedTimeBatchNormStream(_WindowStream):
         return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
 
 
+class _MaskedAssortedTimeBatchNormStream(NormStream):
+    """ATN-BN of a padded batch: the window pools the valid rows of its last k steps.
+
+    Kept apart from the running-total stream: here each step holds a different number of
+    values, so the window is re-pooled from its (at most k) steps' moments and counts.
+    """
+
+    def __init__(self, norm, state, lengths):
+        super().__init__(norm, state, lengths)
+        self.batch = lengths.shape[0]
+        self.active = int(lengths.max())  # steps past every sequence's end join no window
+        self.entries: list[Tensor] = list(with_counts(state, self.batch).unbind(0))
+
+    def step_only(self, a):
+        """One step without the probe (``normalize_sequence`` probes the whole sequence)."""
+        y = self.step(a)
+        self.t += 1
+        return y
+
+    def step(self, a):
+        norm = self.norm
+        if not norm.training and norm.use_population:
+            pop = norm.stats.lookup(self.t, 1)
+            return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
+        if self.t < self.active:
+            self.entries.append(masked_step_moments(a, self.mask()))
+        window = torch.stack(self.entries[-norm.k:])
+        mean, var, pooled = pooled_window(window, a.dtype)
+        if norm.training and self.t < self.active:
+            norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased_counts(var, pooled).unsqueeze(0)})
+        return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+
+    def state(self):
+        if not self.entries:
+            return self.initial
+        return masked_history(torch.stack(self.entries), self.norm.k, self.batch)
+
+
 class BatchLayerNorm(SequenceNorm):
     """BLN (Ziaee & Cano, Algorithm 1), applied at every step of the recurrence.
 
@@ -373,33 +478,51 @@ class BatchLayerNorm(SequenceNorm):
         init = {"batch_mean": 0.0, "batch_std": 1.0, "feature_mean": 0.0, "feature_std": 1.0}
         self.stats = StepStatistics(shapes, init, spec.max_steps, spec.momentum)
 
-    def apply(self, x: Tensor, t0: int) -> Tensor:
-        """BLN of a (T, B, n) block starting at step t0 (training: also update population)."""
+    def apply(self, x: Tensor, t0: int, mask: Optional[Tensor] = None) -> Tensor:
+        """BLN of a (T, B, n) block starting at step t0 (training: also update population).
+
+        ``mask`` (T, B, 1) bool: the valid rows of each step of a padded batch (see
+        ``functional.batch_layer_norm``); population estimates pool them and skip steps
+        without any.
+        """
         given = {}
         if not self.training and any(self.population.values()):
             pop = self.stats.lookup(t0, x.shape[0])
             # per-step scalars for the feature statistics broadcast over the batch
             given = {name: pop[name].unsqueeze(1) if name.startswith("feature") else pop[name]
                      for name, use in self.population.items() if use}
-        y, current = F_.batch_layer_norm(x, self.eps, self.weight, self.bias, **given)
+        y, current = F_.batch_layer_norm(x, self.eps, self.weight, self.bias, mask=mask, **given)
         if self.training:
-            m = x.shape[1]
-            correction = m / (m - 1) if m > 1 else 1.0
+            if mask is None:
+                m = x.shape[1]
+                correction = m / (m - 1) if m > 1 else 1.0
+                feature_mean = current["feature_mean"].detach().mean(dim=-1)
+                feature_std = current["feature_std"].detach().mean(dim=-1)
+            else:
+                rows = mask.squeeze(-1).to(x.dtype).sum(dim=1)  # (T,)
+                active = int((rows > 0).sum())  # right padding: the active steps come first
+                x, rows, current = x[:active], rows[:active], {n: v[:active] for n, v in current.items()}
+                weight = mask[:active].squeeze(-1).to(x.dtype)
+                correction = torch.where(rows > 1, rows / (rows - 1).clamp_min(1), torch.ones_like(rows))
+                feature_mean = (current["feature_mean"].detach() * weight).sum(dim=-1) / rows
+                feature_std = (current["feature_std"].detach() * weight).sum(dim=-1) / rows
             self.stats.update(t0, {
                 "batch_mean": current["batch_mean"].detach(),
-                "batch_std": current["batch_std"].detach() * correction,
-                "feature_mean": current["feature_mean"].detach().mean(dim=-1),
-                "feature_std": current["feature_std"].detach().mean(dim=-1) * correction,
+                "batch_std": current["batch_std"].detach() * (correction if mask is None else correction.unsqueeze(-1)),
+                "feature_mean": feature_mean,
+                "feature_std": feature_std * correction,
             })
         return y
 
     def normalize_sequence(self, x, state, lengths):
-        return self.apply(x, 0), state
+        mask = None if lengths is None else step_mask(lengths, x.shape[0]).unsqueeze(-1)
+        return self.apply(x, 0, mask), state
 
-    def stream(self, state):
-        return _BatchLayerNormStream(self, state)
+    def stream(self, state, lengths=None):
+        return _BatchLayerNormStream(self, state, lengths)
 
 
 class _BatchLayerNormStream(NormStream):
     def step(self, a):
-        return self.norm.apply(a.unsqueeze(0), self.t)[0]
+        mask = self.mask()
+        return self.norm.apply(a.unsqueeze(0), self.t, None if mask is None else mask.unsqueeze(0))[0]

@@ -1,9 +1,32 @@
-"""What NormLSTM and NormGRU share: arguments, layers, states, initialisation.
+"""What NormLSTM and NormGRU share: arguments, layers, states, the forward pass, initialisation.
 
 A normalized recurrent layer normalizes the input term W_x x for all steps at once (one
 matmul, statistics in parallel over time) and the recurrent terms step by step with the
-normalizations' streams. Stacking, dropout between layers, ``batch_first`` and the states
-follow ``torch.nn.LSTM``/``torch.nn.GRU``.
+normalizations' streams. Stacking, dropout between layers, ``batch_first``, ``bidirectional``,
+``PackedSequence`` input and the states follow ``torch.nn.LSTM``/``torch.nn.GRU``.
+
+Layers and directions: ``layers`` holds ``num_layers * num_directions`` layers in the order of
+``nn.LSTM``'s ``h_n`` (layer 0 forward, layer 0 reverse, layer 1 forward, ...). The reverse
+direction runs the same cell on each sequence reversed within its own length (its ATN window
+slides over the reversed sequence, its batch statistics at step s pool every sequence's s-th
+step from its end) and its outputs are reversed back; the directions' outputs are concatenated
+over features, and a layer above reads both.
+
+Variable lengths (``padding.py``): a ``PackedSequence``, or a padded batch with ``lengths``.
+Each sequence's recurrence stops at its own last step: its state is held from there on (the
+returned ``h_n``/``c_n`` and ATN window are those of its last step) and its padded outputs are
+0, as ``pad_packed_sequence`` gives them. The normalizations see only valid steps (see
+``norms.py``).
+
+Parameter names: each layer holds ``weight_ih``, ``weight_hh`` and ``bias_ih``/``bias_hh``
+(bias inside the normalizations) or ``bias`` (outside), with ``nn.LSTM``'s shapes and gate
+order. ``torch_state_dict()`` names them as ``nn.LSTM``/``nn.GRU`` do (``weight_ih_l0``,
+``bias_hh_l1_reverse``, ...) and ``load_torch_state_dict`` reads such names;
+``load_state_dict`` also accepts them (a checkpoint of a model built around ``nn.LSTM`` loads
+into the same model built around ``NormLSTM``; with a normalization, pass ``strict=False``:
+its gains and shifts are not in the checkpoint). A bias outside the normalizations loads as
+``bias_ih + bias_hh`` and exports as ``bias_ih = bias, bias_hh = 0`` (exact for the LSTM; for
+the GRU's n gate, whose b_hn is scaled by r, only with the bias inside).
 
 States: without a windowed normalization the state is what ``nn.LSTM`` (``(h, c)``) or
 ``nn.GRU`` (``h``) returns. With ATN the window of past step statistics is part of the
@@ -18,9 +41,13 @@ from typing import Any, NamedTuple, Optional
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from atnbench.nn import fastpath
 from atnbench.nn.norms import NormSpec, SequenceNorm
+from atnbench.nn.padding import as_lengths, repack, reverse_padded, step_mask, unpack
 from atnbench.nn.schemes import NormScheme, get_scheme
+from atnbench.nn.window import check_history
 
 INITS = ("atn", "torch")
 BACKENDS = ("auto", "loop", "fused", "cpp", "function")
@@ -102,6 +129,27 @@ class NormRecurrentLayer(nn.Module):
     def initial_windows(self, batch: int, device: torch.device) -> tuple:
         return tuple(n.initial_state(batch, device) for n in self.norms())
 
+    def streams(self, windows: tuple, lengths: Optional[Tensor]) -> list:
+        """The step-by-step normalizations of the recurrent terms (all but the input term)."""
+        return [n.stream(w, lengths) for n, w in zip(self.norms()[1:], windows[1:])]
+
+    @staticmethod
+    def step_masks(steps: int, lengths: Optional[Tensor]) -> list:
+        """Per step, (B, 1) bool of the sequences still running (None each step: no padding)."""
+        if lengths is None:
+            return [None] * steps
+        return list(step_mask(lengths, steps).unsqueeze(-1).unbind(0))
+
+    @staticmethod
+    def hold(valid: Optional[Tensor], new: Tensor, old: Tensor) -> Tensor:
+        """The new state where the sequence still runs, the held one after its last step."""
+        return new if valid is None else torch.where(valid, new, old)
+
+    @staticmethod
+    def emit(valid: Optional[Tensor], h: Tensor) -> Tensor:
+        """The output of a step: h, or 0 at a padded step (as pad_packed_sequence gives)."""
+        return h if valid is None else torch.where(valid, h, h.new_zeros(()))
+
     def input_term(self, x: Tensor, window: Optional[Tensor], lengths: Optional[Tensor]):
         """Normalized W_x x (+ b) for every step at once; the outside bias is folded in here."""
         wx = torch.nn.functional.linear(x, self.weight_ih, self.bias_ih)
@@ -121,12 +169,14 @@ class NormRecurrent(nn.Module):
 
     layer_class: type = NormRecurrentLayer
     torch_class: type = nn.RNNBase
-    fast_norms: tuple[str, ...] = ()  # norms that the fast path (backend "cpp"/"function") covers
+    fast_norms: tuple[str, ...] = ()  # norms that the C++ fast path (backend "cpp") covers
+    function_norms: tuple[str, ...] = ()  # norms that the Python fast path (backend "function") covers
+    carried = 1  # state tensors per layer besides the windows: h (GRU), h and c (LSTM)
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
-                 batch_first: bool = False, dropout: float = 0.0, *, norm: str = "atn",
-                 bias_inside: Optional[bool] = None, init: Optional[str] = None, backend: str = "auto",
-                 **norm_options):
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, *,
+                 norm: str = "atn", bias_inside: Optional[bool] = None, init: Optional[str] = None,
+                 backend: str = "auto", device=None, dtype=None, **norm_options):
         super().__init__()
         if input_size < 1 or hidden_size < 1 or num_layers < 1:
             raise ValueError("input_size, hidden_size and num_layers must be positive")
@@ -141,31 +191,38 @@ class NormRecurrent(nn.Module):
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
-        if backend in ("cpp", "function") and norm not in self.fast_norms:
-            covered = ", ".join(repr(n) for n in self.fast_norms) or "no norm"
+        fast = {"cpp": self.fast_norms, "function": self.function_norms}.get(backend)
+        if fast is not None and norm not in fast:
+            covered = ", ".join(repr(n) for n in fast) or "no norm"
             raise ValueError(f"backend={backend!r} (the fast path) covers {covered} of {type(self).__name__}, "
                              f"not norm={norm!r}; use 'auto' or 'loop'")
         self.norm = norm
         self.backend = backend
         self.last_paths: tuple[str, ...] = ()  # the path each layer took in the last forward
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.batch_first, self.dropout = batch_first, dropout
+        self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
+        self.num_directions = 2 if bidirectional else 1
         self.bias_inside = self.scheme.bias_inside if bias_inside is None else bias_inside
         self.windowed = self.scheme.windowed
         self.fused = norm == "none" and backend in ("auto", "fused")
+        self.register_load_state_dict_pre_hook(_accept_torch_names)
         if self.fused:
-            self.rnn = self.torch_class(input_size, hidden_size, num_layers, bias, batch_first, dropout)
+            self.rnn = self.torch_class(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                                        self.bidirectional)
             if init == "atn":
                 self._init_fused()
             self.layers = nn.ModuleList()
-            return
-        self.layers = nn.ModuleList(
-            self.layer_class(input_size if i == 0 else hidden_size, hidden_size, self.scheme, self.spec,
-                             bias, self.bias_inside)
-            for i in range(num_layers)
-        )
-        for layer in self.layers:
-            init_weights(layer, init)
+        else:
+            width = hidden_size * self.num_directions
+            self.layers = nn.ModuleList(
+                self.layer_class(input_size if i == 0 else width, hidden_size, self.scheme, self.spec,
+                                 bias, self.bias_inside)
+                for i in range(num_layers) for _ in range(self.num_directions)
+            )
+            for layer in self.layers:
+                init_weights(layer, init)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
 
     def _init_fused(self) -> None:
         gates = self.layer_class.gates
@@ -179,15 +236,179 @@ class NormRecurrent(nn.Module):
                     p.zero_()
 
     def norm_modules(self) -> list[tuple[str, SequenceNorm]]:
-        """(name, module) of every normalization, e.g. ``("layer0.hidden", AssortedTimeNorm)``."""
-        return [(f"layer{i}.{term}", n) for i, layer in enumerate(self.layers)
+        """(name, module) of every normalization, e.g. ``("layer0.hidden", AssortedTimeNorm)``
+        (``"layer0_reverse.hidden"`` for the reverse direction)."""
+        return [(f"layer{name}.{term}", n) for name, layer in self._named_layers()
                 for term, n in zip(layer.terms, layer.norms())]
+
+    def _named_layers(self):
+        """(``"0"``, ``"0_reverse"``, ``"1"``, ...; layer), in the order of ``layers`` and h_n."""
+        for index, layer in enumerate(self.layers):
+            i, d = divmod(index, self.num_directions)
+            yield f"{i}{'_reverse' if d else ''}", layer
+
+    # ------------------------------------------------------------------ nn.LSTM / nn.GRU names
+
+    def torch_state_dict(self) -> dict[str, Tensor]:
+        """The recurrent weights named and shaped as in ``nn.LSTM``/``nn.GRU`` (no normalization
+        parameters): ``nn.LSTM(...).load_state_dict(model.torch_state_dict())`` works."""
+        if self.fused:
+            return {name: t.detach().clone() for name, t in self.rnn.state_dict().items()}
+        out = {}
+        for name, layer in self._named_layers():
+            out[f"weight_ih_l{name}"] = layer.weight_ih.detach().clone()
+            out[f"weight_hh_l{name}"] = layer.weight_hh.detach().clone()
+            if layer.bias_ih is not None:
+                out[f"bias_ih_l{name}"] = layer.bias_ih.detach().clone()
+                out[f"bias_hh_l{name}"] = layer.bias_hh.detach().clone()
+            elif layer.bias is not None:
+                out[f"bias_ih_l{name}"] = layer.bias.detach().clone()
+                out[f"bias_hh_l{name}"] = torch.zeros_like(out[f"bias_ih_l{name}"])
+        return out
+
+    def _internal_names(self, prefix: str, state_dict: dict) -> dict[str, Tensor]:
+        """``nn.LSTM``-named entries of ``state_dict`` (under ``prefix``) under this module's names."""
+        out = {}
+        if self.fused:
+            for name in self.rnn.state_dict():
+                out[f"{prefix}rnn.{name}"] = state_dict[prefix + name]
+            return out
+        for index, (name, layer) in enumerate(self._named_layers()):
+            inner = f"{prefix}layers.{index}."
+            out[inner + "weight_ih"] = state_dict[f"{prefix}weight_ih_l{name}"]
+            out[inner + "weight_hh"] = state_dict[f"{prefix}weight_hh_l{name}"]
+            if layer.bias_ih is not None:
+                out[inner + "bias_ih"] = state_dict[f"{prefix}bias_ih_l{name}"]
+                out[inner + "bias_hh"] = state_dict[f"{prefix}bias_hh_l{name}"]
+            elif layer.bias is not None:
+                out[inner + "bias"] = state_dict[f"{prefix}bias_ih_l{name}"] + state_dict[f"{prefix}bias_hh_l{name}"]
+        return out
+
+    def load_torch_state_dict(self, state_dict: dict[str, Tensor]) -> None:
+        """Load the recurrent weights of an ``nn.LSTM``/``nn.GRU`` of the same shape (its
+        ``state_dict()``); the normalizations keep their parameters. Names must match exactly."""
+        expected = set(self.torch_state_dict())
+        if set(state_dict) != expected:
+            missing, unexpected = sorted(expected - set(state_dict)), sorted(set(state_dict) - expected)
+            raise ValueError(f"not the state dict of a {self.torch_class.__name__} of this shape: "
+                             f"missing {missing}, unexpected {unexpected}")
+        own = self.state_dict()
+        for name, value in self._internal_names("", state_dict).items():
+            if own[name].shape != value.shape:
+                raise ValueError(f"{name}: shape {tuple(value.shape)} where {tuple(own[name].shape)} is expected")
+        self.load_state_dict(self._internal_names("", state_dict), strict=False)
+
+    def flatten_parameters(self) -> None:
+        """As ``nn.LSTM.flatten_parameters`` (a no-op unless torch's fused kernel is used)."""
+        if self.fused:
+            self.rnn.flatten_parameters()
+
+    # ------------------------------------------------------------------ forward
+
+    def forward(self, x, state=None, lengths=None):
+        """``(output, state)`` as ``nn.LSTM``/``nn.GRU``; see the class docstring.
+
+        ``x``: (T, B, input_size) (``batch_first``: (B, T, input_size)) or a ``PackedSequence``
+        (then the output is one too, with the same batch order and sizes). ``lengths`` (B,) with
+        a padded ``x``: the valid steps of each sequence (right padding).
+        """
+        packed = x if isinstance(x, PackedSequence) else None
+        if packed is not None and lengths is not None:
+            raise ValueError("pass either a PackedSequence or a padded batch with lengths, not both")
+        if self.fused:
+            return self._fused_forward(x, state, lengths)
+        if packed is not None:
+            x, lengths = unpack(packed)
+            self._check_features(x)
+        else:
+            x = self._time_first(x)
+        lengths = as_lengths(lengths, x.shape[0], x.shape[1], x.device)
+        y, carries, windows = self._stack(x, state, lengths)
+        if packed is not None:
+            y = repack(y, lengths, packed)
+        elif self.batch_first:
+            y = y.transpose(0, 1)
+        return y, self._make_state(carries, windows)
+
+    def _fused_forward(self, x, state, lengths):
+        hx = self._torch_state(state)
+        if lengths is None:
+            out, final = self.rnn(x, hx)
+            return out, self._from_torch_state(final)
+        steps = x.shape[1 if self.batch_first else 0]
+        lengths = as_lengths(lengths, steps, x.shape[0 if self.batch_first else 1], x.device)
+        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=self.batch_first, enforce_sorted=False)
+        out, final = self.rnn(packed, hx)
+        out, _ = pad_packed_sequence(out, batch_first=self.batch_first, total_length=steps)
+        return out, self._from_torch_state(final)
+
+    def _stack(self, x: Tensor, state, lengths: Optional[Tensor]):
+        """All layers and directions on a time-first batch: (output, final carries, windows)."""
+        batch = x.shape[1]
+        carries, windows = self._split_state(state, x)
+        for i, carry in enumerate(carries):
+            expected = (len(self.layers), batch, self.hidden_size)
+            if tuple(carry.shape) != expected:
+                raise ValueError(f"state tensor {i} has shape {tuple(carry.shape)}, expected {expected} "
+                                 "(num_layers * num_directions, batch, hidden_size)")
+        if windows is None:
+            windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
+        else:
+            if len(windows) != len(self.layers):
+                raise ValueError(f"the state holds windows for {len(windows)} layers, the model has {len(self.layers)}")
+            for ws in windows:
+                for w in ws:
+                    if isinstance(w, Tensor):
+                        check_history(w)
+        path = fastpath.select(self, x, windows, lengths)
+        self.last_paths = (path,) * len(self.layers)
+        finals: list[list[Tensor]] = [[] for _ in carries]
+        new_windows = []
+        y = x
+        for i in range(self.num_layers):
+            outputs = []
+            for d in range(self.num_directions):
+                index = i * self.num_directions + d
+                inp = y if d == 0 else reverse_padded(y, lengths)
+                out, *carry, w = self._run_layer(self.layers[index], inp, [c[index] for c in carries],
+                                                 windows[index], lengths, path)
+                outputs.append(out if d == 0 else reverse_padded(out, lengths))
+                for held, c in zip(finals, carry):
+                    held.append(c)
+                new_windows.append(w)
+            y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
+            y = self._dropout(y, i)
+        return y, [torch.stack(c) for c in finals], tuple(new_windows)
+
+    def _run_layer(self, layer, x, carry, windows, lengths, path):
+        """One layer on the loop path: ``(output, *final carries, windows)``; cells with a fast
+        path override this to dispatch on ``path``."""
+        return layer(x, *carry, windows, lengths)
+
+    # cell-specific: the state's layout (NormLSTM: (h, c[, windows]); NormGRU: h or (h, windows))
+    def _split_state(self, state, x: Tensor) -> tuple[list[Tensor], Optional[tuple]]:
+        raise NotImplementedError
+
+    def _make_state(self, carries: list[Tensor], windows: tuple):
+        raise NotImplementedError
+
+    def _torch_state(self, state):
+        raise NotImplementedError
+
+    def _from_torch_state(self, final):
+        raise NotImplementedError
+
+    def _zeros(self, x: Tensor) -> Tensor:
+        return x.new_zeros(len(self.layers), x.shape[1], self.hidden_size)
+
+    def _check_features(self, x: Tensor) -> None:
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"input has {x.shape[-1]} features, the model expects {self.input_size}")
 
     def _time_first(self, x: Tensor) -> Tensor:
         if x.dim() != 3:
             raise ValueError(f"expected a 3-d input (seq, batch, feature), got shape {tuple(x.shape)}")
-        if x.shape[-1] != self.input_size:
-            raise ValueError(f"input has {x.shape[-1]} features, the model expects {self.input_size}")
+        self._check_features(x)
         return x.transpose(0, 1) if self.batch_first else x
 
     def _dropout(self, y: Tensor, layer: int) -> Tensor:
@@ -196,5 +417,19 @@ class NormRecurrent(nn.Module):
         return y
 
     def extra_repr(self) -> str:
-        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, norm={self.norm!r}, "
-                f"k={self.spec.k}, bias_inside={self.bias_inside}, fused={self.fused}, backend={self.backend!r}")
+        return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
+                f"bidirectional={self.bidirectional}, norm={self.norm!r}, k={self.spec.k}, "
+                f"bias_inside={self.bias_inside}, fused={self.fused}, backend={self.backend!r}")
+
+
+def _accept_torch_names(module: NormRecurrent, state_dict, prefix, *args) -> None:
+    """load_state_dict pre-hook: rename ``nn.LSTM``/``nn.GRU`` keys (``weight_ih_l0``, ...)."""
+    if prefix + "weight_ih_l0" not in state_dict:
+        return
+    try:
+        renamed = module._internal_names(prefix, state_dict)
+    except KeyError:
+        return  # incomplete: leave the keys as they are, load_state_dict reports them
+    for name in module.torch_state_dict():
+        state_dict.pop(prefix + name, None)
+    state_dict.update(renamed)

@@ -133,3 +133,81 @@ class WindowStream:
         if not self.raw:
             return self.initial[:0]
         return torch.stack(tuple(self.raw), dim=0)
+
+
+# --------------------------------------------------------------------------------------
+# Variable-length batches (see padding.py)
+# --------------------------------------------------------------------------------------
+
+def history_at(full: Tensor, k: int, ends: Tensor) -> Tensor:
+    """The window state of each column at its own end: a per-sequence (ATN-LN) window of a ragged batch.
+
+    ``full`` (L, B, 2) holds the moments of every step (history included), ``ends`` (B,) the
+    number of valid steps of each column. Returns the last min(k-1, max(ends)) steps before each
+    column's end, oldest first. A column with fewer steps than that cannot share the tensor: its
+    missing rows are NaN, which marks the state as not continuable (``check_history`` refuses it)
+    rather than silently continuing a shorter window as a longer one.
+    """
+    keep = min(k - 1, int(ends.max()))
+    if keep <= 0:
+        return full[:0]
+    rows = ends.to(full.device).unsqueeze(0) - keep + torch.arange(keep, device=full.device).unsqueeze(1)
+    missing = rows < 0
+    index = rows.clamp_min(0).view(keep, -1, *([1] * (full.dim() - 2))).expand(keep, *full.shape[1:])
+    picked = full.gather(0, index)
+    return picked.masked_fill(missing.view(keep, -1, *([1] * (full.dim() - 2))), float("nan"))
+
+
+def check_history(history: Tensor) -> None:
+    """Refuse a window state marked as not continuable by ``history_at`` / ``masked window``."""
+    if history.numel() and bool(torch.isnan(history).any()):
+        raise ValueError("this window state comes from a variable-length batch in which some sequence was "
+                         "shorter than the window (k-1 steps) or, for ATN-BN, steps had padded rows: it "
+                         "cannot be continued exactly; start those sequences with state=None")
+
+
+def masked_step_moments(a: Tensor, mask: Tensor) -> Tensor:
+    """Per-feature ``(mean, biased var, count)`` over the valid rows of the batch axis (-2).
+
+    ``a`` (..., B, n), ``mask`` (..., B, 1) bool. Returns (..., n, 3) in the accumulation dtype;
+    a step without valid rows has count 0 (and mean, var 0).
+    """
+    weight = mask.to(a.dtype)
+    count = weight.sum(dim=-2)
+    safe = count.clamp_min(1)
+    mean = (a * weight).sum(dim=-2) / safe
+    var = (((a - mean.unsqueeze(-2)) * weight) ** 2).sum(dim=-2) / safe
+    count = count.expand_as(mean)
+    return torch.stack((mean, var, count), dim=-1).to(accumulation_dtype(a.device))
+
+
+def pooled_window(entries: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+    """Moments of the values of a window of steps with different numbers of values each.
+
+    ``entries`` (w, ..., 3): per step ``(mean m_j, biased var v_j, count n_j)``. The pooled
+    mean is sum n_j m_j / N and the pooled E[a^2] is sum n_j (v_j + m_j^2) / N (N = sum n_j),
+    with the means shifted by the first step's mean (as ``windowed_moments``) against
+    cancellation. Returns (mean, var, N) in ``dtype`` (N in the accumulation dtype).
+    """
+    ref = entries[0, ..., 0].detach()
+    n = entries[..., 2]
+    d = entries[..., 0] - ref
+    total = n.sum(dim=0)
+    safe = total.clamp_min(1)
+    shift = (n * d).sum(dim=0) / safe
+    ex2 = (n * (entries[..., 1] + d * d)).sum(dim=0) / safe
+    var = (ex2 - shift * shift).clamp_min(0.0)
+    return (ref + shift).to(dtype), var.to(dtype), total
+
+
+def with_counts(history: Tensor, count: int) -> Tensor:
+    """A (h, ..., 2) window state as (h, ..., 3) entries, each step counting ``count`` values."""
+    return torch.cat((history, torch.full_like(history[..., :1], float(count))), dim=-1)
+
+
+def masked_history(entries: Tensor, k: int, full_count: int) -> Tensor:
+    """The (mean, var) window state of the last k-1 entries; NaN-marked (not continuable, see
+    ``check_history``) where a step had fewer than ``full_count`` values."""
+    keep = entries[max(0, entries.shape[0] - (k - 1)):]
+    partial = (keep[..., 2] != full_count).unsqueeze(-1)
+    return keep[..., :2].masked_fill(partial, float("nan"))

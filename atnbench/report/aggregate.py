@@ -2,8 +2,12 @@
 
 A *group* is one table of the paper: runs of one task at one sequence length T, at one budget
 (and one named preset variant), so that a reduced-budget run is never averaged with a
-full-protocol one. Inside a group a *row* is one model (cell + normalization); a windowed
-model (ATN) is split by k when the group holds several k. A row's cells are mean ± sample std
+full-protocol one. Inside a group a *row* holds runs that differ in nothing but the seed: one
+model (cell + normalization) with one value of every setting of its run identity
+(``atnbench.identity``: k, bias placement, eps, init, optimizer settings, threads, ...) and one
+code fingerprint. Where a model has several rows, each row's label names the settings that
+tell them apart ("atn (k=25, bias outside)"); a row made by other code than the running
+atnbench is *stale* and says so. A row's cells are mean ± sample std
 (ddof = 1) over its finished ("done") runs, one run per seed; diverged runs are counted in the
 row but never averaged; running and failed runs are left out and counted in the group's notes.
 
@@ -33,7 +37,24 @@ STAT_LABELS = {
     "final_val_loss": "final validation",
     "wall_s": "wall time (s)",
     "steps_per_s": "steps/s",
+    "test_loss_at_best_val": "test at best val.",
 }
+# What each statistic is: shown under every report table and in `atnbench report --help`.
+STAT_DEFINITIONS = {
+    "min_train_loss": "the lowest, over the evaluations, of the mean training-minibatch loss since the previous "
+                      "evaluation (the paper's attained minimum; minibatches of fresh data, not a fixed training set)",
+    "min_val_loss": "the lowest validation loss over the evaluations (the paper's attained minimum)",
+    "final_train_loss": "the mean training-minibatch loss before the last evaluation",
+    "final_val_loss": "the validation loss at the last evaluation",
+    "test_loss_at_best_val": "the test loss at the evaluation with the lowest validation loss (model selection "
+                             "on validation, as a held-out result should be)",
+}
+
+
+def definitions(keys) -> str:
+    """"statistics: min train = ...; ..." for the statistics ``keys`` that have a definition."""
+    known = [f"{STAT_LABELS.get(key, key)} = {STAT_DEFINITIONS[key]}" for key in keys if key in STAT_DEFINITIONS]
+    return "statistics: " + "; ".join(known) if known else ""
 
 
 @dataclass(frozen=True)
@@ -59,7 +80,7 @@ class Stat:
 
 @dataclass
 class ModelRow:
-    label: str  # "atn", or "atn (k=45)" when the group holds several k for ATN
+    label: str  # "atn", or "atn (k=45, bias outside)" when the model has several rows
     model: str  # the zoo name: lstm, ln, atn, gru-ln, ...
     cell: str
     norm: str
@@ -68,6 +89,8 @@ class ModelRow:
     diverged_seeds: tuple
     run_ids: tuple
     stats: dict[str, Stat]
+    settings: dict = field(default_factory=dict)  # the row's identity settings (atnbench.identity)
+    stale: bool = False  # made by other code than the running atnbench (another code fingerprint)
 
     @property
     def n(self) -> int:
@@ -156,11 +179,22 @@ def run_values(run: RunData) -> dict[str, float]:
                 values[f"min_{name}"] = min(points)
         if series and series[-1] is not None:
             values[f"final_{name}"] = series[-1]
+    values.update(_at_best_val(curve))
     for name in COST_STATS:
         value = _finite(summary.get(name))
         if value is not None:
             values[name] = value
     return values
+
+
+def _at_best_val(curve) -> dict[str, float]:
+    """Every test statistic of the curve at the evaluation with the lowest validation loss."""
+    scored = [p for p in curve if _finite(p.val_loss) is not None]
+    if not scored:
+        return {}
+    best = min(scored, key=lambda p: p.val_loss)
+    return {f"{name}_at_best_val": value for name, value in ((n, _finite(v)) for n, v in (best.metrics or {}).items())
+            if name.startswith("test_") and value is not None}
 
 
 def higher_is_better(name: str) -> bool:
@@ -239,18 +273,26 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
     for model in sorted(by_model, key=lambda m: (_model_order(m), m)):
         model_runs = by_model[model]
         cell, norm = _cell(model_runs[0].record), _norm(model_runs[0].record)
-        if norm in WINDOWED_NORMS:
-            ks = sorted({r.record.k for r in model_runs}, key=lambda k: (k is None, k))
-            split = len(ks) > 1
-            for k in ks:
-                part = [r for r in model_runs if r.record.k == k]
-                label = f"{model} (k={k})" if split else model
-                rows.append(_make_row(label, model, cell, norm, k, part))
-                row_runs[label] = [r for r in part if r.record.status == "done"]
-        else:
-            rows.append(_make_row(model, model, cell, norm, None, model_runs))
-            row_runs[model] = [r for r in model_runs if r.record.status == "done"]
+        by_settings: dict[str, list[RunData]] = {}
+        for run in model_runs:
+            by_settings.setdefault(_key(row_settings(run.record)), []).append(run)
+        parts = [row_settings(part[0].record) for part in by_settings.values()]
+        varied = [name for name in parts[0] if len({_key(p.get(name)) for p in parts}) > 1]
+        for settings, part in sorted(zip(parts, by_settings.values()), key=lambda sp: _settings_order(sp[0], varied)):
+            label = _label(model, norm, settings, varied)
+            row = _make_row(label, model, cell, norm, settings.get("k"), part)
+            row.settings = settings
+            row.stale = _is_stale(settings.get("code"))
+            rows.append(row)
+            row_runs[label] = [r for r in part if r.record.status == "done"]
 
+    unknown = [row.label for row in rows if row.settings.get("code") is None]
+    if unknown:
+        notes.append(f"recorded before code fingerprints (the code that made them is unknown): {', '.join(unknown)}")
+    stale = [row for row in rows if row.stale]
+    if stale:
+        notes.append(f"{STALE_MARK} stale: made by other code than this atnbench's (code fingerprint "
+                     f"{current_code()}): {', '.join(row.label for row in stale)}; `atnbench sweep` re-runs them")
     for row in rows:
         repeated = sorted({s for s in row.seeds if row.seeds.count(s) > 1}, key=str)
         if repeated:
@@ -286,6 +328,75 @@ def _make_row(label: str, model: str, cell: str, norm: str, k: Optional[int], ru
         run_ids=tuple(r.record.run_id for r in done),
         stats=stats,
     )
+
+
+# -- row identity -------------------------------------------------------------------------------
+
+STALE_MARK = "†"
+# What a group already fixes, or what varies inside a row (seeds).
+GROUP_FIELDS = ("task", "T", "budget", "variant", "seed")
+
+
+def current_code() -> str:
+    from atnbench.identity import code_fingerprint
+
+    return code_fingerprint()
+
+
+def _is_stale(code: Optional[str]) -> bool:
+    """Made by other code: a recorded fingerprint that is not the running atnbench's."""
+    return code is not None and code != current_code()
+
+
+def row_settings(record: RunRecord) -> dict:
+    """The settings a row's runs share: their identity less the group's fields and the seed,
+    plus the code fingerprint they were made by (None for runs recorded before fingerprints)."""
+    from atnbench.identity import identity
+
+    columns = {"task": record.task, "T": record.T, "norm": record.norm, "k": record.k, "seed": record.seed}
+    config = {**{key: value for key, value in columns.items() if value is not None}, **record.config}
+    settings = {key: value for key, value in identity(config).items() if key not in GROUP_FIELDS}
+    settings["code"] = (record.env or {}).get("code")
+    return settings
+
+
+def _key(value) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _settings_order(settings: dict, varied: list[str]) -> tuple:
+    return tuple((settings.get(name) is not None, _key(settings.get(name))) if name != "k" else
+                 (settings.get("k") is None, settings.get("k") or 0) for name in varied)
+
+
+def _label(model: str, norm: str, settings: dict, varied: list[str]) -> str:
+    """The model name, with the settings that tell its rows apart: "atn (k=25, bias outside)"."""
+    parts = [setting_text(name, settings.get(name), norm) for name in varied if name != "code"]
+    if _is_stale(settings.get("code")):
+        parts.append(f"stale {STALE_MARK}")
+    elif "code" in varied:
+        parts.append("current code" if settings.get("code") else "code unknown")
+    return f"{model} ({', '.join(parts)})" if parts else model
+
+
+def setting_text(name: str, value, norm: str) -> str:
+    """One setting as a reader says it: k=25, bias outside, eps=0.001, init=torch."""
+    if name == "bias_inside":
+        from atnbench.nn.schemes import get_scheme
+
+        inside = value if value is not None else get_scheme(norm).bias_inside
+        return "bias inside" if inside else "bias outside"
+    if name == "init" and value is None:
+        from atnbench.nn.schemes import get_scheme
+
+        return f"init={get_scheme(norm).init}"
+    if name == "options" and isinstance(value, dict):
+        return ", ".join(f"{key}={item}" for key, item in sorted(value.items())) or "no options"
+    if isinstance(value, float):
+        return f"{name}={value:g}"
+    return f"{name}={value}"
 
 
 # -- the k-ablation view ---------------------------------------------------------------------------

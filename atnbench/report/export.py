@@ -147,7 +147,7 @@ def _notes(view: TableView) -> list[str]:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
                   "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}"}
 _LATEX_SYMBOLS = {"±": r"$\pm$", "×": r"$\times$", ORDER_MARK: r"$\updownarrow$", NOT_COMPARABLE_MARK: r"$^\dagger$",
-                  "≠": r"$\neq$", "·": r"$\cdot$", "—": "---", "–": "--", "<": r"$<$", ">": r"$>$"}
+                  "≠": r"$\neq$", "≈": r"$\approx$", "·": r"$\cdot$", "—": "---", "–": "--", "<": r"$<$", ">": r"$>$"}
 
 
 def latex_escape(text: str) -> str:
@@ -236,6 +236,7 @@ def view_record(view: TableView) -> dict:
                 "n_seeds": len(row.seeds),
                 "diverged": row.diverged,
                 "paper_model": row.paper_model,
+                "at_baseline": row.at_baseline,
                 "cells": {
                     key: {"mean": cell.mean, "std": cell.std, "n": cell.n, "best": cell.best,
                           "paper_mean": cell.paper_mean, "paper_std": cell.paper_std, "ratio": cell.ratio,

@@ -26,7 +26,8 @@ from atnbench.report.aggregate import (
 PAPER_FILE = Path(__file__).resolve().parent / "paper_values.yaml"
 PAPER_MODELS = ("lstm", "ln", "atn")
 # Fields of a run's config compared with the paper preset's; a difference is named in the report.
-PROTOCOL_FIELDS = ("hidden", "layers", "batch_size", "optimizer", "lr", "momentum", "steps", "clip")
+PROTOCOL_FIELDS = ("hidden", "layers", "batch_size", "optimizer", "lr", "momentum", "steps", "clip", "eps", "affine",
+                   "bias_inside", "init")
 
 
 @dataclass(frozen=True)
@@ -163,19 +164,20 @@ def order_differences(ours: dict[str, float], theirs: dict[str, float]) -> set[s
 # -- protocol checks -------------------------------------------------------------------------------
 
 
-def protocol_differences(group: Group, labels: Optional[list[str]] = None) -> list[str]:
-    """How the runs of the group (or of its rows ``labels``) differ from the task preset's full
-    protocol (the paper's), field by field, e.g. ``steps 40 (paper 4000)``; the preset's steps
-    are first scaled by the group's budget, which is reported on its own. A k that differs is
-    named only for a lone ATN row: where the group holds several k, k is what is being varied.
-    Empty when every run follows the preset, or when the task has no preset."""
+def row_differences(group: Group) -> dict[str, list[str]]:
+    """Per row label: how its runs differ from the task preset's full protocol (the paper's),
+    field by field, e.g. ``steps 40 (paper 4000)`` or ``bias outside (paper: bias inside)``; the
+    preset's steps are first scaled by the group's budget, which is reported on its own. A k
+    that differs is named only for a lone ATN row: where a model has several k, k is what is
+    being varied. Empty lists when the runs follow the preset, or when the task has no preset."""
     from atnbench.runspec import resolve_run
 
-    found: dict[str, tuple[set, object]] = {}
     presets: dict[tuple, Optional[dict]] = {}
+    found: dict[str, list[str]] = {}
     for label, runs in group.runs.items():
-        if labels is not None and label not in labels:
-            continue
+        row = group.row(label)
+        ablated = row is not None and len({r.k for r in group.rows if r.model == row.model}) > 1
+        seen: dict[str, tuple[set, object]] = {}
         for run in runs:
             config = run.record.config
             key = (config.get("norm"), config.get("cell"))
@@ -188,28 +190,48 @@ def protocol_differences(group: Group, labels: Optional[list[str]] = None) -> li
             expected = presets[key]
             if expected is None:
                 continue
-            row = group.row(label)
-            ablated = row is not None and sum(r.model == row.model for r in group.rows) > 1  # rows split by k
             fields = list(PROTOCOL_FIELDS) + (["k"] if config.get("norm") in WINDOWED_NORMS and not ablated else [])
             for name in fields:
-                want = expected.get(name)
+                want, have = expected.get(name), config.get(name)
                 if name == "steps" and isinstance(want, int):
                     want = max(1, math.ceil(want * group.budget))
-                have = config.get(name)
-                if have is not None and have != want:
-                    seen = found.setdefault(name, (set(), want))
-                    seen[0].add(have)
-    return [f"{name} {', '.join(map(_short, sorted(haves, key=str)))} (paper {_short(want)})"
-            for name, (haves, want) in found.items()]
+                if name in ("bias_inside", "init") or have is not None:
+                    if have != want:
+                        seen.setdefault(name, (set(), want))[0].add(have)
+        norm = row.norm if row is not None else "none"
+        found[label] = [_difference(name, haves, want, norm) for name, (haves, want) in seen.items()]
+    return found
+
+
+def _difference(name: str, haves: set, want, norm: str) -> str:
+    if name in ("bias_inside", "init"):
+        from atnbench.report.aggregate import setting_text
+
+        return f"{', '.join(sorted(setting_text(name, h, norm) for h in haves))} " \
+               f"(paper: {setting_text(name, want, norm)})"
+    return f"{name} {', '.join(map(_short, sorted(haves, key=str)))} (paper {_short(want)})"
+
+
+def protocol_differences(group: Group, labels: Optional[list[str]] = None) -> list[str]:
+    """Every difference from the paper's protocol among the rows ``labels`` (default: all),
+    each once, row by row when the rows differ differently."""
+    per_row = {label: diffs for label, diffs in row_differences(group).items()
+               if diffs and (labels is None or label in labels)}
+    texts = {text for diffs in per_row.values() for text in diffs}
+    if len(per_row) > 1 and any(set(d) != texts for d in per_row.values()):
+        return [f"{label}: {', '.join(diffs)}" for label, diffs in per_row.items()]
+    return sorted(texts, key=lambda t: [d for diffs in per_row.values() for d in diffs].index(t))
 
 
 def protocol_label(group: Group) -> tuple[str, list[str]]:
     """("reduced budget (5%)" | "own protocol" | "full protocol", the differences from the
-    paper's protocol). A budget of 1 is "full protocol" only when the runs follow the preset."""
+    paper's protocol). A budget of 1 is "full protocol" when some row follows the preset (rows
+    that do not are named in the differences), "own protocol" when none does."""
     differences = protocol_differences(group)
     if group.reduced:
         return budget_label(group.budget), differences
-    return ("own protocol" if differences else "full protocol"), differences
+    following = [label for label, diffs in row_differences(group).items() if not diffs]
+    return ("full protocol" if following or not group.runs else "own protocol"), differences
 
 
 def _short(value) -> str:

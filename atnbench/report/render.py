@@ -25,6 +25,7 @@ from atnbench.report.aggregate import (
     ModelRow,
     Stat,
     budget_label,
+    definitions,
     mean_std,
 )
 from atnbench.report.paper import (
@@ -36,9 +37,12 @@ from atnbench.report.paper import (
     paper_row_for,
     protocol_differences,
     protocol_label,
+    row_differences,
 )
+from atnbench.report.verdicts import DEFAULT_MARGIN, at_baseline, baseline_note, baseline_values
 
 ORDER_MARK = "⇅"
+AT_BASELINE_MARK = "≈"  # the row learned nothing (verdicts.at_baseline)
 NOT_COMPARABLE_MARK = "†"
 DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
@@ -79,6 +83,7 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     cost: dict[str, Stat] = field(default_factory=dict)
     paper_model: Optional[str] = None
+    at_baseline: Optional[bool] = None  # None: the task has no baseline
 
 
 @dataclass
@@ -143,7 +148,8 @@ def _stat_for(row: ModelRow, key: str, table: Optional[PaperTable]) -> Stat:
 
 
 def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[PaperTable], kind: str,
-               label=lambda row: row.label) -> list[Row]:
+               label=lambda row: row.label, baseline: Optional[float] = None,
+               margin: float = DEFAULT_MARGIN) -> list[Row]:
     out = []
     for row in rows:
         cells = {}
@@ -152,7 +158,8 @@ def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[Pape
             cells[column.key] = Cell(stat.mean, stat.std, stat.n)
         out.append(Row(label=label(row), kind=kind, model=row.model, k=row.k, seeds=row.seeds,
                        diverged=len(row.diverged_seeds), cells=cells,
-                       cost={name: row.stats[name] for name in COST_STATS if name in row.stats}))
+                       cost={name: row.stats[name] for name in COST_STATS if name in row.stats},
+                       at_baseline=at_baseline(baseline_values(row)[1], baseline, margin)))
     return out
 
 
@@ -194,13 +201,21 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
     """Set the paper's values beside ours, the ratios, and ordering marks; flag what is not
     comparable (a reduced budget, or runs that differ from the paper's protocol)."""
     view.paper_table = table.label
-    compared = []
+    compared, differences = [], row_differences(group)
     for row in view.rows:
         if row.kind != "model":
             continue
         source = group.row(row.label)
         row.paper_model = paper_row_for(table, group, source) if source is not None else None
-        if row.paper_model is not None:
+        if row.paper_model is None:
+            continue
+        why = list(differences.get(row.label) or [])
+        if source.stale:
+            why.append("made by other code (stale)")
+        if why:  # only rows with the paper's settings are set beside the paper's numbers
+            view.notes.append(f"{row.label}: not compared with {table.label}: {'; '.join(why)}")
+            row.paper_model = None
+        else:
             compared.append(row)
     for column in view.columns:
         if column.paper is None:
@@ -225,9 +240,8 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
     reasons = []
     if group.reduced:
         reasons.append(f"{budget_label(group.budget)}: the paper's numbers are full-protocol")
-    differences = protocol_differences(group, [row.label for row in compared])
-    if differences:
-        reasons.append("runs differ from the paper's protocol: " + "; ".join(differences))
+    if not _is_default_variant(group.task, group.variant):
+        reasons.append(f"preset variant {group.variant}: the paper's numbers come from the task's default protocol")
     if reasons:
         view.comparable = False
         view.notes.append(f"{NOT_COMPARABLE_MARK} not comparable with {table.label}: " + "; ".join(reasons))
@@ -235,11 +249,31 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
         view.notes.append(f"no row of ours matches a row of the paper's {table.label} (LSTM, LN, ATN k={table.k})")
 
 
+def _is_default_variant(task: str, variant: Optional[str]) -> bool:
+    """No variant, or a variant that changes nothing of the task's default preset (an alias)."""
+    if variant is None:
+        return True
+    from atnbench.presets import load_task_preset, resolve_preset
+
+    try:
+        preset = load_task_preset(task)
+        return resolve_preset(preset, preset.default_T, variant) == resolve_preset(preset, preset.default_T, None)
+    except Exception:  # noqa: BLE001 - no preset: nothing says the variant is the paper's
+        return False
+
+
+def _note_baseline(view: TableView, group: Group, margin: float) -> None:
+    note = baseline_note(group, margin)
+    if note is not None:
+        view.notes.append(note)
+
+
 def _order_text(values: dict[str, float]) -> str:
     return " < ".join(PAPER_NAMES.get(m, m) for m in sorted(values, key=lambda m: (values[m], m)))
 
 
-def group_view(group: Group, with_paper: bool = False, final: bool = False) -> TableView:
+def group_view(group: Group, with_paper: bool = False, final: bool = False,
+               baseline_margin: float = DEFAULT_MARGIN) -> TableView:
     """The paper-style table of one group: a row per model, the baseline, best marked."""
     table = paper().table_for(group.task, group.T)
     if table is not None:
@@ -255,9 +289,12 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
         for key, label in ACCURACY_COLUMNS.items():  # tasks scored by accuracy (smnist-noise, imdb)
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
                 columns.append(Column(key, label, scale=1.0, higher_better=True))
+    if any(row.stats.get("test_loss_at_best_val") is not None and row.stats["test_loss_at_best_val"].n
+           for row in group.rows):
+        columns.append(Column("test_loss_at_best_val", COLUMN_LABELS["test_loss_at_best_val"]))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
-    rows = _seed_rows(group.rows, columns, table, "model")
+    rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline, margin=baseline_margin)
     _mark_best(rows, columns)
     baseline = _baseline_row(group, columns)
     if table is not None:  # the paper's own scale, so the two read side by side
@@ -269,6 +306,8 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
                      budget=group.budget, variant=group.variant, measure=measure, scale=scale, protocol=protocol,
                      columns=columns, rows=rows + ([baseline] if baseline else []),
                      notes=list(group.notes) + ([] if with_paper and table is not None else protocol_notes))
+    _note_baseline(view, group, baseline_margin)
+    view.notes.append(definitions(c.key for c in columns))
     if with_paper:
         if table is not None:
             _add_paper(view, group, table)
@@ -278,12 +317,14 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False) -> T
     return view
 
 
-def k_ablation_view(view_data: KAblation, with_paper: bool = False) -> TableView:
+def k_ablation_view(view_data: KAblation, with_paper: bool = False,
+                    baseline_margin: float = DEFAULT_MARGIN) -> TableView:
     """k against loss for one windowed model, the other models as reference rows."""
     group = view_data.group
     columns = [Column(key, COLUMN_LABELS[key]) for key in DEFAULT_COLUMNS + FINAL_COLUMNS]
-    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: f"{row.model} k={row.k}")
-    refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label)
+    marks = dict(baseline=group.baseline, margin=baseline_margin)
+    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: f"{row.model} k={row.k}", **marks)
+    refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label, **marks)
     _mark_best(rows + refs, columns)
     baseline = _baseline_row(group, columns)
     table = paper().table_for(group.task, group.T)
@@ -295,6 +336,8 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False) -> TableView
                      scale=scale, protocol=protocol, columns=columns, rows=rows + refs + ([baseline] if baseline else []),
                      notes=list(group.notes) + [n.replace("protocol differs", "protocol (besides k) differs")
                                                 for n in protocol_notes])
+    _note_baseline(view, group, baseline_margin)
+    view.notes.append(definitions(c.key for c in columns))
     if with_paper:
         statement = k_order_statement(view_data)
         if statement is None:
@@ -393,7 +436,7 @@ def rich_table(view: TableView, plain: bool = False) -> Table:
     table.add_column("seeds", justify="right")
     for row in view.rows:
         style = "dim italic" if row.kind == "baseline" else ("dim" if row.kind == "reference" else None)
-        cells: list = [Text(row.label)]
+        cells: list = [Text(row.label + (f" {AT_BASELINE_MARK}" if row.at_baseline else ""))]
         for column in view.columns:
             cell = row.cells[column.key]
             text = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))

@@ -25,7 +25,7 @@ __all__ = ["BACKENDS", "PlannedRun", "SweepOutcome", "SweepSpec", "estimate_seco
 
 def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Path], backend: str = "local",
               workers: Optional[int] = None, threads: int = 1, device: str = "cpu", address: Optional[str] = None,
-              quiet: bool = False, live: Optional[bool] = None) -> SweepOutcome:
+              quiet: bool = False, live: Optional[bool] = None, keep_stale: bool = False) -> SweepOutcome:
     """Run what the store does not hold yet; returns the counts, outcomes and exit code."""
     from atnbench.store import ResultsStore
     from atnbench.sweep import local
@@ -39,8 +39,8 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
 
         ray_backend.import_ray()  # the install hint before the store is touched
     with ResultsStore(store_path) as store:
-        jobs, skipped = plan(runs, store, spec.name)
-    result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs)
+        jobs, skipped, stale = plan(runs, store, spec.name, keep_stale)
+    result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)
     if not jobs:
         return result
     workers = workers or max(1, local.available_cores() // threads)

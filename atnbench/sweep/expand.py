@@ -96,6 +96,8 @@ def run_label(config: RunConfig, extra: tuple[str, ...] = ()) -> str:
         value = getattr(config, key)
         if key == "bias_inside" and value is None:
             value = scheme.bias_inside
+        if key == "variant" and value is None:  # the preset's own protocol
+            value = "default"
         parts.append(f"{key}={value}")
     parts.append(f"seed={config.seed}")
     return " ".join(parts)

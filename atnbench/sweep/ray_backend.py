@@ -17,7 +17,6 @@ others (each with atnbench and torch installed), then ``atnbench sweep NAME --ba
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -98,16 +97,15 @@ class _StopPoll:
 
 
 def _checkpoint_path(store: ResultsStore, run_id: str) -> Path:
-    from atnbench.train import CHECKPOINT
+    from atnbench.checkpoint import checkpoint_file
 
-    return store.checkpoint_dir(run_id) / CHECKPOINT
+    return checkpoint_file(store.path, run_id)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    from atnbench.checkpoint import write_atomic
+
+    write_atomic(path, lambda handle: handle.write(data))
 
 
 def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], device: str, threads: int,
@@ -144,7 +142,12 @@ def _keep(store: ResultsStore, job: Job, result: dict) -> None:
     if result["checkpoint"] is not None:
         _write_atomic(path, result["checkpoint"])
     elif result["outcome"]["status"] != NOT_STARTED and path.exists():
-        path.unlink()  # the run finished (or restarted and has no newer checkpoint)
+        from atnbench.checkpoint import checkpoint_dir, checkpoint_root, discard
+
+        discard(store.path, job.run_id)  # the run finished (or restarted and has no newer checkpoint)
+        for folder in (checkpoint_dir(store.path, job.run_id), checkpoint_root(store.path)):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from atnbench.config import build_config
-from atnbench.store import ResultsStore, environment
+from atnbench.store import ResultsStore, RunRecord, environment
 from atnbench.sweep.expand import PlannedRun
 
 # outcomes of one attempt, besides the store's statuses done / diverged / failed
@@ -48,6 +48,7 @@ class Job:
 class SweepOutcome:
     total: int
     skipped: list[tuple[PlannedRun, str]]  # (run, status already in the store)
+    stale: list[PlannedRun] = field(default_factory=list)  # held only as made by other code
     outcomes: dict[str, dict] = field(default_factory=dict)  # run_id -> execute()'s result
     jobs: list[Job] = field(default_factory=list)
     signal: Optional[int] = None
@@ -67,21 +68,38 @@ class SweepOutcome:
         return 1 if self.failures else 0
 
 
-def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str) -> tuple[list[Job], list[tuple[PlannedRun, str]]]:
+def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
+         keep_stale: bool = False) -> tuple[list[Job], list[tuple[PlannedRun, str]], list[PlannedRun]]:
     """Split the sweep into runs to execute and runs the store already finished.
 
     A finished run found in the store joins this sweep's membership, so ``runs(sweep=...)``
     lists the whole sweep even when its runs came from another sweep or ``atnbench run``.
+    A run the store holds only as made by other code (same ``config_key``, another code
+    fingerprint, hence another id) is *stale*: it runs again under its new id, or with
+    ``keep_stale`` the stale run joins the sweep instead. Returns (jobs, skipped, stale).
     """
-    jobs, skipped = [], []
+    from atnbench.identity import config_key
+
+    finished_elsewhere: dict[str, RunRecord] = {}
+    for record in store.runs():
+        if record.status in ("done", "diverged"):
+            finished_elsewhere.setdefault(config_key(record.config), record)
+    jobs, skipped, stale = [], [], []
     for run in runs:
         status = store.status(run.run_id)
         if status in ("done", "diverged"):
             store.add_to_sweep(sweep, run.run_id)
             skipped.append((run, status))
-        else:
-            jobs.append(Job(run.run_id, run.config.to_dict(), run.label, sweep, resume=status is not None))
-    return jobs, skipped
+            continue
+        old = finished_elsewhere.get(config_key(run.config.to_dict())) if status is None else None
+        if old is not None:
+            stale.append(run)
+            if keep_stale:
+                store.add_to_sweep(sweep, old.run_id)
+                skipped.append((run, f"{old.status} (stale)"))
+                continue
+        jobs.append(Job(run.run_id, run.config.to_dict(), run.label, sweep, resume=status is not None))
+    return jobs, skipped, stale
 
 
 def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
@@ -97,7 +115,10 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
         raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
     try:
-        record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep)
+        # wait=True: the same run training in another process (a second identical sweep) is
+        # waited for, and its result kept, instead of trained twice
+        record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep,
+                       wait=True)
     except KeyboardInterrupt:
         return {"run_id": job.run_id, "status": INTERRUPTED}
     except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on

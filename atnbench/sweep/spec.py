@@ -16,7 +16,10 @@ working folder, the package data, the checkout) reads::
     seeds: [0, 1, 2]                 # default [0, 1, 2]
 
 ``grid`` and ``runs`` may be combined: every grid point is crossed with every ``runs`` entry (a
-key may not appear in both). ``k: T`` stands for the run's sequence length. Everything is
+key may not appear in both). ``k: T`` stands for the run's sequence length. ``variant`` is an
+axis like any other (``variant: [released-code, paper-text]``): each value is a named variant
+of the task preset (or an old name of one, ``null`` for the preset's defaults), checked when the
+sweep expands; the report keeps each variant's runs in their own table. Everything is
 checked here and in ``expand``, before any run starts; a mistake is one ``ConfigError`` line
 naming the file, the key and what was expected.
 """

@@ -3,8 +3,12 @@
 Recipe: a review's tokens (``atnbench/data/imdb.py``) through an embedding
 (``options.embedding``, default 128) and a normalized LSTM; the last step's output scores
 positive vs negative (cross-entropy; accuracy reported, on the whole test split as the paper
-does). Reviews are cut or left-padded with ``<pad>`` to T tokens, keeping their last T (so
-the last step has read the end of every review; Keras' ``pad_sequences`` defaults).
+does). Reviews are cut to their last T tokens (the end of a review is kept, as Keras'
+``pad_sequences`` does) and right-padded with ``<pad>``; each review's length goes to the model
+with the batch, so its recurrence runs over its own tokens only, the classifier reads its own
+last step, and no normalization statistic includes a padded step (per-step BN and BLN pool the
+reviews still running at each step, sequence-wise BN the unpadded frames, Laurent et al. eqs.
+20-21; see ``atnbench/nn/padding.py``).
 
 The paper states Adam, eps = 1e-4 in every normalization, batch sizes 1 and 25, and training
 on 20% of the training split (the ``bln-20pct`` preset variant; ``options.train_fraction``);
@@ -34,14 +38,19 @@ def make_batch(generator, batch_size, T):
     raise RuntimeError("imdb reads IMDB reviews: its batches come from make_source(config, device)")
 
 
-def pad_left(reviews: list[list[int]], T: int, pad: int = 0) -> torch.Tensor:
-    """(N, T) int64: each review's last T ids, left-padded with ``pad``."""
+def pad_right(reviews: list[list[int]], T: int, pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, T) int64 each review's last T ids followed by ``pad``, and (N,) their lengths.
+
+    An empty review is one ``pad`` token (length 1: every sequence has a last step to read).
+    """
     out = torch.full((len(reviews), T), pad, dtype=torch.long)
+    lengths = torch.ones(len(reviews), dtype=torch.long)
     for i, ids in enumerate(reviews):
         ids = ids[-T:]
         if ids:
-            out[i, T - len(ids):] = torch.tensor(ids, dtype=torch.long)
-    return out
+            out[i, :len(ids)] = torch.tensor(ids, dtype=torch.long)
+            lengths[i] = len(ids)
+    return out, lengths
 
 
 def make_source(config, device: torch.device):
@@ -61,18 +70,21 @@ def make_source(config, device: torch.device):
         raise ConfigError(f"imdb: train_fraction {fraction} gives {n_train} reviews; "
                           f"at most {n - val_size} are left beside the {val_size} validation reviews")
     shuffle = torch.randperm(n, generator=generator(0, "imdb:split"))
-    x = pad_left(train_reviews, config.T)[shuffle]
+    x, lengths = (t[shuffle] for t in pad_right(train_reviews, config.T))
     y = torch.tensor(train_labels, dtype=torch.long)[shuffle]
     scored = min(val_size, config.val_samples)
     test_reviews, test_labels = data["test"]
     test_order = torch.randperm(len(test_labels), generator=generator(0, "imdb:test-order"))
+    test_x, test_lengths = (t[test_order] for t in pad_right(test_reviews, config.T))
+    val = slice(n - val_size, n - val_size + scored)
     split = {
         "train": (x[:n_train], y[:n_train]),
-        "val": (x[n - val_size: n - val_size + scored], y[n - val_size: n - val_size + scored]),
-        "test": (pad_left(test_reviews, config.T)[test_order], torch.tensor(test_labels, dtype=torch.long)[test_order]),
+        "val": (x[val], y[val]),
+        "test": (test_x, torch.tensor(test_labels, dtype=torch.long)[test_order]),
     }
+    split_lengths = {"train": lengths[:n_train], "val": lengths[val], "test": test_lengths}
     return ClassificationSource("imdb", split, config, device, input_size=int(options.get("embedding", 128)),
-                                output_size=2, vocab_size=len(vocab))
+                                output_size=2, vocab_size=len(vocab), lengths=split_lengths)
 
 
 SPEC = TaskSpec(

@@ -9,7 +9,8 @@ as one long sequence per column. Training reads the stream in order, pass after 
 source's state is just a position.
 
 ``ClassificationSource`` (smnist-noise, imdb): a fixed set of examples reshuffled every epoch
-by a seeded generator (full batches only); validation and test in a fixed order.
+by a seeded generator (full batches only); validation and test in a fixed order. Examples of
+different lengths (imdb) are right-padded and carry their lengths into every batch.
 
 Both expose ``epoch`` (passes over the training data so far, fractional), which the learning
 rate schedule (``atnbench/schedule.py``) counts in.
@@ -93,10 +94,12 @@ class ClassificationSource:
     splits = ("val", "test")
 
     def __init__(self, name: str, data: dict[str, tuple[Tensor, Tensor]], config, device: torch.device,
-                 input_size: int, output_size: int, vocab_size: Optional[int] = None):
+                 input_size: int, output_size: int, vocab_size: Optional[int] = None,
+                 lengths: Optional[dict[str, Tensor]] = None):
         self.name, self.config, self.device = name, config, device
         self.input_size, self.output_size, self.vocab_size = input_size, output_size, vocab_size
         self.data = data
+        self.lengths = lengths  # per split, (N,) valid steps of each right-padded example
         for split in ("train", *self.splits):
             if len(data[split][1]) == 0:
                 raise ConfigError(f"{name}: the {split} split is empty")
@@ -116,7 +119,8 @@ class ClassificationSource:
     def _batch(self, split: str, index) -> Batch:
         x, y = self.data[split]
         xb = x[index].transpose(0, 1)  # time first: (T, B, F) or (T, B)
-        return Batch(xb.to(self.device), y[index].to(self.device))
+        lengths = None if self.lengths is None else self.lengths[split][index].to(self.device)
+        return Batch(xb.to(self.device), y[index].to(self.device), lengths=lengths)
 
     def train_batch(self) -> Batch:
         n = len(self.data["train"][1])

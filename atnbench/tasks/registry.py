@@ -59,10 +59,10 @@ def check_T(name: str, T: int, min_T: int) -> None:
 
 # Imported after TaskSpec exists: each task module builds its own SPEC with it.
 from atnbench.tasks import adding, copying, denoise  # noqa: E402
-from atnbench.tasks import imdb, ptb_char, smnist_noise, wikitext2  # noqa: E402  (real data)
+from atnbench.tasks import imdb, ptb_char, ptb_word, smnist_noise, wikitext2  # noqa: E402  (real data)
 
 TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (adding.SPEC, copying.SPEC, denoise.SPEC, smnist_noise.SPEC,
-                                                          ptb_char.SPEC, wikitext2.SPEC, imdb.SPEC)}
+                                                          ptb_char.SPEC, ptb_word.SPEC, wikitext2.SPEC, imdb.SPEC)}
 
 
 def task_names() -> list[str]:

@@ -23,6 +23,7 @@ class Batch:
     x: Tensor
     y: Tensor
     carry: bool = False  # continue the recurrent state of the previous batch
+    lengths: Optional[Tensor] = None  # (B,) valid steps of a right-padded batch (None: all valid)
 
 
 class DataSource(Protocol):

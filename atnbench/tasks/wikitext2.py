@@ -86,8 +86,9 @@ class AWDStyleLM(nn.Module):
         return self.head(h), tuple(states)
 
 
-def make_source(config, device: torch.device):
-    from atnbench.data.wikitext import load_wikitext2
+def awd_source(name: str, load, config, device: torch.device):
+    """An ``LMSource`` over the corpus ``load(options)`` returns, training an ``AWDStyleLM``
+    (shared by wikitext2 and ptb-word)."""
     from atnbench.tasks.real import LMSource
 
     options = config.options
@@ -95,12 +96,18 @@ def make_source(config, device: torch.device):
     last_hidden = int(options.get("last_hidden", embedding))
     tie = bool(options.get("tie_weights", True))
     dropouts = {key: float(options[key]) for key in DROPOUTS if key in options}
-    ids, vocab = load_wikitext2(options)
+    ids, vocab = load(options)
 
     def build_model(run_config):
         return AWDStyleLM(run_config, len(vocab), embedding, last_hidden, tie, **dropouts)
 
-    return LMSource("wikitext2", ids, vocab, config, device, input_size=embedding, model_factory=build_model)
+    return LMSource(name, ids, vocab, config, device, input_size=embedding, model_factory=build_model)
+
+
+def make_source(config, device: torch.device):
+    from atnbench.data.wikitext import load_wikitext2
+
+    return awd_source("wikitext2", load_wikitext2, config, device)
 
 
 SPEC = TaskSpec(

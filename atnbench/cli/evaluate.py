@@ -1,0 +1,57 @@
+"""``atnbench evaluate``: score a finished run's kept model on its task's held-out data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from atnbench.cli.app import app, out, user_errors
+from atnbench.store import DEFAULT_STORE, MODEL_KINDS
+
+
+@app.command()
+@user_errors
+def evaluate(
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix) of a finished run in the store."),
+    weights: str = typer.Option("best", "--weights", help=f"Which kept weights: {' or '.join(MODEL_KINDS)} (best = lowest validation loss)."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    json_out: bool = typer.Option(False, "--json", help="Print the scores as JSON on stdout."),
+):
+    """Score a finished run's kept model on the task's validation (and test) data.
+
+    The model is rebuilt from the run's stored config and its kept weights; the validation set
+    is the one the run was scored on during training, so `best` reproduces its minimum.
+
+    Example: [bold]atnbench evaluate 3f2a9c --weights final[/]
+    """
+    from atnbench.restore import restore
+    from atnbench.store import ResultsStore
+    from atnbench.tasks import get_task
+    from atnbench.train import evaluate as evaluate_split
+    from atnbench.tasks.source import derived_metric
+    from atnbench.zoo import resolve_device
+
+    with ResultsStore.open_read_only(store) as results:
+        restored = restore(results, run_id, resolve_device(device), weights)
+    task = get_task(restored.config.task)
+    scores = []
+    for split in restored.source.splits:
+        loss, accuracy = evaluate_split(restored.model, task, restored.source, split)
+        row = {"split": "validation" if split == "val" else split, "loss": loss}
+        if task.metric:
+            row[task.metric] = derived_metric(task.metric, loss, accuracy)
+        scores.append(row)
+    record = {"run_id": restored.record.run_id, "weights": weights, "step": restored.step, "scores": scores}
+    if json_out:
+        print(json.dumps(record))
+        return
+    table = Table(title=f"run {restored.record.run_id}: {weights} weights (step {restored.step})")
+    for column in scores[0]:
+        table.add_column(column, justify="left" if column == "split" else "right")
+    for row in scores:
+        table.add_row(*(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row.values()))
+    out.print(table)

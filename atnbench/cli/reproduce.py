@@ -1,0 +1,97 @@
+"""``atnbench reproduce``: the ATN paper's evaluation in one resumable command, and its report."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.store import DEFAULT_STORE
+
+
+@app.command()
+@user_errors
+def reproduce(
+    seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4."),
+    budget: Optional[str] = typer.Option(None, "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, e.g. 0.25,table1-copying=1 (default: 1, the full protocol)."),
+    only: Optional[str] = typer.Option(None, "--only", help="Comma list of parts: table1-copying, table2-adding, table3-denoise, k-ablation, norm-ablation, bias-placement."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
+    threads: int = typer.Option(1, "--threads", min=1, help="Torch threads per run (part of each run id)."),
+    backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    out_dir: Path = typer.Option(Path("atnbench-results") / "report", "--out-dir", help="Folder for report.md, report.html and the figures."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show each part's runs, what the store holds and a rough cost; run nothing."),
+    report_only: bool = typer.Option(False, "--report-only", help="Write the report from what the store holds; run nothing."),
+    keep_stale: bool = typer.Option(False, "--keep-stale", help="Count finished runs made by other code instead of re-running them."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+):
+    """Run the ATN paper's evaluation (Tables 1-3, the k-ablation, the normalization comparison,
+    the bias placement) and write a report folder: Markdown with figures and one self-contained
+    HTML file, the paper's values beside ours and verdicts on its claims.
+
+    Resumable: run the same command again after an interruption; finished runs are skipped.
+
+    Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
+    """
+    from atnbench.reproduce import available, parse_budgets, plan, select_parts
+    from atnbench.sweep import load_sweep, parse_seeds, run_sweep
+    from atnbench.zoo import resolve_device
+
+    seed_list = parse_seeds(seeds)
+    default_budget, per_part = parse_budgets(budget)
+    parts, missing = available(select_parts(only))
+    for part, why in missing:
+        err.print(f"note: part {part.name} left out: {why}", highlight=False, soft_wrap=True)
+    if not parts:
+        fail("no part can run here: " + "; ".join(why for _, why in missing))
+    overrides = {"threads": threads, "device": resolve_device(device).type}
+    planned = plan(parts, seed_list, default_budget, per_part, overrides)
+    if dry_run:
+        _dry_run(planned, store)
+        return
+    if not report_only:
+        failed = 0
+        for item in planned:
+            if not quiet:
+                err.print(f"[bold]{item.part.name}[/]: {len(item.runs)} runs at budget {item.budget:g} "
+                          f"({item.part.what})")
+            result = run_sweep(load_sweep(item.part.name), item.runs, store, backend=backend, workers=workers,
+                               threads=threads, device=device, address=address, quiet=quiet, keep_stale=keep_stale)
+            failed += len(result.failures)
+            if result.signal is not None:
+                err.print("stopped: run the same command again to resume")
+                raise typer.Exit(result.exit_code)
+    from atnbench.report.document import write_report
+
+    command = "atnbench " + " ".join(shlex.quote(arg) for arg in sys.argv[1:]) if sys.argv[1:] else "atnbench reproduce"
+    md_path, html_path = write_report(store, [item.part for item in planned], out_dir, [command])
+    out.print(f"report: {md_path} and {html_path}", highlight=False, soft_wrap=True)
+    if not report_only and failed:
+        fail(f"{failed} run(s) failed; see `atnbench runs list --status failed`", code=1)
+
+
+def _dry_run(planned, store: Path) -> None:
+    from atnbench.cli.sweep import _duration, _store_statuses
+    from atnbench.sweep import estimate_seconds
+
+    table = Table(title="atnbench reproduce: the plan")
+    for column in ("part", "what", "budget", "runs", "in store", "left", "cost (rough, 1 thread)"):
+        table.add_column(column, justify="right" if column in ("budget", "runs", "in store", "left") else "left",
+                         overflow="fold", no_wrap=column == "part")
+    total = 0.0
+    for item in planned:
+        statuses = _store_statuses(store, [run.run_id for run in item.runs])
+        left = [run for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
+        seconds = estimate_seconds([run.config for run in left])
+        total += seconds
+        table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
+                      str(len(item.runs) - len(left)), str(len(left)), _duration(seconds))
+    table.caption = f"left to run: {_duration(total)} of single-thread CPU time (a factor of 2-3, no better)"
+    out.print(table)

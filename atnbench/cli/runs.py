@@ -1,0 +1,453 @@
+"""``atnbench runs list | show | compare | delete | export``: the runs of a results store one by one.
+
+Wherever a run id is asked for, a unique prefix of it will do. Every command but ``delete``
+only reads the store.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.report import FILTERS_HELP, parse_since
+from atnbench.cli.store_cmd import check_status, open_store
+from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, RunRecord
+
+runs_app = typer.Typer(
+    help="List, show, compare, delete and export the runs of a results store.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(runs_app, name="runs")
+
+STORE_OPTION = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite).")
+IDS_HELP = "Run ids, or unique prefixes of them."
+STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "running": "cyan"}
+SPARKS = "▁▂▃▄▅▆▇█"
+EXPORT_FORMATS = ("csv", "json")
+
+
+# -- shared pieces ---------------------------------------------------------------------------------
+
+
+def resolve_ids(results: ResultsStore, given: list[str]) -> list[str]:
+    """Full run ids for ids or unique prefixes, in the order given, each once.
+
+    An unknown or ambiguous prefix is a ValueError (one line, exit 2)."""
+    return list(dict.fromkeys(results.resolve_id(text) for text in given))
+
+
+def fmt(value, digits: int = 5) -> str:
+    """A cell: '-' for missing, short floats, compact JSON for lists and mappings."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return str(value)
+
+
+def model_label(run: RunRecord) -> str:
+    """The model as the report names it, with the window for windowed norms: 'atn k=25'."""
+    from atnbench.nn.schemes import get_scheme
+
+    cell = run.config.get("cell", "lstm")
+    name = run.summary.get("model") or (cell if run.norm == "none" else run.norm)
+    try:
+        windowed = get_scheme(run.norm).windowed
+    except (ValueError, KeyError, TypeError):
+        windowed = False
+    return f"{name} k={run.k}" if windowed and run.k is not None else str(name)
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=STATUS_STYLE.get(status, ""))
+
+
+def _select(results: ResultsStore, task, T, norm, status, sweep, since) -> list[RunRecord]:
+    from atnbench.zoo import canonical_norm
+
+    check_status(status)
+    if sweep is not None and sweep not in results.sweeps():
+        known = ", ".join(results.sweeps()) or "none"
+        fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})", code=1)
+    return results.runs(task=task, T=T, norm=canonical_norm(norm) if norm else None, status=status,
+                        sweep=sweep, since=parse_since(since))
+
+
+def sparkline(values: list[Optional[float]], width: int = 48) -> str:
+    """A one-line plot of a series: eight bar heights, log-scaled when the values span a decade or
+    more; missing (non-finite) points are blanks. Long series are thinned to width points."""
+    if len(values) > width:
+        values = [values[round(i * (len(values) - 1) / (width - 1))] for i in range(width)]
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return " " * len(values)
+    log = min(finite) > 0 and max(finite) / min(finite) >= 10
+    scale = (lambda v: math.log10(v)) if log else (lambda v: v)
+    low, high = scale(min(finite)), scale(max(finite))
+    span = high - low or 1.0
+    return "".join(" " if v is None or not math.isfinite(v)
+                   else SPARKS[round((scale(v) - low) / span * (len(SPARKS) - 1))] for v in values)
+
+
+def _thin(points: list, limit: int) -> list:
+    """At most limit points, evenly spaced, first and last kept (limit 0: all)."""
+    if limit <= 0 or len(points) <= limit:
+        return points
+    if limit == 1:
+        return [points[-1]]
+    return [points[round(i * (len(points) - 1) / (limit - 1))] for i in range(limit)]
+
+
+# -- list ------------------------------------------------------------------------------------------
+
+
+@runs_app.command("list")
+@user_errors
+def list_cmd(
+    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
+    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
+    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
+    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
+    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
+    store: Path = STORE_OPTION,
+):
+    """The runs of the store, oldest first, one line each.
+
+    Example: [bold]atnbench runs list --task adding --status done[/]  ·  [bold]atnbench runs list --since 1d[/]
+    """
+    with open_store(store) as results:
+        runs = _select(results, task, T, norm, status, sweep, since)
+        total = len(results.run_ids())
+        path = results.path
+    if quiet:
+        for run in runs:
+            sys.stdout.write(run.run_id + "\n")
+        return
+    if not runs:
+        err.print(Text(f"no runs match ({total} in {path})"), soft_wrap=True)
+        return
+    reduced = any(run.budget is not None and run.budget < 1 for run in runs)
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table.add_column("id", no_wrap=True)
+    table.add_column("task", overflow="ellipsis", no_wrap=True)
+    table.add_column("T", justify="right")
+    table.add_column("model", overflow="ellipsis", no_wrap=True)
+    table.add_column("seed", justify="right")
+    if reduced:
+        table.add_column("budget", justify="right")
+    table.add_column("status", no_wrap=True)
+    table.add_column("min val", justify="right", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    for run in runs:
+        cells = [run.run_id, str(run.task), fmt(run.T), model_label(run), fmt(run.seed)]
+        if reduced:
+            cells.append(fmt(run.budget, 3))
+        cells += [_status(run.status), fmt(run.summary.get("min_val_loss"), 4), run.created_at[:16].replace("T", " ")]
+        table.add_row(*cells)
+    out.print(table)
+    out.print(Text(f"{len(runs)} of {total} runs in {path}", style="dim"), soft_wrap=True)
+
+
+# -- show ------------------------------------------------------------------------------------------
+
+
+def _pairs_table(title: str, mapping: dict) -> Table:
+    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for key in sorted(mapping):
+        table.add_row(key, fmt(mapping[key]))
+    return table
+
+
+def curve_table(points, limit: int) -> Table:
+    shown = _thin(points, limit)
+    metrics = sorted({key for point in points for key in point.metrics})
+    note = f" ({len(shown)} of {len(points)} points; --points 0 for all)" if len(shown) < len(points) else ""
+    table = Table(title=f"curve{note}", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                  show_edge=False, pad_edge=False)
+    for name in ("step", "wall s", "train loss", "val loss", *metrics):
+        table.add_column(name, justify="right")
+    for point in shown:
+        table.add_row(str(point.step), fmt(point.wall_s, 4), fmt(point.train_loss), fmt(point.val_loss),
+                      *(fmt(point.metrics.get(key)) for key in metrics))
+    return table
+
+
+def text_plot(points) -> Text:
+    """Train and validation loss as sparklines with their first, last and lowest values."""
+    text = Text()
+    for name, attr in (("train", "train_loss"), ("val", "val_loss")):
+        values = [getattr(point, attr) for point in points]
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        if not finite:
+            continue
+        first, last = values[0], values[-1]
+        text.append(f"{name:<6}", style="bold")
+        text.append(sparkline(values), style="green" if name == "val" else "blue")
+        text.append(f"  {fmt(first, 3)} → {fmt(last, 3)}  (min {fmt(min(finite), 3)})\n")
+    if points:
+        text.append(f"{'':<6}steps {points[0].step} … {points[-1].step}", style="dim")
+    return text
+
+
+@runs_app.command("show")
+@user_errors
+def show_cmd(
+    run_id: str = typer.Argument(..., help="Run id, or a unique prefix of it."),
+    points: int = typer.Option(25, "--points", help="Curve rows to print, evenly spaced (0: every point)."),
+    chart: Optional[bool] = typer.Option(None, "--chart/--no-chart", help="Draw the curve as text (default: in a terminal)."),
+    store: Path = STORE_OPTION,
+):
+    """One run: its config, environment, summary and curve.
+
+    Example: [bold]atnbench runs show 3fa2[/]
+    """
+    with open_store(store) as results:
+        (full,) = resolve_ids(results, [run_id])
+        run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)
+    header = Text.assemble((f"run {run.run_id}", "bold"), "  ", _status(run.status),
+                           f"  {run.task} T={run.T} {model_label(run)} seed={run.seed} budget={fmt(run.budget, 3)}")
+    out.print(header)
+    out.print(Text(f"created {run.created_at}  updated {run.updated_at}  sweeps: {', '.join(sweeps) or '-'}",
+                   style="dim"), soft_wrap=True)
+    if run.error:
+        out.print(Text(f"error: {run.error}", style="red"), soft_wrap=True)
+    out.print(_pairs_table("config", run.config))
+    out.print(_pairs_table("environment", run.env))
+    if run.summary:
+        out.print(_pairs_table("summary", run.summary))
+    else:
+        out.print(Text("summary: none" + (" (the run has not finished)" if run.status == "running" else ""), style="dim"))
+    if not curve:
+        out.print(Text("curve: no evaluations recorded", style="dim"))
+        return
+    out.print(curve_table(curve, points))
+    if chart if chart is not None else out.is_terminal:
+        out.print(text_plot(curve))
+
+
+# -- compare ---------------------------------------------------------------------------------------
+
+
+def side_by_side(title: str, ids: list[str], mappings: list[dict], only_diff: bool) -> Table:
+    """Keys down, runs across; a key whose values differ is marked '*' and highlighted."""
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False)
+    table.add_column("", no_wrap=True, width=1)
+    table.add_column("key", style="bold", no_wrap=True)
+    for run_id in ids:
+        table.add_column(run_id, overflow="fold")
+    for key in sorted(set().union(*mappings)):
+        values = [fmt(mapping.get(key)) for mapping in mappings]
+        differs = len(set(values)) > 1
+        if only_diff and not differs:
+            continue
+        table.add_row("*" if differs else "", key, *values, style="bold yellow" if differs else None)
+    return table
+
+
+def compare_figure(runs: list[RunRecord], curves: list[list], path: Path) -> None:
+    """Train and validation curves of every run on one figure (two panels), saved to path."""
+    from matplotlib import ticker
+    from matplotlib.figure import Figure
+
+    from atnbench.report.plots import _log_axis  # the report's figures' log axis (plain tick labels); sets Agg
+
+    fig = Figure(figsize=(10, 4), layout="constrained")
+    axes = fig.subplots(1, 2, sharex=True)
+    for ax, (attr, title) in zip(axes, (("train_loss", "training loss"), ("val_loss", "validation loss"))):
+        for run, curve in zip(runs, curves):
+            pts = [(p.step, getattr(p, attr)) for p in curve if getattr(p, attr) is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="." if len(pts) <= 30 else None,
+                        label=f"{run.run_id} {model_label(run)} seed={run.seed}")
+        values = [v for curve in curves for p in curve for v in [getattr(p, attr)] if v is not None]
+        if values and min(values) > 0:
+            _log_axis(ax)
+        ax.set(title=title, xlabel="training step", ylabel="loss")
+        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8)
+    tasks = sorted({f"{run.task} T={run.T}" for run in runs})
+    fig.suptitle(f"atnbench runs compare: {', '.join(tasks)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=150)
+
+
+@runs_app.command("compare")
+@user_errors
+def compare_cmd(
+    run_ids: list[str] = typer.Argument(..., help=IDS_HELP + " At least two."),
+    only_diff: bool = typer.Option(False, "--diff", help="Only the keys whose values differ."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the curves on one figure into this file (.png, .svg, .pdf)."),
+    store: Path = STORE_OPTION,
+):
+    """Runs side by side: config, environment and summary (differing keys marked *), curves with --plot.
+
+    Example: [bold]atnbench runs compare 3fa2 81c0 --plot cmp.png[/]
+    """
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ValueError(f"--plot {plot}: give a .png, .svg or .pdf file")
+    with open_store(store) as results:
+        ids = resolve_ids(results, run_ids)
+        if len(ids) < 2:
+            raise ValueError("compare needs at least two different runs")
+        runs = [results.get_run(run_id) for run_id in ids]
+        curves = [results.curve(run_id) for run_id in ids]
+        sweeps = [results.sweeps(run_id) for run_id in ids]
+    basics = [{"status": run.status, "sweeps": ", ".join(s) or "-", "created": run.created_at[:19],
+               "curve points": len(curve)} for run, s, curve in zip(runs, sweeps, curves)]
+    for title, mappings in (("run", basics), ("config", [run.config for run in runs]),
+                            ("environment", [run.env for run in runs]), ("summary", [run.summary for run in runs])):
+        table = side_by_side(title, ids, mappings, only_diff)
+        out.print(table if table.row_count else Text(f"{title}: no differences", style="dim"))
+    if plot is not None:
+        compare_figure(runs, curves, plot)
+        out.print(Text(f"wrote {plot}"), soft_wrap=True)
+
+
+# -- delete ----------------------------------------------------------------------------------------
+
+
+@runs_app.command("delete")
+@user_errors
+def delete_cmd(
+    run_ids: list[str] = typer.Argument(..., help=IDS_HELP),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+    store: Path = STORE_OPTION,
+):
+    """Delete runs: their rows, curves, sweep memberships, checkpoints and kept models.
+
+    Asks first unless --yes; answering no deletes nothing and exits with 1.
+
+    Example: [bold]atnbench runs delete $(atnbench runs list -q --status failed) --yes[/]
+    """
+    with open_store(store, write=True) as results:
+        ids = resolve_ids(results, run_ids)
+        runs = [results.get_run(run_id) for run_id in ids]
+        for run in runs:
+            out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
+        if not yes:
+            try:
+                confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {results.path}?",
+                                          default=False)
+            except typer.Abort:  # no answer (stdin closed)
+                confirmed = False
+            if not confirmed:
+                err.print("nothing deleted")
+                raise typer.Exit(1)
+        folders = 0
+        for run_id in ids:
+            checkpoints = results.checkpoint_dir(run_id)
+            if checkpoints.is_dir():
+                shutil.rmtree(checkpoints)
+                folders += 1
+            results.delete_run(run_id)  # curve, memberships and kept models cascade
+        path = results.path
+    out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
+                   + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
+              soft_wrap=True)
+
+
+# -- export ----------------------------------------------------------------------------------------
+
+
+def _flat(prefix: str, mapping: dict) -> dict:
+    return {f"{prefix}.{key}": (fmt(value) if isinstance(value, (dict, list)) else value)
+            for key, value in mapping.items()}
+
+
+def runs_csv(records: list[dict]) -> str:
+    """One row per run: id, status, dates, sweeps, then config.*, summary.*, env.* columns."""
+    rows = [{"run_id": r["run_id"], "status": r["status"], "error": r["error"], "created_at": r["created_at"],
+             "updated_at": r["updated_at"], "sweeps": ";".join(r["sweeps"]), "curve_points": len(r["curve"]),
+             **_flat("config", r["config"]), **_flat("summary", r["summary"]), **_flat("env", r["env"])}
+            for r in records]
+    return _csv(rows)
+
+
+def curves_csv(records: list[dict]) -> str:
+    """One row per curve point, with the run's id, task, T, norm, k, seed and budget."""
+    rows = []
+    for r in records:
+        for point in r["curve"]:
+            rows.append({"run_id": r["run_id"], "task": r["task"], "T": r["T"], "norm": r["norm"], "k": r["k"],
+                         "seed": r["seed"], "budget": r["budget"], "step": point["step"], "wall_s": point["wall_s"],
+                         "train_loss": point["train_loss"], "val_loss": point["val_loss"],
+                         **{f"metrics.{key}": value for key, value in point["metrics"].items()}})
+    return _csv(rows)
+
+
+def _csv(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    columns = list(dict.fromkeys(key for row in rows for key in row))  # first-seen order
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+@runs_app.command("export")
+@user_errors
+def export_cmd(
+    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
+    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
+    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
+    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
+    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    fmt_: Optional[str] = typer.Option(None, "--format", "-f", help="csv or json (default: --output's suffix, else csv)."),
+    curves: bool = typer.Option(False, "--curves", help="CSV: one row per curve point instead of one per run (JSON always has both)."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    store: Path = STORE_OPTION,
+):
+    """Runs and their curves as CSV or JSON, for a spreadsheet or your own analysis.
+
+    CSV: one row per run (config.*, summary.*, env.* columns), or with --curves one row per curve point.
+
+    JSON: a list of runs, each with its config, summary, environment, sweeps and curve.
+
+    To move runs to another store, use [bold]atnbench store export[/].
+
+    Example: [bold]atnbench runs export --task adding -o adding.csv[/]  ·  [bold]atnbench runs export -f json --sweep table2-adding[/]
+    """
+    suffix = output.suffix.lstrip(".").lower() if output is not None else ""
+    fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
+    if fmt_ not in EXPORT_FORMATS:
+        raise ValueError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+    with open_store(store) as results:
+        records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
+    if fmt_ == "json":
+        text = json.dumps([{k: v for k, v in r.items() if k != "schema_version"} for r in records],
+                          indent=1, allow_nan=False) + "\n"
+    else:
+        text = curves_csv(records) if curves else runs_csv(records)
+    if output is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    err.print(Text(f"wrote {len(records)} run{'s' if len(records) != 1 else ''} to {output}"), soft_wrap=True)

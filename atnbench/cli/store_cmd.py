@@ -1,0 +1,133 @@
+"""``atnbench store export | import | merge``: results stores as portable JSON Lines files, and
+several stores (a sweep split over machines) combined into one. The rules live in
+``atnbench.transfer``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.text import Text
+
+from atnbench.cli.app import app, err, fail, user_errors
+from atnbench import transfer
+from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
+
+store_app = typer.Typer(
+    help="Move results between stores: export to / import from JSON Lines, merge stores.",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(store_app, name="store")
+
+CONFLICT_EXIT = 1  # named in the import and merge help: keep them in step
+
+
+def open_store(path: Path, create: bool = False, write: bool = False) -> ResultsStore:
+    """The store at path (created only with create=True); one line and exit 2 if it is missing
+    or unusable.
+
+    Without create or write the store is opened read-only: reading commands change nothing and
+    also work on a store they may not write.
+    """
+    try:
+        return ResultsStore(path, create=create, read_only=not (create or write))
+    except StoreError as error:
+        fail(str(error).splitlines()[0])
+
+
+def check_status(status: Optional[str]) -> None:
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; choose one of: {', '.join(STATUSES)}")
+
+
+def _finish(tally: transfer.Tally, where: Path) -> None:
+    for conflict in tally.conflicts:
+        err.print(Text(conflict.line()), soft_wrap=True)
+    err.print(Text(f"{where}: {tally.text()}"), soft_wrap=True)
+    if tally.conflicts:
+        raise typer.Exit(CONFLICT_EXIT)
+
+
+@store_app.command("export")
+@user_errors
+def export_cmd(
+    file: Path = typer.Argument(..., help="JSON Lines file to write (one run per line); - for stdout."),
+    task: Optional[str] = typer.Option(None, "--task", help="Only this task's runs."),
+    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
+    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite) to read."),
+):
+    """Write the store's runs (with curves and sweep memberships) as JSON Lines.
+
+    Example: [bold]atnbench store export machine-a.jsonl --sweep table2-adding[/]
+    """
+    check_status(status)
+    with open_store(store) as results:
+        recs = list(transfer.records(results, task=task, sweep=sweep, status=status))
+        path = results.path
+    if str(file) == "-":
+        n = transfer.write_lines(recs, sys.stdout)
+        sys.stdout.flush()
+    else:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(f".{file.name}.tmp")
+        with tmp.open("w", encoding="utf-8") as stream:
+            n = transfer.write_lines(recs, stream)
+        tmp.replace(file)  # a reader never sees half a file
+    err.print(Text(f"exported {n} run{'s' if n != 1 else ''} from {path} to {file}"), soft_wrap=True)
+
+
+@store_app.command("import")
+@user_errors
+def import_cmd(
+    file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite) to import into (created if missing)."),
+):
+    """Bring the runs of a JSON Lines file into a store.
+
+    Idempotent: importing twice changes nothing. A run there with the same numbers stays (sweeps united).
+
+    A running or failed row is replaced by a finished one.
+
+    A conflict (same run id, different numbers) is a line on stderr; the store's row is kept; exit code 1.
+
+    Example: [bold]atnbench store import machine-a.jsonl --store all.db[/]
+    """
+    recs = transfer.read_lines(file)  # every line checked before anything is written
+    with open_store(store, create=True) as results:
+        tally = transfer.combine_all(results, recs, str(file))
+        path = results.path
+    _finish(tally, path)
+
+
+@store_app.command("merge")
+@user_errors
+def merge_cmd(
+    output: Path = typer.Argument(..., help="Store to merge into (created if missing; runs already there count like an earlier source)."),
+    sources: list[Path] = typer.Argument(..., help="Stores to read (never written)."),
+):
+    """Combine several stores into one, e.g. the halves of a sweep run on two machines.
+
+    The rules of [bold]import[/]; the order of the sources does not matter except in a conflict.
+
+    A conflict (same run id, different numbers) is a line on stderr; the first row is kept; exit code 1.
+
+    Example: [bold]atnbench store merge all.db machine-a.db machine-b.db[/]
+    """
+    target = output.expanduser().absolute()
+    for source in sources:
+        if not source.is_file():
+            raise FileNotFoundError(f"no results store at {source}")
+        if source.expanduser().absolute().resolve() == target.resolve():
+            raise ValueError(f"{source} is the output store; name each store once")
+    tally = transfer.Tally()
+    with open_store(target, create=True) as results:
+        for source in sources:
+            with open_store(source) as reading:
+                recs = list(transfer.records(reading))
+            transfer.combine_all(results, recs, str(source), tally)
+        path = results.path
+    _finish(tally, path)

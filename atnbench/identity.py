@@ -1,0 +1,221 @@
+"""Run identity: two configs share a run id exactly when they must produce the same numbers.
+
+The id is a hash of ``identity(config)``, the config with
+
+* value types normalised (``momentum: 0`` and ``0.0`` are one run; ``T: 20.0`` is ``20``);
+* settings that cannot matter collapsed: the plain cell has no normalization, so its ``eps``,
+  ``affine``, ``k`` and bias placement are dropped; ``k`` is dropped for every norm without a
+  window; a window at least as long as a generated sequence is that sequence's length (the
+  window then always holds every step so far); ``momentum`` is dropped for optimizers without
+  one; the CPU thread count is dropped off the CPU;
+* data locations replaced by a fingerprint of the data files' contents (moving the data keeps
+  the id; changing a file changes it);
+* what does matter added: the thread count and device type (reductions, hence the last bits,
+  depend on them) and ``code_fingerprint()``.
+
+"The code" is every module that computes a run's numbers: ``atnbench/nn`` (Python and the C++
+sources), ``atnbench/tasks``, ``atnbench/data``, ``train.py``, ``schedule.py``, ``zoo.py``. The
+torch build, like the processor, belongs to the machine: it is recorded with every run, not part
+of its id, so one id run on two machines may differ in the last bits (``atnbench store merge``
+reports that as a conflict). Python files are fingerprinted by their syntax tree without docstrings, so
+comments, docstrings and formatting do not count; C++ files with comments and blank space
+removed. A change to anything else (reports, CLI, store) keeps every id.
+
+``config_key`` is the identity without the code fingerprint: the same experiment run by other
+code. A stored run with the current ``config_key`` but another fingerprint is *stale*.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import hashlib
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+PACKAGE = Path(__file__).resolve().parent
+CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
+DATA_OPTIONS = ("data_dir", "data_files")
+MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
+
+
+def run_id(config: dict[str, Any]) -> str:
+    """Deterministic id of a config: 12 hex digits of a SHA-256 of its identity with the code."""
+    return _digest({**identity(config), "code": code_fingerprint()})
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """The id the config would have under any code: groups a run with its stale copies."""
+    return _digest(identity(config))
+
+
+def _digest(values: dict[str, Any]) -> str:
+    blob = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """The canonical settings of a config (a dict of RunConfig fields; missing ones default)."""
+    from atnbench.config import RunConfig
+
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    values = {name: _default(field) for name, field in fields.items()}
+    values.update({key: value for key, value in config.items() if key in fields})
+    hints = typing.get_type_hints(RunConfig)
+    values = {name: _normalise(value, hints[name]) for name, value in values.items()}
+
+    norm = values.get("norm") or "none"
+    if norm == "none":
+        for name in ("eps", "affine", "bias_inside"):
+            values[name] = None
+    if norm not in ("atn", "atn-bn"):
+        values["k"] = None
+    else:
+        length = _generated_length(values["task"], values["T"])
+        if length is not None and values["k"] is not None:
+            values["k"] = min(values["k"], length)
+    if values.get("optimizer") not in MOMENTUM_OPTIMIZERS:
+        values["momentum"] = None
+    if values.get("device", "cpu") != "cpu":
+        values["threads"] = None
+    values["options"] = _options_identity(values.get("options") or {})
+    return values
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return field.default_factory()  # type: ignore[misc]
+    return None
+
+
+def _normalise(value: Any, hint: Any) -> Any:
+    """int fields hold ints, float fields floats, whatever YAML or JSON made of them."""
+    if value is None or isinstance(value, bool):
+        return value
+    types = typing.get_args(hint) or (hint,)
+    if float in types and isinstance(value, (int, float)):
+        return float(value)
+    if int in types and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(key): _normalise_loose(item) for key, item in value.items()}
+    return value
+
+
+def _normalise_loose(value: Any) -> Any:
+    """Task options have no declared types: integral floats become ints, recursively."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(key): _normalise_loose(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise_loose(item) for item in value]
+    return value
+
+
+def _generated_length(task: str, T: int) -> int | None:
+    """The sequence length of a generated task (each batch starts a fresh window); None for
+    real-data tasks, whose windows carry across batches."""
+    from atnbench.tasks import get_task
+
+    try:
+        spec = get_task(task)
+    except ValueError:
+        return None
+    return spec.seq_len(T) if spec.make_source is None else None
+
+
+def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
+    options = dict(options)
+    for key in DATA_OPTIONS:
+        if key not in options:
+            continue
+        value = options.pop(key)
+        paths = value.values() if isinstance(value, dict) else [value]
+        options[f"{key}_content"] = _data_fingerprint(tuple(sorted(str(p) for p in paths)))
+    return options
+
+
+def _data_fingerprint(paths: tuple[str, ...]) -> str:
+    """SHA-256 over the contents of the files at ``paths`` (folders walked, names relative)."""
+    digest = hashlib.sha256()
+    for root in paths:
+        root_path = Path(root)
+        files = sorted(p for p in root_path.rglob("*") if p.is_file()) if root_path.is_dir() else [root_path]
+        for path in files:
+            if path.name.endswith(".vocab.json"):  # atnbench's own cache beside the data
+                continue
+            name = path.relative_to(root_path).as_posix() if root_path.is_dir() else path.name
+            digest.update(name.encode() + b"\0")
+            digest.update(_file_digest(str(path), *_stat(path)).encode())
+    return digest.hexdigest()[:16]
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """Cached by (path, size, mtime): a sweep hashes each data file once per process."""
+    if size < 0:
+        return f"missing:{path}"
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """16 hex digits over the code that computes a run's numbers (see the module docstring)."""
+    digest = hashlib.sha256()
+    for path in _code_files():
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
+        digest.update(_source_digest(path).encode())
+    return digest.hexdigest()[:16]
+
+
+def _code_files() -> list[Path]:
+    files: list[Path] = []
+    for name in CODE_PATHS:
+        path = PACKAGE / name
+        if path.is_dir():
+            files.extend(p for p in path.rglob("*") if p.suffix in (".py", ".cpp", ".h", ".cu") and p.is_file())
+        elif path.is_file():
+            files.append(path)
+    return sorted(files)
+
+
+def _source_digest(path: Path) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix == ".py":
+        try:
+            text = ast.dump(_strip_docstrings(ast.parse(text)), annotate_fields=False)
+        except SyntaxError:
+            pass
+    else:
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)
+        text = " ".join(text.split())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree

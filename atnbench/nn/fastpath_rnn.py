@@ -1,0 +1,250 @@
+"""The fast path for every normalization of NormLSTM and NormGRU: ``csrc/norm_rnn.cpp``.
+
+One layer runs as the loop does in three parts:
+
+1. the input term ``N_x(W_x x [+ b_x]) [+ b]`` for all steps, by the layer's own
+   ``input_term`` (torch ops, autograd; it updates the input norm's running statistics itself),
+2. the recurrence (hidden term ``N_h(W_h h_{t-1} + b_h)``, the LSTM cell term ``N_c(c_t)``, the
+   gates) as one autograd node (``NormRNNRecurrence``) with a hand-written C++ backward,
+3. the running (population) statistics of the recurrent terms, updated from the per-step
+   statistics the recurrence returns: ``StepStatistics.update(0, values)`` for all T steps at
+   once, the same element-wise EMA the loop applies step by step (each step's row once).
+
+Each normalization module type maps to a kernel term (``TERMS``, a registry): ``none``, ``row``
+(LN, ATN-LN: statistics per row over the features, a window of k steps), ``col`` (BN,
+ATN-BN: statistics per feature over the batch), ``bln`` (BLN, any of its four statistics
+given at inference), ``given`` (population mean and 1/sqrt(var+eps) per step: BN and ATN-BN
+in eval mode). Batch statistics couple the rows at every step, so the kernel runs the whole
+batch per step on one thread (measured: benchmarks/README.md).
+
+The math of the window statistics and their adjoint is in ``fast_python.py``; BN is its
+transpose (slots are features, the reduction is over the batch). BLN's two parts are each
+``(a - mu) / sigma`` with ``sigma = sqrt(mean((a - mu)^2) + eps)``; with ``w`` the incoming
+gradient, ``d = a - mu`` and N values reduced over:
+
+    dd = w / sigma + dsigma * d / (N sigma),  dsigma = -sum(w d) / sigma^2   (0 if sigma given)
+    da = dd - mean(dd)                                                       (dd if mu given)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from atnbench.nn.norms import (AssortedTimeBatchNorm, AssortedTimeNorm, BatchLayerNorm, LayerNorm, NoNorm,
+                               SequenceNorm, StepBatchNorm, _unbiased)
+
+NONE, ROW, COL, BLN, GIVEN = range(5)
+LSTM, GRU = 0, 1
+# Positions in a term's list of optional tensors (csrc/norm_rnn.cpp, enum Opt).
+GAIN, SHIFT, HIST, GMEAN, GRSTD, BMEAN, BSTD, FMEAN, FSTD = range(9)
+STAT_MEAN, STAT_VAR = 2, 5  # window mean and (biased, clamped) var in the per-step records
+
+
+@dataclass
+class Term:
+    """What the kernel needs for one normalized term, and what to do with its statistics."""
+
+    kind: int
+    k: int = 1
+    eps: float = 0.0
+    opts: list = field(default_factory=lambda: [None] * 9)
+    # training: update the running statistics from (records (m+T, S, 7), bln (T, 2n+2B), batch)
+    update: Optional[Callable[[Tensor, Tensor, int], None]] = None
+    windowed: bool = False  # the kernel returns the new window state
+
+
+def _affine(term: Term, norm: SequenceNorm) -> Term:
+    term.opts[GAIN], term.opts[SHIFT] = norm.weight, norm.bias
+    term.eps = float(norm.eps)
+    return term
+
+
+def _none(norm, window, steps, like) -> Term:
+    return Term(NONE)
+
+
+def _row(norm, window, steps, like) -> Term:
+    k = getattr(norm, "k", 1)
+    term = _affine(Term(ROW, k, windowed=norm.windowed), norm)
+    term.opts[HIST] = window
+    return term
+
+
+def _given(norm, steps, like) -> Term:
+    pop = norm.stats.lookup(0, steps)
+    term = _affine(Term(GIVEN), norm)
+    term.opts[GMEAN] = pop["mean"].to(like.dtype).contiguous()
+    term.opts[GRSTD] = torch.rsqrt(pop["var"] + norm.eps).to(like.dtype).contiguous()
+    return term
+
+
+def _window_values(records: Tensor, steps: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    rows = records[records.shape[0] - steps:]
+    return rows[..., STAT_MEAN].to(dtype), rows[..., STAT_VAR].to(dtype)
+
+
+def _step_bn(norm: StepBatchNorm, window, steps, like) -> Term:
+    if not norm.training:
+        return _given(norm, steps, like)
+
+    def update(records, bln, batch):
+        mean, var = _window_values(records, steps, like.dtype)
+        norm.stats.update(0, {"mean": mean, "var": _unbiased(var, batch)})
+
+    return _affine(Term(COL, 1, update=update), norm)
+
+
+def _atn_bn(norm: AssortedTimeBatchNorm, window, steps, like) -> Term:
+    if not norm.training and norm.use_population:
+        return _given(norm, steps, like)  # the window state passes through unchanged, as in the loop
+
+    def update(records, bln, batch):
+        mean, var = _window_values(records, steps, like.dtype)
+        past = records.shape[0] - steps
+        pooled = torch.arange(past + 1, past + steps + 1, device=var.device).clamp_max(norm.k) * batch
+        pooled = pooled.to(torch.float64).unsqueeze(-1)  # the loop's factor n / (n - 1) is a Python float
+        factor = torch.where(pooled > 1, pooled / (pooled - 1).clamp_min(1), torch.ones_like(pooled))
+        norm.stats.update(0, {"mean": mean, "var": var * factor.to(var.dtype)})
+
+    term = _affine(Term(COL, norm.k, update=update if norm.training else None, windowed=True), norm)
+    term.opts[HIST] = window
+    return term
+
+
+def _bln(norm: BatchLayerNorm, window, steps, like) -> Term:
+    term = _affine(Term(BLN), norm)
+    if not norm.training:
+        if any(norm.population.values()):
+            pop = norm.stats.lookup(0, steps)
+            for name, slot in (("batch_mean", BMEAN), ("batch_std", BSTD), ("feature_mean", FMEAN),
+                               ("feature_std", FSTD)):
+                if norm.population[name]:
+                    term.opts[slot] = pop[name].to(like.dtype).contiguous()
+        return term
+
+    def update(records, bln, batch):
+        n = norm.size
+        stats = bln.to(like.dtype)
+        correction = batch / (batch - 1) if batch > 1 else 1.0
+        norm.stats.update(0, {
+            "batch_mean": stats[:, :n],
+            "batch_std": stats[:, n:2 * n] * correction,
+            "feature_mean": stats[:, 2 * n:2 * n + batch].mean(dim=-1),
+            "feature_std": stats[:, 2 * n + batch:].mean(dim=-1) * correction,
+        })
+
+    term.update = update
+    return term
+
+
+# Normalization module type -> its kernel term. A type not listed here runs on the loop path.
+TERMS: dict[type, Callable[..., Term]] = {
+    NoNorm: _none,
+    LayerNorm: _row,
+    AssortedTimeNorm: _row,
+    StepBatchNorm: _step_bn,
+    AssortedTimeBatchNorm: _atn_bn,
+    BatchLayerNorm: _bln,
+}
+
+
+def covered(norm: SequenceNorm) -> bool:
+    return type(norm) in TERMS
+
+
+def _history(term: Term, window: Optional[Tensor], norm: SequenceNorm, batch: int, like: Tensor) -> Tensor:
+    if term.kind in (ROW, COL) and window is not None:
+        return window.contiguous()
+    if term.kind in (ROW, COL):
+        return norm.initial_state(batch, like.device) if norm.windowed else like.new_zeros((0, 0, 2), dtype=torch.float64)
+    return like.new_zeros((0, 0, 2), dtype=torch.float64)
+
+
+N_DIFF_OPTS = (GAIN, SHIFT, HIST)  # the optional inputs that can receive a gradient
+
+
+class NormRNNRecurrence(torch.autograd.Function):
+    """``apply(cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts_h, *opts_c)``; ``th``/``tc`` are
+    (kind, k, eps) of the hidden and cell terms. Returns ``(out, c_n, hist_h, hist_c,
+    records_h, records_c, bln_h, bln_c)``; the last four carry no gradient."""
+
+    @staticmethod
+    def forward(ctx, cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts):
+        opts_h, opts_c = list(opts[:9]), list(opts[9:])
+        res = torch.ops.atnbench_fast.norm_rnn_forward(xn, h0, c0, w_hh, b_hh, cell, *th, opts_h, *tc, opts_c, True)
+        out, cn, hh, hc, sth, stc, blh, blc, refh, refc, *saved = res
+        ctx.cell, ctx.th, ctx.tc = cell, th, tc
+        ctx.n_opts = len(opts)
+        ctx.present = [t is not None for t in (c0, b_hh, *opts)]
+        ctx.save_for_backward(h0, *(t for t in (c0, *opts) if t is not None), w_hh, out, sth, stc, blh, blc, refh,
+                              refc, *saved)
+        ctx.mark_non_differentiable(sth, stc, blh, blc)
+        ctx.set_materialize_grads(False)
+        return out, cn, hh, hc, sth, stc, blh, blc
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dout, dcn, dhh, dhc, *_):
+        stored = list(ctx.saved_tensors)
+        h0 = stored.pop(0)
+        c0 = stored.pop(0) if ctx.present[0] else None
+        opts = [stored.pop(0) if present else None for present in ctx.present[2:]]
+        w_hh, out, sth, stc, blh, blc, refh, refc, ah, act, ch, ty = stored
+        opts_h, opts_c = opts[:9], opts[9:]
+        (dxn, dh0, dc0, dw, db, dgh, dsh, dgc, dsc, dhist_h, dhist_c) = torch.ops.atnbench_fast.norm_rnn_backward(
+            dout, dcn, dhh, dhc, h0, c0, w_hh, ctx.cell, *ctx.th, opts_h, *ctx.tc, opts_c, out, sth, stc, blh, blc,
+            refh, refc, ah, act, ch, ty)
+        needs = ctx.needs_input_grad
+
+        def grads_of(term_opts, dg, ds, dhist):
+            g = [None] * 9
+            g[GAIN] = dg if term_opts[GAIN] is not None else None
+            g[SHIFT] = ds if term_opts[SHIFT] is not None else None
+            g[HIST] = dhist if term_opts[HIST] is not None else None
+            return g
+
+        rest = grads_of(opts_h, dgh, dsh, dhist_h) + grads_of(opts_c, dgc, dsc, dhist_c)
+        rest = [g if need else None for g, need in zip(rest, needs[8:])]
+        return (None, None, None, dxn, dh0, dc0 if c0 is not None else None, dw,
+                db if ctx.present[1] else None, *rest)
+
+
+def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tuple, lengths: Optional[Tensor]):
+    """One layer of NormLSTM (``c0`` given) or NormGRU (``c0`` None) on the C++ fast path.
+
+    Returns ``(out, h_n, c_n or None, new_windows)`` as the layer's own forward does.
+    """
+    xn, window_x = model_layer.input_term(x, windows[0], lengths)
+    steps, batch = xn.shape[0], xn.shape[1]
+    cell = GRU if c0 is None else LSTM
+    norms = [model_layer.norm_h] + ([model_layer.norm_c] if cell == LSTM else [])
+    terms = []
+    for norm, window in zip(norms, windows[1:]):
+        term = TERMS[type(norm)](norm, window, steps, xn)
+        term.opts[HIST] = _history(term, window, norm, batch, xn)
+        terms.append(term)
+    if cell == GRU:
+        terms.append(Term(NONE, opts=[None, None, xn.new_zeros((0, 0, 2), dtype=torch.float64)] + [None] * 6))
+    th, tc = terms
+    args = ((th.kind, th.k, th.eps), (tc.kind, tc.k, tc.eps), xn.contiguous(), h0.contiguous(),
+            None if c0 is None else c0.contiguous(), model_layer.weight_hh.contiguous(), model_layer.bias_hh,
+            *th.opts, *tc.opts)
+    differentiable = [t for t in args[2:] if isinstance(t, Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in differentiable):
+        out, cn, hh, hc, sth, stc, blh, blc = NormRNNRecurrence.apply(cell, *args)
+    else:
+        res = torch.ops.atnbench_fast.norm_rnn_forward(args[2], args[3], args[4], args[5], args[6], cell, *args[0],
+                                                       list(th.opts), *args[1], list(tc.opts), False)
+        out, cn, hh, hc, sth, stc, blh, blc = res[:8]
+    for term, records, bln in ((th, sth, blh), (tc, stc, blc)):
+        if term.update is not None:
+            term.update(records.detach(), bln.detach(), batch)
+    new = [window_x]
+    for term, window, hist in zip(terms[: len(norms)], windows[1:], (hh, hc)):
+        new.append(hist if term.windowed and term.kind in (ROW, COL) else window)
+    return out, out[-1], (cn if cell == LSTM else None), tuple(new)

@@ -1,0 +1,146 @@
+"""The reproduction report as a folder: ``report.md`` with PNG figures beside it, and
+``report.html``, one self-contained file (figures embedded, no outside requests) that reads on a
+phone and prints.
+
+Its content: for each part of the evaluation, the paper-form tables with the paper's values
+beside ours (``atnbench report --paper``), the k-ablation views, the figures and, where the
+verdict module is present, the statistical verdicts on the paper's claims; then how it was
+made: the exact commands, the versions, the machine, the code revision and fingerprint.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import platform
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from atnbench.report.aggregate import RunData, aggregate, k_ablations
+from atnbench.report.export import to_markdown
+from atnbench.report.plots import NothingToPlot, write_plots
+from atnbench.report.render import group_view, k_ablation_view
+from atnbench.store import ResultsStore, environment
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 auto; max-width: 72rem;
+       padding: 1rem; line-height: 1.45; color: #1b1b1b; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.3rem; border-bottom: 1px solid #ccc; margin-top: 2rem; }
+h3 { font-size: 1.05rem; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; margin: 0.5rem 0; font-variant-numeric: tabular-nums; font-size: 0.9rem; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.25rem 0.6rem; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child { text-align: left; }
+img { max-width: 100%; height: auto; display: block; margin: 0.5rem 0; }
+code, pre { font-size: 0.85rem; background: #f4f4f4; }
+pre { padding: 0.5rem; overflow-x: auto; white-space: pre-wrap; }
+.verdict-reproduced { color: #1a7f37; font-weight: 600; } .verdict-contradicted { color: #b42318; font-weight: 600; }
+.verdict-inconclusive, .verdict-uninformative { color: #8a6d00; font-weight: 600; }
+@media print { body { max-width: none; } .table-wrap { overflow: visible; } a { color: inherit; } }
+"""
+
+
+@dataclass
+class Section:
+    title: str
+    what: str
+    markdown: str
+    figures: list[Path] = field(default_factory=list)
+
+
+def part_sections(store: ResultsStore, parts: list, figures_dir: Path) -> list[Section]:
+    """One section per part: its tables (with the paper's values) and its figures."""
+    sections = []
+    for part in parts:
+        records = [r for r in store.runs(sweep=part.name)]
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records]
+        if not any(r.record.status in ("done", "diverged") for r in runs):
+            sections.append(Section(part.name, part.what, "_No finished runs yet._\n"))
+            continue
+        groups = aggregate(runs)
+        views = [group_view(group, with_paper=True) for group in groups]
+        views += [k_ablation_view(view, with_paper=True) for view in k_ablations(groups)
+                  if len({row.k for row in view.rows}) > 1]
+        try:
+            figures = [p for p in write_plots(groups, figures_dir / part.name) if p.suffix == ".png"]
+        except NothingToPlot:
+            figures = []
+        sections.append(Section(part.name, part.what, to_markdown(views), figures))
+    return sections
+
+
+def provenance(commands: list[str]) -> str:
+    env = environment()
+    from atnbench.identity import code_fingerprint
+
+    lines = ["## How this report was made", "", "Commands:", "", "```bash", *commands, "```", "",
+             f"- atnbench {env['atnbench_version']}, revision `{env['atnbench_revision']}`, "
+             f"code fingerprint `{code_fingerprint()}`",
+             f"- torch {env['torch']}, Python {env['python']}",
+             f"- machine: {env['platform']}, {platform.processor() or platform.machine()}",
+             f"- written {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"]
+    return "\n".join(lines) + "\n"
+
+
+def verdicts_markdown(store: ResultsStore, parts: list, margin: Optional[float] = None) -> Optional[str]:
+    """The verdicts on the paper's claims (``atnbench.report.verdicts``) over the finished runs of
+    the parts' sweeps, as Markdown; None when no claim has runs."""
+    from atnbench.report.verdict_tables import markdown_verdicts
+    from atnbench.report.verdicts import DEFAULT_MARGIN, evaluate, paper_claims
+
+    records = {r.run_id: r for part in parts for r in store.runs(sweep=part.name)}
+    runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records.values()]
+    if not any(r.record.status in ("done", "diverged") for r in runs):
+        return None
+    results, not_run = evaluate(paper_claims(), aggregate(runs), margin=DEFAULT_MARGIN if margin is None else margin)
+    return markdown_verdicts(results, not_run) if results else None
+
+
+def write_report(store_path: Path, parts: list, out_dir: Path, commands: list[str],
+                 title: str = "atnbench: reproducing the ATN paper") -> tuple[Path, Path]:
+    """Write ``report.md`` (+ figures/) and a self-contained ``report.html``; returns both paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with ResultsStore.open_read_only(store_path) as store:
+        sections = part_sections(store, parts, out_dir / "figures")
+        verdicts = verdicts_markdown(store, parts)
+    blocks = [f"# {title}", ""]
+    if verdicts:
+        blocks += [verdicts, ""]  # it has its heading
+    for section in sections:
+        blocks += [f"## {section.title}", "", f"_{section.what}_", "", section.markdown]
+        for figure in section.figures:
+            blocks += [f"![{figure.stem}]({figure.relative_to(out_dir).as_posix()})", ""]
+    blocks.append(provenance(commands))
+    markdown_text = "\n".join(blocks)
+    md_path = out_dir / "report.md"
+    md_path.write_text(markdown_text)
+    html_path = out_dir / "report.html"
+    html_path.write_text(to_html(markdown_text, out_dir, title))
+    return md_path, html_path
+
+
+def to_html(markdown_text: str, base: Path, title: str) -> str:
+    """One HTML file: the Markdown rendered, tables scrollable on narrow screens, every figure
+    embedded as a data URI (nothing is fetched when it is opened)."""
+    import markdown
+
+    body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"])
+    body = re.sub(r"<table>", '<div class="table-wrap"><table>', body).replace("</table>", "</table></div>")
+    for verdict in ("reproduced", "contradicted", "inconclusive", "uninformative"):
+        body = body.replace(f"<strong>{verdict}", f'<strong class="verdict-{verdict}">{verdict}')
+
+    def embed(match: re.Match) -> str:
+        path = base / html.unescape(match.group(1))
+        if not path.is_file():
+            return match.group(0)
+        data = base64.b64encode(path.read_bytes()).decode()
+        return f'src="data:image/png;base64,{data}"'
+
+    body = re.sub(r'src="([^"]+\.png)"', embed, body)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>{html.escape(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")

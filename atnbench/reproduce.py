@@ -1,0 +1,112 @@
+"""The ATN paper's evaluation as one resumable plan: its parts are sweep presets.
+
+``atnbench reproduce`` expands every part (a sweep preset at a budget, over the seeds asked
+for), runs what the store does not hold yet through the sweep engine (skip, resume, workers,
+Ray), and writes the report folder (``atnbench.report.document``). Each part keeps its own
+sweep membership in the store, so its tables are built from exactly its runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from atnbench.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str  # the sweep preset
+    what: str  # what it reproduces, for the report
+    budget: float = 1.0  # the default budget: the paper's full protocol unless stated
+    dataset: Optional[str] = None  # real data it needs (atnbench.data.catalog); None: generated
+
+    def data_missing(self) -> Optional[str]:
+        """Why this part cannot run here (its data is not prepared in the data root), or None."""
+        if self.dataset is None:
+            return None
+        from atnbench.data.catalog import get_dataset, verify
+        from atnbench.data.common import data_root
+
+        dataset = get_dataset(self.dataset)
+        folder = data_root() / dataset.subdir
+        if verify(dataset, folder) is None:
+            return f"no {dataset.name} data in {folder} (`atnbench data prepare {dataset.name}`)"
+        return None
+
+
+# The order is the paper's: Tables 1-3, then the ablations of Sect. 5.
+PARTS: dict[str, Part] = {p.name: p for p in (
+    Part("table1-copying", "Table 1: copying, T=100 and T=200"),
+    Part("table2-adding", "Table 2: adding, T=100 and T=200"),
+    Part("table3-denoise", "Table 3: denoise, T=100 and T=200"),
+    Part("k-ablation", "Fig. 7 / Sect. 5.3: ATN's window k on copying, T=100"),
+    Part("norm-ablation", "Sect. 5: ATN against BN, BLN and ATN-BN"),
+    Part("bias-placement", "Sect. 5.1: the LSTM bias inside or outside the normalization"),
+    Part("copying-protocols", "Copying T=100 under the released code's protocol (the default) and the paper "
+                              "text's (variant paper-text)"),
+    Part("table4-ptb-char", "Table 4: character-level Penn Treebank, bits per character (real data)",
+         dataset="ptb-char"),
+)}
+
+
+@dataclass
+class PlannedPart:
+    part: Part
+    budget: float
+    runs: list  # PlannedRun
+
+
+def parse_budgets(text: Optional[str]) -> tuple[Optional[float], dict[str, float]]:
+    """``0.25`` (every part) or ``0.25,table1-copying=1`` (a default, then per part)."""
+    if text is None:
+        return None, {}
+    default, per_part = None, {}
+    for item in (piece.strip() for piece in text.split(",") if piece.strip()):
+        name, _, value = item.rpartition("=")
+        try:
+            budget = float(value)
+        except ValueError:
+            raise ConfigError(f"--budget: {value!r} is not a number (give e.g. 0.25 or table3-denoise=0.25)") from None
+        if not 0 < budget <= 1:
+            raise ConfigError(f"--budget: {budget:g} is not in (0, 1]")
+        if name:
+            if name not in PARTS:
+                raise ConfigError(f"--budget: unknown part {name!r}; parts: {', '.join(PARTS)}")
+            per_part[name] = budget
+        else:
+            default = budget
+    return default, per_part
+
+
+def available(parts: list[Part]) -> tuple[list[Part], list[tuple[Part, str]]]:
+    """(the parts that can run here, [(part, why not)] for those whose real data is missing)."""
+    ready, missing = [], []
+    for part in parts:
+        why = part.data_missing()
+        (missing.append((part, why)) if why else ready.append(part))
+    return ready, missing
+
+
+def select_parts(only: Optional[str]) -> list[Part]:
+    if not only:
+        return list(PARTS.values())
+    names = [name.strip() for name in only.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PARTS]
+    if unknown:
+        raise ConfigError(f"--only: unknown part(s) {', '.join(unknown)}; parts: {', '.join(PARTS)}")
+    return [PARTS[name] for name in PARTS if name in names]
+
+
+def plan(parts: list[Part], seeds: Optional[tuple[int, ...]], budget: Optional[float],
+         per_part: dict[str, float], overrides: dict) -> list[PlannedPart]:
+    """Every part's runs, checked before anything runs (parts whose data is missing are left
+    out: see ``available``)."""
+    from atnbench.sweep import expand, load_sweep
+
+    planned = []
+    for part in parts:
+        part_budget = per_part.get(part.name, budget if budget is not None else part.budget)
+        runs = expand(load_sweep(part.name), budget=part_budget, seeds=seeds, overrides=overrides)
+        planned.append(PlannedPart(part, part_budget, runs))
+    return planned

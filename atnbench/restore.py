@@ -1,0 +1,55 @@
+"""A finished run's trained model, rebuilt from its stored config and kept weights.
+
+One home for "give me the model of run X": ``atnbench evaluate`` scores it, ``atnbench stats
+--from-run`` probes it. The model is rebuilt exactly as ``train`` built it (same config, same
+task data source) and its kept weights loaded: ``best`` (the lowest validation loss the run
+attained) or ``final``.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import torch
+
+from atnbench.config import RunConfig, build_config
+from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
+from atnbench.tasks import get_task
+from atnbench.tasks.source import DataSource, make_source
+
+
+@dataclass
+class RestoredRun:
+    record: RunRecord
+    config: RunConfig
+    model: torch.nn.Module
+    source: DataSource
+    kind: str  # which weights: best or final
+    step: int  # the training step those weights are from
+
+
+def find_run(store: ResultsStore, run_id: str) -> RunRecord:
+    """The run with this id or unique id prefix; a one-line error otherwise."""
+    return store.get_run(store.resolve_id(run_id))
+
+
+def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:
+    """Rebuild run ``run_id``'s model with its kept ``kind`` weights on ``device``."""
+    from atnbench.train import build_model
+
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"unknown weights {kind!r}; choose one of: {', '.join(MODEL_KINDS)}")
+    record = find_run(store, run_id)
+    kept = store.model(record.run_id, kind)
+    if kept is None:
+        raise ValueError(f"run {record.run_id} kept no {kind} model (status {record.status}; runs recorded "
+                         f"before models were kept, or with --no-keep-model, have none): train it again "
+                         f"with `atnbench run ... --force`")
+    step, weights = kept
+    config = build_config({**record.config, "device": torch.device(device).type})
+    source = make_source(get_task(config.task), config, device)
+    model = build_model(config, source).to(device)
+    model.load_state_dict(torch.load(io.BytesIO(weights), map_location=device, weights_only=True))
+    model.eval()
+    return RestoredRun(record, config, model, source, kind, step)

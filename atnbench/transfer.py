@@ -1,0 +1,210 @@
+"""Moving runs between results stores: JSON Lines files and merging.
+
+A sweep split over machines (or over days on machines that are not kept) ends as several
+stores; ``atnbench store export`` / ``import`` / ``merge`` combine them into one, whose report
+is the same as if every run had been recorded there.
+
+The file: JSON Lines, one run per line, each line ``ResultsStore.export_record``'s dict (the row,
+the curve, the sweeps the run belongs to). Non-finite numbers are already ``null`` in the store.
+
+Combining a run into a store that may already hold it (``combine``):
+
+- not there: added;
+- there, but less finished (``running`` < ``failed`` < ``done``/``diverged``; a sweep re-runs a
+  failed run anyway): replaced by the incoming one; the other way round the store's row is kept;
+  sweep memberships are always united (never removed);
+- both running: the longer curve wins (it got further before its process stopped);
+- both finished: the *numbers* are compared: status, summary and curve, except timings
+  (``wall_s``, ``steps_per_s``), which differ between machines for the same computation. Equal:
+  nothing changes but the sweep memberships (their union is taken, so the order of the
+  imports does not matter). Different: a ``Conflict``, reported and never overwritten.
+
+So importing a file twice changes nothing the second time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Optional, TextIO
+
+from atnbench.store import SCHEMA_VERSION, STATUSES, ResultsStore
+
+TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
+RANK = {"running": 0, "failed": 1, "done": 2, "diverged": 2}  # how finished a row is
+OUTCOMES = ("added", "replaced", "joined", "unchanged", "kept", "conflict")
+OUTCOME_HELP = {
+    "added": "new to the store",
+    "replaced": "replaced a less finished row",
+    "joined": "same numbers; only sweep memberships were added",
+    "unchanged": "already there with the same numbers",
+    "kept": "the store's row is more finished and was kept",
+    "conflict": "same run id, different numbers: the store's row was kept",
+}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One run id whose incoming numbers differ from the store's; ``difference`` says the first."""
+
+    run_id: str
+    source: str
+    difference: str
+
+    def line(self) -> str:
+        return f"conflict: run {self.run_id} from {self.source}: {self.difference}; kept the store's row"
+
+
+@dataclass
+class Tally:
+    """What a transfer did, run by run."""
+
+    counts: Counter = field(default_factory=Counter)
+    conflicts: list[Conflict] = field(default_factory=list)
+
+    def text(self) -> str:
+        total = sum(self.counts.values())
+        parts = [f"{self.counts[o]} {o}" for o in OUTCOMES if self.counts[o]]
+        return f"{total} run{'s' if total != 1 else ''}" + (f": {', '.join(parts)}" if parts else "")
+
+
+# -- the file ------------------------------------------------------------------------------------
+
+
+def records(store: ResultsStore, task: Optional[str] = None, sweep: Optional[str] = None,
+            status: Optional[str] = None) -> Iterator[dict]:
+    """Every selected run of the store as an export record, oldest first."""
+    for run in store.runs(task=task, sweep=sweep, status=status):
+        yield store.export_record(run.run_id)
+
+
+def write_lines(recs: Iterable[dict], stream: TextIO) -> int:
+    """Write records as JSON Lines; returns how many."""
+    n = 0
+    for record in recs:
+        # keys in the store's order, so an imported store equals its source byte for byte
+        stream.write(json.dumps(record, allow_nan=False) + "\n")
+        n += 1
+    return n
+
+
+def read_lines(path: Path) -> list[dict]:
+    """Every record of a JSON Lines file, checked before anything is written: a bad line is a
+    ValueError naming the file and line (so a broken file imports nothing)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    out = []
+    with path.open(encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} line {number}: not JSON ({error.msg})") from None
+            problem = _malformed(record)
+            if problem:
+                raise ValueError(f"{path} line {number}: not an atnbench run record ({problem})")
+            out.append(record)
+    return out
+
+
+def _malformed(record) -> Optional[str]:
+    if not isinstance(record, dict):
+        return f"a {type(record).__name__}, not an object"
+    missing = [key for key in ("run_id", "status", "config") if key not in record]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    if not isinstance(record["run_id"], str) or not record["run_id"]:
+        return "run_id is not a non-empty string"
+    if record["status"] not in STATUSES:
+        return f"unknown status {record['status']!r}"
+    if not isinstance(record["config"], dict):
+        return "config is not an object"
+    try:
+        if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
+            return f"schema version {record['schema_version']}, newer than this atnbench's {SCHEMA_VERSION}: upgrade it"
+    except (TypeError, ValueError):
+        return f"schema version {record['schema_version']!r} is not a number"
+    if not isinstance(record.get("curve", []), list) or not isinstance(record.get("sweeps", []), list):
+        return "curve and sweeps must be lists"
+    return None
+
+
+# -- combining -----------------------------------------------------------------------------------
+
+
+def numbers(record: dict) -> dict:
+    """What must be equal for two records of one run to be the same result (timings left out)."""
+    summary = {k: v for k, v in (record.get("summary") or {}).items() if k not in TIMING_KEYS}
+    curve = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in record.get("curve", [])]
+    for point in curve:
+        point.setdefault("metrics", {})
+    return {"status": record["status"], "summary": summary, "curve": curve}
+
+
+def difference(ours: dict, theirs: dict) -> Optional[str]:
+    """The first difference in numbers, as words ("summary min_val_loss: 0.1 here, 0.2 there"), or None."""
+    a, b = numbers(ours), numbers(theirs)
+    if a["status"] != b["status"]:
+        return f"status {a['status']} here, {b['status']} there"
+    for key in sorted(set(a["summary"]) | set(b["summary"])):
+        if a["summary"].get(key) != b["summary"].get(key):
+            return f"summary {key}: {a['summary'].get(key)!r} here, {b['summary'].get(key)!r} there"
+    steps_a, steps_b = [p.get("step") for p in a["curve"]], [p.get("step") for p in b["curve"]]
+    if steps_a != steps_b:
+        return f"curve has {len(steps_a)} points here, {len(steps_b)} there (or at other steps)"
+    for pa, pb in zip(a["curve"], b["curve"]):
+        for key in sorted(set(pa) | set(pb)):
+            if pa.get(key) != pb.get(key):
+                return f"curve step {pa['step']} {key}: {pa.get(key)!r} here, {pb.get(key)!r} there"
+    return None
+
+
+def combine(store: ResultsStore, record: dict, source: str = "the file") -> tuple[str, Optional[Conflict]]:
+    """Bring one exported run into the store by the rules in the module docstring; returns the
+    outcome (one of OUTCOMES) and the conflict, if any."""
+    run_id = record["run_id"]
+    if store.get_run(run_id) is None:
+        store.import_record(record)
+        return "added", None
+    ours = store.export_record(run_id)
+    ours_rank, theirs_rank = RANK[ours["status"]], RANK[record["status"]]
+    if theirs_rank > ours_rank or (
+        ours["status"] == record["status"] == "running" and len(record.get("curve", [])) > len(ours["curve"])
+    ):
+        store.import_record(record)  # replaces row and curve, adds memberships
+        return "replaced", None
+    if theirs_rank < ours_rank:
+        _join(store, ours, record)  # the config is in the incoming run's sweeps either way
+        return "kept", None
+    if ours["status"] == "running":
+        return _join(store, ours, record), None
+    if ours["status"] == "failed":  # two failures carry no numbers to compare
+        return _join(store, ours, record), None
+    found = difference(ours, record)
+    if found is not None:
+        return "conflict", Conflict(run_id, source, found)
+    return _join(store, ours, record), None
+
+
+def _join(store: ResultsStore, ours: dict, record: dict) -> str:
+    """Add the incoming sweep memberships the store lacks: 'joined' if any, else 'unchanged'."""
+    new = [sweep for sweep in record.get("sweeps", []) if sweep not in ours["sweeps"]]
+    for sweep in new:
+        store.add_to_sweep(sweep, record["run_id"])
+    return "joined" if new else "unchanged"
+
+
+def combine_all(store: ResultsStore, recs: Iterable[dict], source: str, tally: Optional[Tally] = None) -> Tally:
+    """combine() every record; the tally counts outcomes and collects conflicts."""
+    tally = tally if tally is not None else Tally()
+    for record in recs:
+        outcome, conflict = combine(store, record, source)
+        tally.counts[outcome] += 1
+        if conflict is not None:
+            tally.conflicts.append(conflict)
+    return tally

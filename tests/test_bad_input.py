@@ -1,0 +1,389 @@
+"""The bad-input matrix: every command, fed what a careless or hostile user would type.
+
+Each case asserts the documented exit code, exactly one line on stderr (naming the problem),
+no traceback, and that nothing changed on disk: the results store keeps its bytes and row
+counts (it is kept in rollback-journal mode, so even opening it for writing would change its
+header), and no file appears or changes beside it (no store, checkpoint or output created).
+Every case fails in validation, before any training, so the matrix takes seconds; it runs
+in-process through typer's CliRunner, plus a few real processes for the console script.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.store import ResultsStore
+
+USAGE, FAILED = 2, 1
+TINY_SWEEP = ("description: tiny\ntask: adding\nbase: {T: 8, steps: 2, hidden: 8, batch_size: 4, val_samples: 8, "
+              "eval_every: 1}\ngrid: {norm: [ln, atn]}\n")
+BIG = "1000000000"
+
+# {good}: a store with finished runs; {garbage} {empty} {folder} {under} {truncated} {dropped}
+# {missing}: unusable or absent stores; {dir}: a folder; {file}: a plain file; {cfg:NAME}: a
+# config file (CONFIGS); {sweep}: a tiny sweep file; {badsweep}: a sweep file with a bad value.
+CONFIGS = {
+    "twenty": "T: twenty\n",
+    "lr_text": "lr: 1e-3\n",
+    "unknown": "hiden: 3\n",
+    "list": "- T: 8\n",
+    "yaml": "T: [8\n",
+    "k0": "k: 0\n",
+    "options": "options: [1, 2]\n",
+    "clip_inf": "clip: .inf\n",
+    "lr_nan": "lr: .nan\n",
+    "affine_text": "affine: maybe\n",
+    "batch_float": "batch_size: 2.5\n",
+    "epochs_negative": "epochs: -1\n",
+    "int_key": "123: 4\n",
+    "T_bool": "T: true\n",
+    "hidden_big": "hidden: 100000\n",
+    "json_bad": "{not json",
+}
+STORES = ["garbage", "folder", "under", "truncated", "dropped"]
+READ_STORES = STORES + ["empty", "missing"]
+SMALL = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "2", "--val-samples", "8"]
+
+CASES = [
+    # -- atnbench run ------------------------------------------------------------------------
+    ("run", [], USAGE, "Missing argument"),
+    ("run", ["nosuchtask"], USAGE, "unknown task"),
+    ("run", ["adding", "extra"], USAGE, "unexpected extra argument"),
+    ("run", ["adding", "--nosuch"], USAGE, "No such option"),
+    ("run", ["adding", "--T"], USAGE, "requires an argument"),
+    ("run", ["adding", "--norm", "magic"], USAGE, "unknown norm"),
+    ("run", ["adding", "--cell", "transformer"], USAGE, "unknown cell"),
+    ("run", ["adding", "--init", "xavier"], USAGE, "unknown init"),
+    ("run", ["adding", "--optimizer", "lbfgs"], USAGE, "unknown optimizer"),
+    ("run", ["adding", "--variant", "nope"], USAGE, "variant"),
+    ("run", ["adding", "--k", "0"], USAGE, "k must be >= 1"),
+    ("run", ["adding", "--k", "-3"], USAGE, "k must be >= 1"),
+    ("run", ["adding", "--k", "two"], USAGE, "'--k'"),
+    ("run", ["adding", "--T", "0"], USAGE, "too short"),
+    ("run", ["adding", "--T", "-5"], USAGE, "too short"),
+    ("run", ["adding", "--T", "abc"], USAGE, "'--T'"),
+    ("run", ["adding", "--T", "1.5"], USAGE, "'--T'"),
+    ("run", ["denoise", "--T", "5"], USAGE, "too short"),
+    ("run", ["adding", "--T", BIG], USAGE, "needs ~"),
+    ("run", ["adding", "--hidden", "0"], USAGE, "hidden must be >= 1"),
+    ("run", ["adding", "--hidden", "100000"], USAGE, "needs ~"),
+    ("run", ["adding", "--layers", "0"], USAGE, "layers must be >= 1"),
+    ("run", ["adding", "--layers", "100000"], USAGE, "needs ~"),
+    ("run", ["adding", "--batch-size", "0"], USAGE, "batch_size (--batch-size) must be >= 1"),
+    ("run", ["adding", "--batch-size", BIG], USAGE, "needs ~"),
+    ("run", ["adding", "--val-samples", "0"], USAGE, "val_samples (--val-samples) must be >= 1"),
+    ("run", ["adding", "--val-samples", BIG], USAGE, "needs ~"),
+    ("run", ["adding", "--iters", "0"], USAGE, "steps (--iters) must be >= 1"),
+    ("run", ["adding", "--iters", "-3"], USAGE, "steps (--iters) must be >= 1"),
+    ("run", ["adding", "--eval-every", "0"], USAGE, "eval_every (--eval-every) must be >= 1"),
+    ("run", ["adding", "--lr", "-0.1"], USAGE, "lr must be > 0"),
+    ("run", ["adding", "--lr", "0"], USAGE, "lr must be > 0"),
+    ("run", ["adding", "--lr", "inf"], USAGE, "finite"),
+    ("run", ["adding", "--lr", "nan"], USAGE, "finite"),
+    ("run", ["adding", "--lr", "-inf"], USAGE, "finite"),
+    ("run", ["adding", "--lr", "fast"], USAGE, "'--lr'"),
+    ("run", ["adding", "--eps", "-1"], USAGE, "eps must be >= 0"),
+    ("run", ["adding", "--eps", "nan"], USAGE, "finite"),
+    ("run", ["adding", "--momentum", "-0.5"], USAGE, "momentum must be >= 0"),
+    ("run", ["adding", "--momentum", "inf"], USAGE, "finite"),
+    ("run", ["adding", "--clip", "0"], USAGE, "clip must be > 0"),
+    ("run", ["adding", "--clip", "-1"], USAGE, "clip must be > 0"),
+    ("run", ["adding", "--clip", "nan"], USAGE, "finite"),
+    ("run", ["adding", "--epochs", "inf"], USAGE, "finite"),
+    ("run", ["adding", "--epochs", "nan"], USAGE, "finite"),
+    ("run", ["adding", "--epochs", "0"], USAGE, "epochs must be > 0"),
+    ("run", ["adding", "--epochs", "-1"], USAGE, "epochs must be > 0"),
+    ("run", ["adding", "--budget", "0"], USAGE, "budget"),
+    ("run", ["adding", "--budget", "2"], USAGE, "budget"),
+    ("run", ["adding", "--budget", "nan"], USAGE, "finite"),
+    ("run", ["adding", "--budget", "-inf"], USAGE, "finite"),
+    ("run", ["adding", "--seed", "abc"], USAGE, "'--seed'"),
+    ("run", ["adding", "--threads", "0"], USAGE, "'--threads'"),
+    ("run", ["adding", "--checkpoint-every", "0"], USAGE, "'--checkpoint-every'"),
+    ("run", ["adding", "--device", "quantum"], USAGE, "quantum"),
+    ("run", ["adding", "--data-dir", "{dir}"], USAGE, "generates its data"),
+    ("run", ["adding", "--data-files", "train=x"], USAGE, "generates its data"),
+    ("run", ["adding", "--permute"], USAGE, "generates its data"),
+    ("run", ["adding", *SMALL, "--out", "{dir}"], USAGE, "is a folder"),
+    ("run", ["adding", *SMALL, "--out", "{file}/r.json"], USAGE, "is a file, not a folder"),
+    ("run", ["adding", "--config", "{missing_file}"], USAGE, "config file not found"),
+    ("run", ["adding", "--config", "{dir}"], USAGE, "is a folder"),
+    ("run", ["adding", "--config", "{binary}"], USAGE, "not a text file"),
+    ("run", ["adding", "--config", "{cfg:twenty}"], USAGE, "T: expected a whole number, got 'twenty'"),
+    ("run", ["adding", "--config", "{cfg:lr_text}"], USAGE, "write 1.0e-3"),
+    ("run", ["adding", "--config", "{cfg:unknown}"], USAGE, "unknown config key(s): hiden"),
+    ("run", ["adding", "--config", "{cfg:list}"], USAGE, "expected a mapping"),
+    ("run", ["adding", "--config", "{cfg:yaml}"], USAGE, "not valid YAML"),
+    ("run", ["adding", "--config", "{cfg:k0}"], USAGE, "k must be >= 1"),
+    ("run", ["adding", "--config", "{cfg:options}"], USAGE, "options"),
+    ("run", ["adding", "--config", "{cfg:clip_inf}"], USAGE, "finite"),
+    ("run", ["adding", "--config", "{cfg:lr_nan}"], USAGE, "finite"),
+    ("run", ["adding", "--config", "{cfg:affine_text}"], USAGE, "affine: expected true or false"),
+    ("run", ["adding", "--config", "{cfg:batch_float}"], USAGE, "expected a whole number"),
+    ("run", ["adding", "--config", "{cfg:epochs_negative}"], USAGE, "epochs must be > 0"),
+    ("run", ["adding", "--config", "{cfg:int_key}"], USAGE, "unknown config key(s): 123"),
+    ("run", ["adding", "--config", "{cfg:T_bool}"], USAGE, "expected a whole number"),
+    ("run", ["adding", "--config", "{cfg:hidden_big}"], USAGE, "needs ~"),
+    ("run", ["adding", "--config", "{cfg_json:json_bad}"], USAGE, "not valid YAML/JSON"),
+    *[("run", ["adding", *SMALL, "--store", "{%s}" % store], USAGE, "store") for store in STORES],
+    # -- atnbench sweep ------------------------------------------------------------------------
+    ("sweep", [], USAGE, "give a sweep name"),
+    ("sweep", ["no-such-sweep"], USAGE, "no-such-sweep"),
+    ("sweep", ["{missing_file}.yaml"], USAGE, "missing"),
+    ("sweep", ["{badsweep}"], USAGE, "k must be >= 1"),
+    ("sweep", ["{cfg:yaml}"], USAGE, "YAML"),
+    ("sweep", ["{sweep}", "--budget", "0"], USAGE, "--budget"),
+    ("sweep", ["{sweep}", "--budget", "2"], USAGE, "--budget"),
+    ("sweep", ["{sweep}", "--budget", "nan"], USAGE, "finite"),
+    ("sweep", ["{sweep}", "--backend", "slurm"], USAGE, "unknown --backend"),
+    ("sweep", ["{sweep}", "--address", "head:6379"], USAGE, "--address is for --backend ray"),
+    ("sweep", ["{sweep}", "--workers", "0"], USAGE, "--workers must be >= 1"),
+    ("sweep", ["{sweep}", "--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("sweep", ["{sweep}", "--seeds", "a,b"], USAGE, "seed"),
+    ("sweep", ["{sweep}", "--seeds", ""], USAGE, "seed"),
+    ("sweep", ["{sweep}", "--norm", "ln"], USAGE, "would replace the values"),
+    ("sweep", ["{sweep}", "--lr", "inf"], USAGE, "finite"),
+    ("sweep", ["{sweep}", "--lr", "-1"], USAGE, "lr must be > 0"),
+    ("sweep", ["{sweep}", "--eps", "nan"], USAGE, "finite"),
+    ("sweep", ["{sweep}", "--iters", "0"], USAGE, "must be >= 1"),
+    ("sweep", ["{sweep}", "--hidden", "0"], USAGE, "hidden must be >= 1"),
+    ("sweep", ["{sweep}", "--hidden", "100000"], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--T", BIG], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--device", "quantum"], USAGE, "quantum"),
+    ("sweep", ["{sweep}", "--nosuch"], USAGE, "No such option"),
+    *[("sweep", ["{sweep}", "--store", "{%s}" % store], USAGE, "store") for store in STORES],
+    # -- atnbench sweep --dry-run (reads the store, never writes it) ---------------------------
+    *[("sweep", ["{sweep}", "--dry-run", "--store", "{%s}" % store], USAGE, "store")
+      for store in STORES + ["empty"]],
+    ("sweep", ["{sweep}", "--dry-run", "--budget", "nan"], USAGE, "finite"),
+    ("sweep", ["{sweep}", "--dry-run", "--k", "0"], USAGE, "k must be >= 1"),
+    ("sweep", ["--list", "--budget", "2"], USAGE, "--budget"),
+    # -- atnbench report -----------------------------------------------------------------------
+    *[("report", ["--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
+    ("report", ["--store", "{good}", "--task", "denoise"], USAGE, "no finished runs match"),
+    ("report", ["--store", "{good}", "--T", "999"], USAGE, "no finished runs match"),
+    ("report", ["--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named"),
+    ("report", ["--store", "{good}", "--norm", "magic"], USAGE, "unknown norm"),
+    ("report", ["--store", "{good}", "--since", "yesterday-ish"], USAGE, "ISO-8601"),
+    ("report", ["--store", "{good}", "--format", "docx"], USAGE, "docx"),
+    ("report", ["--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
+    ("report", ["--store", "{good}", "--output", "{file}/report.md"], USAGE, "is a file, not a folder"),
+    ("report", ["--store", "{good}", "--plots", "{file}"], USAGE, "is a file; give a folder"),
+    ("report", ["--store", "{good}", "--T", "abc"], USAGE, "'--T'"),
+    ("report", ["--store", "{good}", "extra"], USAGE, "unexpected extra argument"),
+    # -- atnbench plot -------------------------------------------------------------------------
+    *[("plot", ["--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
+    ("plot", ["--store", "{good}", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),
+    ("plot", ["--store", "{good}", "--task", "copying"], USAGE, "no finished runs match"),
+    ("plot", ["--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
+    # -- atnbench stats ------------------------------------------------------------------------
+    ("stats", ["--k", "0"], USAGE, "--k values must be >= 1"),
+    ("stats", ["--k", "five"], USAGE, "--k takes whole numbers"),
+    ("stats", ["--k", ","], USAGE, "--k needs at least one value"),
+    ("stats", ["--iters", "-1"], USAGE, "--iters must be >= 0"),
+    ("stats", ["--T", "0"], USAGE, "greater than or equal to 1"),
+    ("stats", ["--T", BIG], USAGE, "needs ~"),
+    ("stats", ["--hidden", "0"], USAGE, "hidden must be >= 1"),
+    ("stats", ["--batch-size", "0"], USAGE, "must be >= 1"),
+    ("stats", ["--hidden", "100000"], USAGE, "needs ~"),
+    ("stats", ["--out-dir", "{file}"], USAGE, "is a file; give a folder"),
+    ("stats", ["--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("stats", ["--device", "quantum"], USAGE, "quantum"),
+    ("stats", ["--from-run", "nosuchrun", "--store", "{good}"], USAGE, "nosuchrun"),
+    *[("stats", ["--from-run", "abc", "--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
+    # -- atnbench invariances ------------------------------------------------------------------
+    ("invariances", ["--seed", "abc"], USAGE, "'--seed'"),
+    ("invariances", ["extra"], USAGE, "unexpected extra argument"),
+    ("invariances", ["--nosuch"], USAGE, "No such option"),
+    # -- atnbench gradcheck --------------------------------------------------------------------
+    ("gradcheck", ["--k", "0"], USAGE, "--k values must be >= 1"),
+    ("gradcheck", ["--k", "x"], USAGE, "--k takes whole numbers"),
+    ("gradcheck", ["--T", "0"], USAGE, "--T must be >= 1"),
+    ("gradcheck", ["--n", "0"], USAGE, "--n must be >= 1"),
+    ("gradcheck", ["--eps", "-1"], USAGE, "--eps must be >= 0"),
+    ("gradcheck", ["--eps", "nan"], USAGE, "finite"),
+    ("gradcheck", ["--tol", "nan"], USAGE, "finite"),
+    ("gradcheck", ["--tol", "inf"], USAGE, "finite"),
+    ("gradcheck", ["--tol", "-1"], USAGE, "--tol must be >= 0"),
+    ("gradcheck", ["--T", BIG], USAGE, "needs ~"),
+    ("gradcheck", ["--n", "1000000"], USAGE, "needs ~"),
+    # -- atnbench bench ------------------------------------------------------------------------
+    ("bench", ["--workload", "sorting"], USAGE, "sorting"),
+    ("bench", ["--workload", ","], USAGE, "--workload needs at least one value"),
+    ("bench", ["--models", "transformer"], USAGE, "transformer"),
+    ("bench", ["--k", "0"], USAGE, "--k values must be >= 1"),
+    ("bench", ["--k", "x"], USAGE, "--k takes whole numbers"),
+    ("bench", ["--reps", "0"], USAGE, "--reps must be >= 1"),
+    ("bench", ["--warmup", "-1"], USAGE, "--warmup must be >= 0"),
+    ("bench", ["--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("bench", ["--json", "--csv"], USAGE, "choose one of --json and --csv"),
+    ("bench", ["--output", "{dir}"], USAGE, "is a folder"),
+    ("bench", ["--output", "{file}/b.json"], USAGE, "is a file, not a folder"),
+    ("bench", ["--T", "0"], USAGE, "--T and --batch must be >= 1"),
+    ("bench", ["--batch", "0"], USAGE, "--T and --batch must be >= 1"),
+    ("bench", ["--T", BIG], USAGE, "needs ~"),
+    ("bench", ["--device", "quantum"], USAGE, "quantum"),
+    # -- atnbench tasks / models / the top level -----------------------------------------------
+    ("tasks", ["extra"], USAGE, "unexpected extra argument"),
+    ("tasks", ["--nosuch"], USAGE, "No such option"),
+    ("models", ["extra"], USAGE, "unexpected extra argument"),
+    ("models", ["--nosuch"], USAGE, "No such option"),
+    ("nosuch", [], USAGE, "No such command"),
+    ("--nosuch", [], USAGE, "No such option"),
+]
+
+
+def _ids():
+    seen: dict[str, int] = {}
+    for command, args, _, _ in CASES:
+        name = " ".join([command, *args])[:60]
+        seen[name] = seen.get(name, 0) + 1
+        yield name if seen[name] == 1 else f"{name} #{seen[name]}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """Every path the cases name, made once; the good store holds finished and failed runs."""
+    root = tmp_path_factory.mktemp("bad-input")
+    good = root / "good.db"
+    with ResultsStore(good) as store:
+        for i, norm in enumerate(("ln", "atn", "lstm")):
+            config = {"task": "adding", "T": 8, "norm": norm, "k": 3, "seed": 0, "budget": 1.0, "lr": 1e-3}
+            curve = [{"step": s, "wall_s": 0.1 * s, "train_loss": 0.2 / s, "val_loss": 0.25 / s} for s in (1, 2)]
+            store.import_record({"run_id": f"run{i}", "status": "done" if i < 2 else "failed", "config": config,
+                                 "summary": {"min_train_loss": 0.1, "min_val_loss": 0.125}, "curve": curve,
+                                 "sweeps": ["tiny"]})
+    with sqlite3.connect(good) as conn:  # out of WAL: any open for writing would now change the file
+        conn.execute("PRAGMA journal_mode = DELETE")
+    paths = {"good": good, "missing": root / "missing.db", "missing_file": root / "missing",
+             "garbage": root / "garbage.db", "empty": root / "empty.db", "folder": root / "folder.db",
+             "under": root / "afile" / "store.db", "truncated": root / "truncated.db", "dropped": root / "dropped.db",
+             "dir": root / "adir", "file": root / "afile", "binary": root / "binary.yaml",
+             "sweep": root / "tiny.yaml", "badsweep": root / "bad-sweep.yaml"}
+    paths["garbage"].write_bytes(b"\x00\x01garbage, not a database\n" * 200)
+    paths["empty"].write_bytes(b"")
+    paths["folder"].mkdir()
+    paths["dir"].mkdir()
+    paths["file"].write_text("just a file\n")
+    paths["binary"].write_bytes(bytes(range(256)) * 4)
+    paths["sweep"].write_text(TINY_SWEEP)
+    paths["badsweep"].write_text(TINY_SWEEP.replace("[ln, atn]}", "[atn], k: [3, 0]}"))
+    big = root / "big.db"
+    with ResultsStore(big) as store:
+        for i in range(40):
+            store.import_record({"run_id": f"r{i}", "status": "done", "config": {"task": "adding", "pad": "x" * 900}})
+    paths["truncated"].write_bytes(big.read_bytes()[:12288])
+    big.unlink()
+    paths["dropped"].write_bytes(good.read_bytes())
+    with sqlite3.connect(paths["dropped"]) as conn:
+        conn.execute("DROP TABLE evals")
+    for name, text in CONFIGS.items():
+        (root / f"cfg-{name}.yaml").write_text(text)
+        (root / f"cfg-{name}.json").write_text(text)
+    return root, {key: str(value) for key, value in paths.items()}
+
+
+def _expand(args: list[str], root: Path, paths: dict[str, str]) -> list[str]:
+    expanded = []
+    for arg in args:
+        if arg.startswith("{cfg:"):
+            arg = str(root / f"cfg-{arg[5:-1]}.yaml")
+        elif arg.startswith("{cfg_json:"):
+            arg = str(root / f"cfg-{arg[10:-1]}.json")
+        else:
+            arg = arg.format(**paths)
+        expanded.append(arg)
+    return expanded
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file and folder under root with its content hash: nothing may appear or change.
+
+    Left out: SQLite's own -wal/-shm files, which SQLite creates beside a WAL-mode database for
+    any reader (read-only ones included) while the store file itself stays as it is."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if path.name.endswith(("-wal", "-shm")):
+            continue
+        found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+    return found
+
+
+def row_counts(store: str) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        return {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                for table in ("runs", "evals", "sweep_runs", "meta")}
+    finally:
+        conn.close()
+
+
+def stderr_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _dump(result) -> str:
+    return f"exit {result.exit_code}\nstdout: {result.stdout!r}\nstderr: {result.stderr!r}\n{result.exception!r}"
+
+
+@pytest.mark.parametrize("command, args, code, message", CASES, ids=list(_ids()))
+def test_bad_input(world, monkeypatch, command, args, code, message):
+    root, paths = world
+    monkeypatch.chdir(root)  # a default path (./atnbench-results) would show up in the snapshot
+    monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+    before, counts = snapshot(root), row_counts(paths["good"])
+    result = CliRunner().invoke(app, [command, *_expand(args, root, paths)])
+    lines = stderr_lines(result.stderr)
+    assert result.exit_code == code, _dump(result)
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), _dump(result)
+    assert "Traceback" not in result.stdout + result.stderr
+    assert len(lines) == 1 and message in lines[0], _dump(result)
+    assert snapshot(root) == before and row_counts(paths["good"]) == counts
+
+
+def test_the_matrix_is_big_enough():
+    assert len(CASES) >= 150
+    assert {command for command, *_ in CASES} >= {"run", "sweep", "report", "plot", "stats", "invariances",
+                                                    "gradcheck", "bench", "tasks", "models"}
+
+
+ATNBENCH = str(Path(sys.executable).parent / "atnbench")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "adding", "--lr", "inf"], "finite"),  # a usage error (typer's own parsing)
+    (["sweep", "{sweep}", "--dry-run", "--store", "{folder}"], "is a folder"),  # one of atnbench's
+])
+def test_the_console_script_says_one_line_too(world, args, message):
+    root, paths = world
+    before = snapshot(root)
+    env = {key: value for key, value in os.environ.items() if key != "ATNBENCH_DEBUG"}
+    done = subprocess.run([ATNBENCH, *_expand(args, root, paths)], capture_output=True, text=True, cwd=root,
+                          env=env, timeout=120)
+    assert done.returncode == USAGE and "Traceback" not in done.stderr
+    assert len(stderr_lines(done.stderr)) == 1 and message in done.stderr
+    assert snapshot(root) == before
+
+
+def test_atnbench_debug_keeps_the_traceback(world):
+    root, paths = world
+    done = subprocess.run([ATNBENCH, "report", "--store", paths["garbage"]], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "ATNBENCH_DEBUG": "1"}, timeout=120)
+    assert done.returncode != 0 and "Traceback" in done.stderr and "StoreError" in done.stderr
+
+
+def test_help_states_the_exit_codes():
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    for phrase in ("Exit codes", "1 a run failed or diverged", "2 bad usage or input", "130 interrupted"):
+        assert phrase in text

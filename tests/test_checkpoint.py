@@ -1,0 +1,237 @@
+"""Checkpoints belong to one store, are written atomically, set aside when unusable and cleaned
+up; one process at a time trains a run (a second is refused, or waits and keeps the result)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from atnbench import checkpoint as checkpoints
+from atnbench.checkpoint import RunBusy, hold_run
+from atnbench.runspec import resolve_run
+from atnbench.store import ResultsStore
+from atnbench.train import SilentReporter, _train, train
+from helpers import Interrupt
+
+CPU = torch.device("cpu")
+CONFIG = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
+                                "val_samples": 8, "norm": "atn", "k": 3})
+
+
+def points(store: ResultsStore) -> list[tuple]:
+    return [(p.step, p.train_loss, p.val_loss) for p in store.curve(CONFIG.run_id)]
+
+
+def killed_run(path: Path) -> Path:
+    """A run of CONFIG interrupted at step 9 (checkpoint at step 8) in the store at path."""
+    with ResultsStore(path) as store:
+        with pytest.raises(KeyboardInterrupt):
+            train(CONFIG, store, CPU, Interrupt(at=9), checkpoint_every=2)
+    file = checkpoints.checkpoint_file(path, CONFIG.run_id)
+    assert file.exists()
+    return file
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """The uninterrupted curve every recovered run must equal."""
+    with ResultsStore(tmp_path_factory.mktemp("whole") / "whole.db") as store:
+        train(CONFIG, store, CPU)
+        return points(store)
+
+
+def test_checkpoints_live_beside_their_own_store_file(tmp_path):
+    assert checkpoints.checkpoint_dir(tmp_path / "x.db", "abc") == tmp_path / "x.db-checkpoints" / "abc"
+    assert checkpoints.checkpoint_root(tmp_path / "x.db") != checkpoints.checkpoint_root(tmp_path / "y.db")
+
+
+def test_a_killed_run_of_one_store_is_not_resumed_by_another_in_the_same_folder(tmp_path, whole, caplog):
+    x_checkpoint = killed_run(tmp_path / "x.db")
+    with ResultsStore(tmp_path / "y.db") as y, caplog.at_level(logging.WARNING, logger="atnbench"):
+        record = train(CONFIG, y, CPU, resume=True)
+        assert points(y) == whole  # from step 0, not from x's step 8
+    assert record["status"] == "done"
+    assert "no checkpoint for run" in caplog.text and "starting it from scratch" in caplog.text
+    assert x_checkpoint.exists()  # x's checkpoint is x's: untouched
+    with ResultsStore(tmp_path / "x.db") as x:
+        train(CONFIG, x, CPU, resume=True)
+        assert points(x) == whole
+
+
+def test_a_finished_run_leaves_no_checkpoint_folders(tmp_path):
+    killed_run(tmp_path / "r.db")
+    with ResultsStore(tmp_path / "r.db") as store:
+        train(CONFIG, store, CPU, resume=True)
+    assert not checkpoints.checkpoint_root(tmp_path / "r.db").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.db"]  # WAL files go when the store closes
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated", "not-a-checkpoint"])
+def test_an_unusable_checkpoint_is_set_aside_and_the_run_starts_over(tmp_path, whole, caplog, damage):
+    file = killed_run(tmp_path / "r.db")
+    good = file.read_bytes()
+    if damage == "garbage":
+        file.write_bytes(b"this is not a checkpoint\n" * 10)
+    elif damage == "empty":
+        file.write_bytes(b"")
+    elif damage == "truncated":
+        file.write_bytes(good[: len(good) // 2])
+    else:
+        torch.save({"model": {}}, file)
+    damaged = file.read_bytes()
+    with ResultsStore(tmp_path / "r.db") as store, caplog.at_level(logging.WARNING, logger="atnbench"):
+        record = train(CONFIG, store, CPU, resume=True)
+        assert points(store) == whole
+    assert record["status"] == "done"
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1 and "set aside as checkpoint.pt.corrupt-" in notes[0] and "from scratch" in notes[0]
+    aside = list(file.parent.glob("checkpoint.pt.corrupt-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == damaged  # renamed, not deleted
+
+
+def test_a_checkpoint_of_another_model_is_set_aside(tmp_path, whole, caplog):
+    file = killed_run(tmp_path / "r.db")
+    other = resolve_run("adding", {"T": 10, "hidden": 16, "batch_size": 4, "steps": 12, "eval_every": 2,
+                                   "val_samples": 8, "norm": "atn", "k": 3})
+    with ResultsStore(tmp_path / "other.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            train(other, store, CPU, Interrupt(at=9), checkpoint_every=2)
+    os.replace(checkpoints.checkpoint_file(tmp_path / "other.db", other.run_id), file)
+    with ResultsStore(tmp_path / "r.db") as store, caplog.at_level(logging.WARNING, logger="atnbench"):
+        train(CONFIG, store, CPU, resume=True)
+        assert points(store) == whole
+    assert "does not fit run" in caplog.text
+
+
+def test_writes_go_through_unique_temporary_names(tmp_path, monkeypatch):
+    seen = []
+    real_replace = os.replace
+
+    def spy(source, target):
+        seen.append(Path(source).name)
+        real_replace(source, target)
+
+    monkeypatch.setattr(checkpoints.os, "replace", spy)
+    target = tmp_path / "run" / "checkpoint.pt"
+    checkpoints.save(target, {"a": 1})
+    checkpoints.save(target, {"a": 2})
+    assert len(set(seen)) == 2 and all(name.startswith(".checkpoint.pt.") for name in seen)
+    assert torch.load(target)["a"] == 2 and [p.name for p in target.parent.iterdir()] == ["checkpoint.pt"]
+
+
+def test_a_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path):
+    target = tmp_path / "checkpoint.pt"
+    checkpoints.save(target, {"a": 1})
+
+    def broken(handle):
+        handle.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        checkpoints.write_atomic(target, broken)
+    assert torch.load(target)["a"] == 1 and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+def test_a_run_training_elsewhere_is_refused(tmp_path):
+    with ResultsStore(tmp_path / "r.db") as store:
+        with hold_run(store.path, CONFIG.run_id):  # as another process would
+            with pytest.raises(RunBusy, match="being trained by another process"):
+                train(CONFIG, store, CPU)
+        assert store.status(CONFIG.run_id) is None  # the refused run wrote nothing
+
+
+def test_a_waiting_run_keeps_the_other_process_result(tmp_path):
+    path = tmp_path / "r.db"
+    steps = []
+
+    class Counting:
+        def start(self, run_id, total, done): pass
+        def evaluated(self, step, train_loss, val_loss): pass
+        def finish(self, status): pass
+        def step(self, step, loss): steps.append(step)
+
+    def wait_and_train():
+        with ResultsStore(path) as own:
+            outcome.update(train(CONFIG, own, CPU, Counting(), wait=True))
+
+    outcome = {}
+    with ResultsStore(path) as store:
+        with hold_run(path, CONFIG.run_id):  # "the other process", training the run meanwhile
+            waiter = threading.Thread(target=wait_and_train)
+            waiter.start()
+            third = checkpoints.RunLock(checkpoints.lock_file(path, CONFIG.run_id))
+            assert not third.try_acquire()  # still held by us while the waiter polls
+            _train(CONFIG, store, CPU, SilentReporter(), False, None, 2)
+        waiter.join(timeout=60)
+    assert not waiter.is_alive()
+    assert outcome["status"] == "done" and steps == []  # kept, not trained twice
+
+
+def test_a_lock_is_released_when_its_holder_is_killed(tmp_path):
+    script = ("import sys, time; from atnbench.checkpoint import hold_run\n"
+              "with hold_run(sys.argv[1], 'abc'):\n    print('held', flush=True); time.sleep(60)\n")
+    holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "r.db")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunBusy, match=f"pid {holder.pid}"):
+            with hold_run(tmp_path / "r.db", "abc"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with hold_run(tmp_path / "r.db", "abc"):  # free at once after SIGKILL
+        pass
+    assert not checkpoints.checkpoint_root(tmp_path / "r.db").exists()
+
+
+@pytest.mark.slow
+def test_two_identical_runs_at_once_no_crash_one_result(tmp_path):
+    store = tmp_path / "r.db"
+    args = [str(Path(sys.executable).parent / "atnbench"), "run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4",
+            "--iters", "200", "--eval-every", "10", "--val-samples", "8", "--store", str(store), "--json"]
+    env = {**os.environ, "ATNBENCH_NO_BUILD": "1"}
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    codes = sorted(code for code, _, _ in results)
+    assert codes in ([0, 0], [0, 1]), results
+    for code, stdout, stderr in results:
+        assert "Traceback" not in stderr
+        if code == 1:  # refused, in one line
+            assert stderr.strip().count("\n") == 0 and "being trained by another process" in stderr
+        else:
+            assert json.loads(stdout)["status"] == "done"
+    with ResultsStore(store, create=False) as results_store:
+        rows = results_store.runs()
+    assert len(rows) == 1 and rows[0].status == "done"
+    assert not checkpoints.checkpoint_root(store).exists()
+
+
+def test_a_sweep_recovers_from_a_corrupt_checkpoint_instead_of_failing_every_rerun(tmp_path, caplog):
+    from atnbench.sweep import expand, load_sweep, run_sweep
+
+    spec_file = tmp_path / "one.yaml"
+    spec_file.write_text("description: one run\ntask: adding\nbase: {T: 10, steps: 12, hidden: 8, batch_size: 4, "
+                         "val_samples: 8, eval_every: 2}\ngrid: {norm: [atn], k: [3]}\n")
+    spec = load_sweep(str(spec_file))
+    runs = expand(spec, seeds=[0])
+    store = tmp_path / "r.db"
+    with ResultsStore(store) as results:
+        with pytest.raises(KeyboardInterrupt):
+            train(runs[0].config, results, CPU, Interrupt(at=9), checkpoint_every=2)
+    file = checkpoints.checkpoint_file(store, runs[0].run_id)
+    file.write_bytes(b"\x80garbage")
+    with caplog.at_level(logging.WARNING, logger="atnbench"):
+        outcome = run_sweep(spec, runs, store, workers=1, quiet=True)
+    assert outcome.count("done") == 1 and outcome.exit_code == 0
+    assert "set aside" in caplog.text
+    assert len(list(file.parent.glob("checkpoint.pt.corrupt-*"))) == 1 and not file.exists()

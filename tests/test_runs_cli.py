@@ -1,0 +1,266 @@
+"""`atnbench runs list | show | compare | delete | export` through the CLI, on runs trained by
+`atnbench run` and on a store filled with known numbers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.cli.runs import sparkline
+from atnbench.store import ResultsStore
+from helpers import fill_store
+
+runner = CliRunner()
+TINY = ("--T", "20", "--iters", "4", "--eval-every", "2", "--val-samples", "16", "--hidden", "8", "--batch-size", "8",
+        "--device", "cpu")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+RUNS = [  # (task, T, norm, k, seed, status, level, sweep)
+    ("copying", 100, "none", None, 0, "done", 0.25, "k-ablation"),
+    ("copying", 100, "atn", 25, 0, "done", 0.125, "k-ablation"),
+    ("copying", 100, "atn", 45, 1, "diverged", 0.5, "k-ablation"),
+    ("adding", 100, "ln", None, 0, "failed", 0.5, None),
+    ("adding", 100, "bn", None, 0, "running", 0.5, None),
+]
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two tiny runs trained by `atnbench run` (LN and ATN k=3): (store, ln id, atn id)."""
+    store = tmp_path_factory.mktemp("runs") / "x.db"
+    ids = []
+    for norm in (("--norm", "ln"), ("--norm", "atn", "--k", "3")):
+        done = invoke("run", "adding", *norm, *TINY, "--store", store, "--json")
+        assert done.exit_code == 0, done.output
+        ids.append(json.loads(done.stdout)["run_id"])
+    return store, ids[0], ids[1]
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """A store with known numbers and every status: (store, ids in RUNS order)."""
+    store = tmp_path / "f.db"
+    return store, fill_store(store, RUNS)
+
+
+def listed_ids(result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return result.stdout.split()
+
+
+def test_list_shows_every_run_within_80_columns(trained, filled):
+    store, ids = filled
+    result = invoke("runs", "list", "--store", store)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines[:-1]) <= 80  # the table; the last line names the store
+    for run_id, (task, _, _, _, _, status, _, _) in zip(ids, RUNS):
+        (line,) = [line for line in lines if line.startswith(run_id)]  # the full id, on one line
+        assert task in line and status in line
+    assert "atn k=25" in result.stdout and "atn k=45" in result.stdout
+    assert f"{len(RUNS)} of {len(RUNS)} runs" in result.stdout
+
+    store, ln_id, atn_id = trained
+    real = invoke("runs", "list", "--store", store)
+    with ResultsStore(store) as results:
+        best = results.get_run(atn_id).summary["min_val_loss"]
+    (line,) = [line for line in real.stdout.splitlines() if line.startswith(atn_id)]
+    assert "atn k=3" in line and f"{best:.4g}" in line
+
+
+def test_list_filters(filled):
+    store, ids = filled
+    q = ("runs", "list", "-q", "--store", store)
+    assert listed_ids(invoke(*q)) == ids  # oldest first
+    assert listed_ids(invoke(*q, "--task", "adding")) == ids[3:]
+    assert listed_ids(invoke(*q, "--norm", "atn")) == ids[1:3]
+    assert listed_ids(invoke(*q, "--norm", "lstm")) == ids[:1]  # the alias of norm none
+    assert listed_ids(invoke(*q, "--status", "done")) == ids[:2]
+    assert listed_ids(invoke(*q, "--sweep", "k-ablation", "--status", "diverged")) == ids[2:3]
+    assert listed_ids(invoke(*q, "--since", "1d")) == ids
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat()
+    assert listed_ids(invoke(*q, "--since", tomorrow)) == []
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (("--status", "finished"), 2, "unknown status 'finished'"),
+    (("--norm", "xn"), 2, "unknown norm 'xn'"),
+    (("--sweep", "nope"), 1, "no sweep named 'nope'"),
+    (("--since", "last tuesday"), 2, "not an ISO-8601 date/time"),
+])
+def test_list_bad_filters_are_one_line(filled, args, code, message):
+    store, _ = filled
+    result = invoke("runs", "list", *args, "--store", store)
+    assert result.exit_code == code
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_show_a_trained_run_by_prefix(trained):
+    store, ln_id, _ = trained
+    with ResultsStore(store) as results:
+        run, curve = results.get_run(ln_id), results.curve(ln_id)
+    result = invoke("runs", "show", ln_id[:6], "--chart", "--store", store)
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert f"run {ln_id}" in text and "done" in text
+    for section in ("config", "environment", "summary", "curve"):
+        assert section in text
+    assert "optimizer" in text and run.env["torch"] in text
+    assert f"{run.summary['min_val_loss']:.5g}" in text
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] in ([str(p.step)] for p in curve)]
+    assert [row[0] for row in rows] == [str(p.step) for p in curve]
+    assert [row[3] for row in rows] == [f"{p.val_loss:.5g}" for p in curve]
+    assert any(ch in text for ch in "▁█")  # the text plot
+
+    quiet = invoke("runs", "show", ln_id, "--no-chart", "--store", store)
+    assert quiet.exit_code == 0 and not any(ch in quiet.stdout for ch in "▁█")
+
+
+def test_show_thins_a_long_curve_and_says_so(tmp_path):
+    store = tmp_path / "long.db"
+    (run_id,) = fill_store(store, RUNS[:1])
+    with ResultsStore(store) as results:
+        for step in range(400, 4000, 100):
+            results.log_eval(run_id, step, 1.0, 1.0 / step, 2.0 / step)
+    result = invoke("runs", "show", run_id, "--points", "10", "--store", store)
+    assert result.exit_code == 0, result.output
+    assert "10 of 39 points" in result.stdout
+    steps = [line.split()[0] for line in result.stdout.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert len(steps) == 10 and steps[0] == "100" and steps[-1] == "3900"  # first and last kept
+
+
+def test_sparkline():
+    assert sparkline([float(i) for i in range(8)]) == "▁▂▃▄▅▆▇█"
+    assert sparkline([1.0, None, 1000.0, 10.0]) == "▁ █▃"  # log scale over decades: 10 is a third up
+    assert len(sparkline([float(i) for i in range(1, 500)], width=40)) == 40
+
+
+def test_ids_must_be_known_and_unambiguous(filled):
+    store, ids = filled
+    first = Counter(run_id[0] for run_id in ids).most_common(1)[0]
+    unknown = invoke("runs", "show", "zzz", "--store", store)
+    assert unknown.exit_code == 2 and "no run 'zzz'" in unknown.stderr
+    if first[1] > 1:  # ids are hashes: a shared first character is likely, not certain
+        ambiguous = invoke("runs", "show", first[0], "--store", store)
+        assert ambiguous.exit_code == 2 and "matches" in ambiguous.stderr
+    missing = invoke("runs", "list", "--store", store.parent / "nope.db")
+    assert missing.exit_code == 2 and "no results store" in missing.stderr
+    assert not (store.parent / "nope.db").exists()
+
+
+def test_compare_marks_the_differing_keys_and_plots(trained, tmp_path):
+    store, ln_id, atn_id = trained
+    result = invoke("runs", "compare", ln_id[:5], atn_id[:5], "--plot", tmp_path / "cmp.png", "--store", store)
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[1] if line.startswith("*") else line.split()[0]: line
+            for line in result.stdout.splitlines() if line.strip()}
+    assert rows["norm"].startswith("*") and "ln" in rows["norm"] and "atn" in rows["norm"]
+    assert rows["k"].startswith("*") and rows["min_val_loss"].startswith("*")
+    assert not rows["task"].startswith("*") and not rows["hidden"].startswith("*")
+    assert ln_id in result.stdout and atn_id in result.stdout
+    assert (tmp_path / "cmp.png").read_bytes()[:8] == PNG_MAGIC
+
+    only = invoke("runs", "compare", ln_id, atn_id, "--diff", "--store", store)
+    assert "norm" in only.stdout and "hidden" not in only.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("ONE",), "at least two"),
+    (("ONE", "ONE"), "at least two"),
+    (("ONE", "TWO", "--plot", "x.txt"), ".png, .svg or .pdf"),
+])
+def test_compare_bad_input(trained, args, message):
+    store, ln_id, atn_id = trained
+    args = [{"ONE": ln_id, "TWO": atn_id}.get(arg, arg) for arg in args]
+    result = invoke("runs", "compare", *args, "--store", store)
+    assert result.exit_code == 2 and message in result.stderr
+
+
+def _rows(store, table: str, run_id: str) -> int:
+    with sqlite3.connect(store) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table} WHERE run_id = ?", (run_id,)).fetchone()[0]
+
+
+def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled):
+    store, ids = filled
+    target = ids[1]
+    from atnbench.checkpoint import checkpoint_dir
+
+    checkpoints = checkpoint_dir(store, target)  # the store file's own checkpoint folder
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "checkpoint.pt").write_bytes(b"weights")
+
+    no = invoke("runs", "delete", target[:6], "--store", store, input="n\n")
+    assert no.exit_code == 1 and "nothing deleted" in no.stderr
+    closed = invoke("runs", "delete", target[:6], "--store", store)  # no answer at all
+    assert closed.exit_code == 1
+    assert _rows(store, "runs", target) == 1 and checkpoints.is_dir()
+
+    yes = invoke("runs", "delete", target[:6], "--store", store, input="y\n")
+    assert yes.exit_code == 0, yes.output
+    assert "deleted 1 run" in yes.stdout and "1 checkpoint folder" in yes.stdout
+    for table in ("runs", "evals", "sweep_runs"):
+        assert _rows(store, table, target) == 0
+    assert not checkpoints.exists()
+    assert listed_ids(invoke("runs", "list", "-q", "--store", store)) == [i for i in ids if i != target]
+
+    several = invoke("runs", "delete", ids[0], ids[2], "--yes", "--store", store)
+    assert several.exit_code == 0 and "deleted 2 runs" in several.stdout
+    assert listed_ids(invoke("runs", "list", "-q", "--store", store)) == ids[3:]
+    assert _rows(store, "evals", ids[3]) == 3  # the others keep their curves
+
+
+def test_export_csv_runs_and_curves_and_json(trained, tmp_path):
+    store, ln_id, atn_id = trained
+    with ResultsStore(store) as results:
+        runs = {run_id: results.get_run(run_id) for run_id in (ln_id, atn_id)}
+        curves = {run_id: results.curve(run_id) for run_id in (ln_id, atn_id)}
+
+    table = invoke("runs", "export", "--store", store)
+    assert table.exit_code == 0, table.output
+    rows = {row["run_id"]: row for row in csv.DictReader(io.StringIO(table.stdout))}
+    assert set(rows) == {ln_id, atn_id}
+    for run_id, row in rows.items():
+        assert row["config.norm"] == runs[run_id].norm and row["status"] == "done"
+        assert float(row["summary.min_val_loss"]) == runs[run_id].summary["min_val_loss"]
+        assert int(row["curve_points"]) == len(curves[run_id])
+
+    points = invoke("runs", "export", "--curves", "--norm", "atn", "--output", tmp_path / "c.csv", "--store", store)
+    assert points.exit_code == 0, points.output
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "c.csv").read_text())))
+    assert [(int(r["step"]), float(r["val_loss"])) for r in rows] == [(p.step, p.val_loss) for p in curves[atn_id]]
+    assert {r["run_id"] for r in rows} == {atn_id}
+
+    as_json = invoke("runs", "export", "-o", tmp_path / "r.json", "--store", store)
+    assert as_json.exit_code == 0 and "wrote 2 runs" in as_json.stderr
+    data = {run["run_id"]: run for run in json.loads((tmp_path / "r.json").read_text())}
+    assert data[ln_id]["config"] == runs[ln_id].config
+    assert [p["train_loss"] for p in data[ln_id]["curve"]] == [p.train_loss for p in curves[ln_id]]
+
+    bad = invoke("runs", "export", "--format", "xlsx", "--store", store)
+    assert bad.exit_code == 2 and "unknown format" in bad.stderr
+
+
+def test_reading_commands_leave_the_store_as_it_was(trained):
+    store, ln_id, atn_id = trained
+
+    def everything():
+        with sqlite3.connect(store) as conn:
+            return [sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+                    for table in ("runs", "evals", "sweep_runs", "meta")]
+
+    before = everything()
+    for args in (("list",), ("show", ln_id), ("compare", ln_id, atn_id), ("export",), ("export", "-f", "json")):
+        assert invoke("runs", *args, "--store", store).exit_code == 0
+    assert everything() == before

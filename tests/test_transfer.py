@@ -1,0 +1,249 @@
+"""`atnbench store export | import | merge`: a store survives the trip through a file, imports are
+idempotent, two half-sweeps merge into the whole sweep, conflicts are reported and never
+overwritten, and a running row gives way to a finished one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import textwrap
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.store import ResultsStore
+from atnbench.transfer import combine, difference
+from helpers import fill_store
+
+runner = CliRunner()
+
+# (task, T, norm, k, seed, status, level, sweep): two tasks, seeds, a k-sweep, a diverged and a
+# running run. Levels are dyadic, so every mean in the report is exact.
+RUNS = [
+    ("copying", 100, "none", None, 0, "done", 0.125, "k-ablation"),
+    ("copying", 100, "none", None, 1, "done", 0.25, "k-ablation"),
+    ("copying", 100, "ln", None, 0, "done", 0.5, "k-ablation"),
+    ("copying", 100, "ln", None, 1, "diverged", 1.0, "k-ablation"),
+    ("copying", 100, "atn", 25, 0, "done", 0.0625, "k-ablation"),
+    ("copying", 100, "atn", 25, 1, "done", 0.125, "k-ablation"),
+    ("copying", 100, "atn", 45, 0, "done", 0.25, "k-ablation"),
+    ("copying", 100, "atn", 45, 1, "done", 0.5, "k-ablation"),
+    ("adding", 100, "ln", None, 0, "done", 0.004, None),
+    ("adding", 100, "atn", 25, 0, "done", 0.002, None),
+    ("adding", 100, "bn", None, 0, "running", 0.5, None),
+]
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+def dump(path) -> dict:
+    """Every row of the store's tables, so two stores can be compared as data."""
+    with sqlite3.connect(path) as conn:
+        return {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall(), key=repr)
+                for table in ("runs", "evals", "sweep_runs")}
+
+
+def reports(store) -> dict:
+    """The report as a table (minus the header line naming the store) and as JSON (minus the
+    store path), for the whole store and for the k-sweep."""
+    out = {}
+    for name, args in (("all", ()), ("paper", ("--paper", "--final")), ("k", ("--sweep", "k-ablation"))):
+        table = invoke("report", *args, "--store", store)
+        assert table.exit_code == 0, table.output
+        out[name] = table.stdout.splitlines()[1:]
+        as_json = invoke("report", *args, "--format", "json", "--store", store)
+        assert as_json.exit_code == 0, as_json.output
+        data = json.loads(as_json.stdout)
+        data.pop("store")
+        out[f"{name} json"] = data
+    return out
+
+
+def test_export_then_import_into_an_empty_store_gives_the_same_store_and_report(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS)
+    exported = invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db")
+    assert exported.exit_code == 0, exported.output
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert len(lines) == len(RUNS) and all(json.loads(line)["curve"] for line in lines)
+
+    imported = invoke("store", "import", tmp_path / "a.jsonl", "--store", tmp_path / "b.db")
+    assert imported.exit_code == 0, imported.output
+    assert f"{len(RUNS)} added" in imported.stderr
+    assert dump(tmp_path / "b.db") == dump(tmp_path / "a.db")
+    assert reports(tmp_path / "b.db") == reports(tmp_path / "a.db")
+    assert "k=25" in "\n".join(reports(tmp_path / "b.db")["k"])  # the k view really came out
+
+
+def test_importing_twice_changes_nothing(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS)
+    invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db")
+    assert invoke("store", "import", tmp_path / "a.jsonl", "--store", tmp_path / "b.db").exit_code == 0
+    before = dump(tmp_path / "b.db")
+    again = invoke("store", "import", tmp_path / "a.jsonl", "--store", tmp_path / "b.db")
+    assert again.exit_code == 0, again.output
+    assert f"{len(RUNS)} unchanged" in again.stderr
+    assert dump(tmp_path / "b.db") == before
+
+
+def test_merge_of_two_half_sweeps_reports_as_the_whole_sweep(tmp_path):
+    fill_store(tmp_path / "whole.db", RUNS)
+    fill_store(tmp_path / "a.db", RUNS[::2])
+    fill_store(tmp_path / "b.db", RUNS[1::2])
+    merged = invoke("store", "merge", tmp_path / "m.db", tmp_path / "a.db", tmp_path / "b.db")
+    assert merged.exit_code == 0, merged.output
+    assert f"{len(RUNS)} added" in merged.stderr
+    assert reports(tmp_path / "m.db") == reports(tmp_path / "whole.db")
+    half = invoke("report", "--format", "json", "--store", tmp_path / "a.db")
+    assert json.loads(half.stdout)["runs_in_store"] < len(RUNS)  # the halves alone differ
+
+
+SWEEP = """\
+name: halves
+description: a tiny sweep split by seed
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, steps: 4, eval_every: 2, val_samples: 8}
+grid:
+  norm: [ln, atn]
+  k: [3]
+seeds: [0, 1]
+"""
+
+
+@pytest.mark.slow
+def test_a_real_sweep_split_over_two_stores_merges_into_the_whole(tmp_path):
+    """The sweep run by the CLI whole, and by seed into two stores (two machines): after the
+    merge the report has the same numbers. Timings are the machines' own, so the cost columns
+    are left out of the comparison."""
+    sweep = tmp_path / "halves.yaml"
+    sweep.write_text(textwrap.dedent(SWEEP))
+    for store, seeds in (("whole.db", "0,1"), ("a.db", "0"), ("b.db", "1")):
+        done = invoke("sweep", sweep, "--seeds", seeds, "--workers", "1", "--device", "cpu", "--quiet",
+                      "--store", tmp_path / store)
+        assert done.exit_code == 0, done.output
+    merged = invoke("store", "merge", tmp_path / "m.db", tmp_path / "a.db", tmp_path / "b.db")
+    assert merged.exit_code == 0, merged.output
+
+    def numbers(store):
+        data = json.loads(invoke("report", "--format", "json", "--final", "--store", store).stdout)
+        data.pop("store")
+        text = json.dumps(data)
+        for cost in ("wall_s", "steps_per_s"):
+            assert cost in text
+        return _without(data, {"wall_s", "steps_per_s"})
+
+    assert numbers(tmp_path / "m.db") == numbers(tmp_path / "whole.db")
+    with ResultsStore(tmp_path / "m.db") as merged_store:
+        assert len(merged_store.runs(sweep="halves", status="done")) == 4
+
+
+def _without(value, keys):
+    if isinstance(value, dict):
+        return {k: _without(v, keys) for k, v in value.items() if k not in keys}
+    if isinstance(value, list):
+        return [_without(v, keys) for v in value]
+    return value
+
+
+def _changed(path, run_id, level):
+    """Give run_id in the store at path other numbers (as a run on another machine with other code would)."""
+    with ResultsStore(path) as store:
+        record = store.export_record(run_id)
+        record["summary"]["min_val_loss"] = level
+        record["curve"][1]["val_loss"] = level
+        store.import_record(record)
+
+
+def test_a_conflict_is_reported_and_never_overwritten(tmp_path):
+    ids = fill_store(tmp_path / "a.db", RUNS[:3])
+    fill_store(tmp_path / "b.db", RUNS[:3])
+    _changed(tmp_path / "b.db", ids[1], 0.75)
+    _changed(tmp_path / "b.db", ids[2], 0.875)
+    before = dump(tmp_path / "a.db")
+
+    invoke("store", "export", tmp_path / "b.jsonl", "--store", tmp_path / "b.db")
+    imported = invoke("store", "import", tmp_path / "b.jsonl", "--store", tmp_path / "a.db")
+    assert imported.exit_code == 1
+    conflicts = [line for line in imported.stderr.splitlines() if line.startswith("conflict:")]
+    assert len(conflicts) == 2 and ids[1] in conflicts[0] + conflicts[1] and ids[2] in conflicts[0] + conflicts[1]
+    assert "min_val_loss" in conflicts[0] and "1 unchanged, 2 conflict" in imported.stderr
+    assert dump(tmp_path / "a.db") == before
+
+    merged = invoke("store", "merge", tmp_path / "m.db", tmp_path / "b.db", tmp_path / "a.db")
+    assert merged.exit_code == 1
+    with ResultsStore(tmp_path / "m.db") as store:  # the first source's row stays
+        assert store.get_run(ids[1]).summary["min_val_loss"] == 0.75
+
+
+def test_timings_are_not_numbers_and_memberships_are_united(tmp_path):
+    """The same run on two machines: other wall times, the same losses: no conflict; the sweeps
+    it belongs to on either side are the union."""
+    (run_id,) = fill_store(tmp_path / "a.db", RUNS[:1])
+    with ResultsStore(tmp_path / "a.db") as store:
+        record = store.export_record(run_id)
+    elsewhere = json.loads(json.dumps(record))
+    elsewhere["summary"]["wall_s"] = 99.0
+    elsewhere["curve"][0]["wall_s"] = 42.0
+    elsewhere["sweeps"] = ["table1-copying"]
+    assert difference(record, elsewhere) is None
+    with ResultsStore(tmp_path / "a.db") as store:
+        assert combine(store, elsewhere) == ("joined", None)
+        assert store.sweeps(run_id) == ["k-ablation", "table1-copying"]
+        assert store.get_run(run_id).summary["wall_s"] == 10.0  # the store's own timing kept
+        assert combine(store, elsewhere) == ("unchanged", None)
+    elsewhere["curve"][2]["train_loss"] = 0.5
+    assert "curve step 300 train_loss" in difference(record, elsewhere)
+
+
+def test_a_running_row_gives_way_to_a_finished_one_and_not_the_reverse(tmp_path):
+    finished = ("adding", 100, "bn", None, 0, "done", 0.25, "table2-adding")
+    (run_id,) = fill_store(tmp_path / "running.db", [RUNS[-1]])  # the same config, still running
+    fill_store(tmp_path / "done.db", [finished])
+    invoke("store", "export", tmp_path / "done.jsonl", "--store", tmp_path / "done.db")
+    invoke("store", "export", tmp_path / "running.jsonl", "--store", tmp_path / "running.db")
+
+    replaced = invoke("store", "import", tmp_path / "done.jsonl", "--store", tmp_path / "running.db")
+    assert replaced.exit_code == 0 and "1 replaced" in replaced.stderr
+    kept = invoke("store", "import", tmp_path / "running.jsonl", "--store", tmp_path / "done.db")
+    assert kept.exit_code == 0 and "1 kept" in kept.stderr
+    for path in ("running.db", "done.db"):
+        with ResultsStore(tmp_path / path) as store:
+            assert store.status(run_id) == "done"
+            assert [p.step for p in store.curve(run_id)] == [100, 200, 300]
+    assert dump(tmp_path / "running.db")["evals"] == dump(tmp_path / "done.db")["evals"]
+
+
+def test_export_filters_and_stdout(tmp_path):
+    ids = fill_store(tmp_path / "a.db", RUNS)
+    to_stdout = invoke("store", "export", "-", "--sweep", "k-ablation", "--store", tmp_path / "a.db")
+    assert to_stdout.exit_code == 0, to_stdout.output
+    assert {json.loads(line)["run_id"] for line in to_stdout.stdout.splitlines()} == set(ids[:8])
+    adding = invoke("store", "export", "-", "--task", "adding", "--status", "done", "--store", tmp_path / "a.db")
+    assert {json.loads(line)["run_id"] for line in adding.stdout.splitlines()} == set(ids[8:10])
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"run_id": "abc", "status": "done", "config": {}}\nnot json\n', "line 2: not JSON"),
+    ('{"run_id": "abc", "status": "finished", "config": {}}\n', "unknown status"),
+    ('[1, 2]\n', "not an atnbench run record"),
+    ('{"status": "done", "config": {}}\n', "missing run_id"),
+    ('{"run_id": "abc", "status": "done", "config": {}, "schema_version": 99}\n', "newer than this atnbench"),
+])
+def test_a_bad_file_is_one_line_and_imports_nothing(tmp_path, content, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    result = invoke("store", "import", bad, "--store", tmp_path / "b.db")
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_merge_refuses_a_missing_source_or_the_output_as_a_source(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS[:1])
+    missing = invoke("store", "merge", tmp_path / "m.db", tmp_path / "a.db", tmp_path / "nope.db")
+    assert missing.exit_code == 2 and "nope.db" in missing.stderr
+    itself = invoke("store", "merge", tmp_path / "a.db", tmp_path / "a.db")
+    assert itself.exit_code == 2 and "output store" in itself.stderr
+    assert not (tmp_path / "m.db").exists()
