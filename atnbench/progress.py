@@ -1,4 +1,10 @@
-"""Progress of a training run: a rich bar on a terminal, plain periodic lines elsewhere."""
+"""Progress of long work: a rich bar on a terminal, plain periodic lines elsewhere (logs, CI).
+
+- a training run: :func:`reporter_for` (the ``train`` reporter protocol: start, step,
+  evaluated, finish), titled by :func:`run_label`;
+- a list of steps that are not a training run (``bench``'s models and workloads):
+  :func:`steps_for`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,33 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
+def _num(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def run_label(config) -> str:
+    """What a run is, for its bar's title: "adding T=200 atn k=5 seed 0" (k only for a
+    windowed norm; the cell when it is not the LSTM)."""
+    from atnbench.nn.schemes import SCHEMES
+
+    parts = [config.task, f"T={config.T}"]
+    parts.append(config.norm if config.cell == "lstm" else f"{config.cell}-{config.norm}")
+    if SCHEMES[config.norm].windowed:
+        parts.append(f"k={config.k}")
+    parts.append(f"seed {config.seed}")
+    return " ".join(parts)
+
+
+def loss_text(loss: Optional[float], val: Optional[float]) -> str:
+    """The numbers beside the bar: nothing is shown before it exists (never ``nan``)."""
+    if loss is None and val is None:
+        return "starting"
+    parts = [f"loss {_num(loss)}"] if loss is not None else []
+    if val is not None:
+        parts.append(f"val {_num(val)}")
+    return "  ".join(parts)
+
+
 class RichReporter:
     """A live bar with step, loss and ETA (written to stderr, so stdout stays clean)."""
 
@@ -17,23 +50,26 @@ class RichReporter:
         self.console, self.label = console, label
         self.progress: Optional[Progress] = None
         self.task = None
-        self.val = float("nan")
+        self.loss: Optional[float] = None
+        self.val: Optional[float] = None
 
     def start(self, run_id, total, done):
         self.progress = Progress(
             TextColumn(f"[bold]{self.label}[/]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]:.4g}  val {task.fields[val]:.4g}"),
+            TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
             console=self.console, transient=False,
         )
         self.progress.start()
-        self.task = self.progress.add_task(run_id, total=total, completed=done, loss=float("nan"), val=float("nan"))
+        self.task = self.progress.add_task(run_id, total=total, completed=done, info=loss_text(None, None))
 
     def step(self, step, loss):
-        self.progress.update(self.task, completed=step, loss=loss)
+        self.loss = loss
+        self.progress.update(self.task, completed=step, info=loss_text(self.loss, self.val))
 
     def evaluated(self, step, train_loss, val_loss):
-        self.progress.update(self.task, completed=step, val=val_loss)
+        self.val = val_loss
+        self.progress.update(self.task, completed=step, info=loss_text(self.loss, self.val))
 
     def finish(self, status):
         if self.progress is not None:
@@ -45,7 +81,7 @@ class PlainReporter:
 
     def __init__(self, stream: TextIO, label: str, every_s: float = 10.0):
         self.stream, self.label, self.every_s = stream, label, every_s
-        self.total, self.started, self.last = 0, 0.0, 0.0
+        self.total, self.started, self.last, self.done0 = 0, 0.0, 0.0, 0
 
     def start(self, run_id, total, done):
         self.total, self.started = total, time.perf_counter()
@@ -62,19 +98,89 @@ class PlainReporter:
             return
         self.last = now
         rate = (step - self.done0) / max(now - self.started, 1e-9)
-        eta = (self.total - step) / rate if rate > 0 else float("nan")
-        print(f"{self.label}: step {step}/{self.total}  train {train_loss:.5g}  val {val_loss:.5g}  "
-              f"{rate:.1f} steps/s  eta {eta:.0f}s", file=self.stream, flush=True)
+        eta = f"eta {(self.total - step) / rate:.0f}s" if rate > 0 else "eta -"
+        print(f"{self.label}: step {step}/{self.total}  train {_num(train_loss)}  val {_num(val_loss)}  "
+              f"{rate:.1f} steps/s  {eta}", file=self.stream, flush=True)
 
     def finish(self, status):
         print(f"{self.label}: {status}", file=self.stream, flush=True)
 
 
-def reporter_for(label: str, quiet: bool = False):
+def reporter_for(label: str, quiet: bool = False, stream: Optional[TextIO] = None):
     from atnbench.train import SilentReporter
 
+    stream = stream or sys.stderr
     if quiet:
         return SilentReporter()
-    if sys.stderr.isatty():
-        return RichReporter(Console(stderr=True), label)
-    return PlainReporter(sys.stderr, label)
+    if stream.isatty():
+        return RichReporter(Console(file=stream), label)
+    return PlainReporter(stream, label)
+
+
+# -- steps that are not a training run (bench) ------------------------------------------------------
+
+
+class RichSteps:
+    """A bar over ``total`` named steps; ``advance(text)`` names the step that starts now."""
+
+    def __init__(self, console: Console, title: str, total: int):
+        self.progress = Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.description}"), TimeElapsedColumn(),
+                                 console=console, transient=True)
+        self.task = self.progress.add_task("", total=total)
+        self.progress.start()
+        self.started = False
+
+    def advance(self, text: str) -> None:
+        self.progress.update(self.task, advance=1 if self.started else 0, description=text)
+        self.started = True
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(text, highlight=False)
+
+    def close(self) -> None:
+        self.progress.stop()
+
+
+class PlainSteps:
+    """A line per step, "bench [3/12] adding: atn k=5 rep 1/10", at most one per ``every_s``
+    seconds (the first and the last always)."""
+
+    def __init__(self, stream: TextIO, title: str, total: int, every_s: float = 5.0):
+        self.stream, self.title, self.total, self.count = stream, title, total, 0
+        self.every_s, self.last = every_s, None
+
+    def advance(self, text: str) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if self.last is not None and now - self.last < self.every_s and self.count < self.total:
+            return
+        self.last = now
+        print(f"{self.title} [{self.count}/{self.total}] {text}", file=self.stream, flush=True)
+
+    def note(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+class NoSteps:
+    def advance(self, text: str) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def steps_for(title: str, total: int, quiet: bool = False, stream: Optional[TextIO] = None):
+    """Progress over ``total`` steps: a bar on a terminal, a line per step elsewhere."""
+    stream = stream or sys.stderr
+    if quiet:
+        return NoSteps()
+    if stream.isatty():
+        return RichSteps(Console(file=stream), title, total)
+    return PlainSteps(stream, title, total)

@@ -109,19 +109,19 @@ def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
         for name, value in trained.model.state_dict().items():
             assert torch.equal(loaded.model.state_dict()[name], value)
     out_dir = tmp_path / "out"
-    result = invoke("stats", "--from-run", config.run_id, "--store", store_path, "--out", out_dir)
+    result = invoke("stats", "--from-run", config.run_id, "--store", store_path, "--out-dir", out_dir)
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader((out_dir / "stats-series.csv").open()))
     assert {r["run_id"] for r in rows} == {config.run_id}
     assert len(rows) == 3 * 10
-    bad = invoke("stats", "--from-run", "nosuchrun", "--store", store_path, "--out", out_dir)
+    bad = invoke("stats", "--from-run", "nosuchrun", "--store", store_path, "--out-dir", out_dir)
     assert bad.exit_code == 2 and "nosuchrun" in bad.output
 
 
 def test_stats_cli_writes_figures_csv_and_table(tmp_path):
     out_dir = tmp_path / "stats"
     result = invoke("stats", "--k", "2,3", "--T", "10", "--iters", "1", "--hidden", "8", "--batch-size", "4",
-                    "--out", out_dir, "--quiet")
+                    "--out-dir", out_dir, "--quiet")
     assert result.exit_code == 0, result.output
     for stem in ("fig6a-hidden", "fig6b-input", "fig6c-cell"):
         assert (out_dir / f"{stem}.png").read_bytes()[:8] == PNG
@@ -140,13 +140,13 @@ def test_stats_cli_writes_figures_csv_and_table(tmp_path):
     ("--k", "0"), ("--k", "a,b"), ("--k", ","), ("--T", "1"), ("--device", "tpu"), ("--hidden", "0"),
 ])
 def test_stats_bad_input_is_one_line_exit_2(tmp_path, args):
-    result = invoke("stats", "--iters", "0", *args, "--out", tmp_path, "--quiet")
+    result = invoke("stats", "--iters", "0", *args, "--out-dir", tmp_path, "--quiet")
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1, result.output
 
 
 def test_stats_negative_iters_is_one_line_exit_2(tmp_path):
-    result = invoke("stats", "--iters", "-1", "--out", tmp_path)
+    result = invoke("stats", "--iters", "-1", "--out-dir", tmp_path)
     assert result.exit_code == 2 and "--iters" in result.output
 
 

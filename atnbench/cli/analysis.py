@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
+import torch
 import typer
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, finite, out, user_errors
-from atnbench.store import DEFAULT_STORE
 
 
 def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
@@ -39,17 +40,19 @@ def _g(value: float, digits: int = 3) -> str:
 @app.command()
 @user_errors
 def stats(
-    k: str = typer.Option("5,25,55", "--k", help="ATN windows to compare with LN (comma-separated)."),
-    T: int = typer.Option(75, "--T", help="Adding-problem sequence length."),
+    k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
+    T: int = typer.Option(75, "--T", min=1, help="Adding-problem sequence length."),
     iters: int = typer.Option(100, "--iters", help="Training steps before the recorded iteration (0: at initialisation)."),
-    seed: int = typer.Option(0, "--seed", help="Random seed (model init and data)."),
+    seed: options.Seed = 0,
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size (default: the adding preset's, 60)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the preset's, 50)."),
-    out_dir: Path = typer.Option(Path("atnbench-results") / "stats", "--out", help="Folder for the figures and CSV."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database that --from-run reads."),
-    from_run: Optional[list[str]] = typer.Option(None, "--from-run", help="Use this finished run's kept model (its best-validation weights) instead of training (repeatable; an id prefix is enough)."),
-    device: str = typer.Option("cpu", "--device", help="auto, cpu, cuda or mps."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    out_dir: Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")] = None,
+    store: options.Store = options.STORE,
+    from_run: Optional[list[str]] = typer.Option(None, "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of training (repeatable; an id prefix is enough)."),
+    device: options.Device = options.DEVICE,
+    threads: options.Threads = options.THREADS,
+    quiet: options.Quiet = False,
+    out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
 ):
     """Post-normalization mean and variance over time (ATN paper Sect. 5.2, Fig. 6).
 
@@ -67,8 +70,12 @@ def stats(
 
     if iters < 0:
         raise ValueError(f"--iters must be >= 0, got {iters}")
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"
     torch_device = resolve_device(device)
-    check_output_dir(out_dir, "--out")
+    torch.set_num_threads(threads)
+    check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
     models = []
     if from_run:
         with ResultsStore.open_read_only(store) as results:
@@ -115,8 +122,9 @@ def stats(
 @app.command()
 @user_errors
 def invariances(
-    json_out: bool = typer.Option(False, "--json", help="Print only the list of records as JSON."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the inputs and weights."),
+    fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: only the list of records")] = None,
+    seed: options.Seed = 0,
+    json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
 ):
     """Table 6 of the ATN paper (Appendix B), measured: which transformations leave each norm's output unchanged.
 
@@ -125,8 +133,10 @@ def invariances(
     """
     from atnbench.analysis import invariances as inv
 
+    fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
+                               ("table", "json"))
     records = inv.measure_all(seed)
-    if json_out:
+    if fmt == "json":
         print(json.dumps([r.to_dict() for r in records]))
         return
     disagreements = [r for r in records if r.agrees is False]
@@ -168,11 +178,11 @@ def invariances(
 @app.command()
 @user_errors
 def gradcheck(
-    k: str = typer.Option("1,3,7", "--k", help="ATN windows to check (comma-separated)."),
+    k: Annotated[str, options.k_list()] = "1,3,7",
     T: int = typer.Option(20, "--T", help="Sequence length."),
     n: int = typer.Option(8, "--n", help="Features per step."),
     eps: float = typer.Option(1e-5, "--eps", help="Epsilon inside the square root.", callback=finite),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the sequence and gain."),
+    seed: options.Seed = 0,
     tol: float = typer.Option(1e-8, "--tol", help="Largest error that passes.", callback=finite),
 ):
     """Proposition 1 (eqs. 11-13, in the form of eq. A10): closed-form dy_i(t)/da_i(t-m) vs autograd, float64.

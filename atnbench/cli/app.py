@@ -15,6 +15,7 @@ import math
 import os
 import sqlite3
 import sys
+from importlib.metadata import version
 
 import typer
 from rich.console import Console
@@ -59,12 +60,46 @@ def _one_line(message: str) -> str:
     return " ".join(part.strip() for part in str(message).splitlines() if part.strip())
 
 
-class OneLineGroup(TyperGroup):
-    """click's usage errors (a bad option, a missing argument) as one line, exit code 2.
+_TYPE_WORDS = {"int": "INTEGER", "float": "FLOAT", "str": "TEXT", "path": "PATH", "file": "PATH",
+               "directory": "PATH", "bool": ""}
+
+
+def _metavar(param, ctx) -> None:
+    """Help shows click's words for a value (INTEGER, FLOAT, PATH, TEXT, [a|b]) and nothing after
+    a flag, where typer >= 0.2x shows <int>, <path> and <bool> (older typer shows click's own)."""
+    kind = getattr(param, "param_type_name", None)
+    display_type = getattr(param, "display_type", None)
+    if kind not in ("option", "argument") or display_type is None or param.metavar is not None:
+        return
+    shown = display_type(ctx).strip("<>")
+    word = "" if getattr(param, "is_flag", False) else _TYPE_WORDS.get(
+        shown, f"[{shown}]" if "|" in shown else shown.upper())
+    if kind == "option":
+        param.metavar = word
+    else:  # an argument's metavar is its name in help; only its type column changes
+        param.display_type_rich = lambda ctx: word
+
+
+class Commands(TyperGroup):
+    """atnbench's commands: help with real metavariables (INTEGER, PATH, [a|b]), and click's usage
+    errors (a bad option, a missing argument) as one line, exit code 2.
 
     typer would draw a multi-line panel; every other error of atnbench is one line, and
     scripts that read stderr should not have to tell the two apart.
     """
+
+    def get_params(self, ctx):
+        params = super().get_params(ctx)
+        for param in params:
+            _metavar(param, ctx)
+        return params
+
+    def get_command(self, ctx, name):
+        command = super().get_command(ctx, name)
+        if command is not None:
+            for param in command.get_params(ctx):
+                _metavar(param, ctx)
+        return command
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode or debugging():
@@ -85,16 +120,32 @@ class OneLineGroup(TyperGroup):
         sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"atnbench {version('atnbench')}", highlight=False)
+        raise typer.Exit()
+
+
 app = typer.Typer(
-    cls=OneLineGroup,
+    cls=Commands,
     help="Benchmark and ablate normalization in recurrent networks: does Assorted-Time "
          "Normalization (ATN) beat LayerNorm, BatchNorm and Batch-Layer Norm on your task, "
          "for which window k, and at what cost?\n\n" + EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+
+@app.callback()
+def main(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="Print atnbench's version and exit."),
+) -> None:
+    # The app's help is Typer(help=...) above (with the exit codes); this callback only adds --version.
+    pass
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

@@ -8,14 +8,15 @@ import json
 import os
 import platform
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import typer
 from rich import box
 from rich.table import Table
 
-from atnbench.cli.app import app, err, out, user_errors
+from atnbench.cli import options
+from atnbench.cli.app import app, out, user_errors
 
 BASELINES = ("lstm-fused", "ln")
 
@@ -103,23 +104,27 @@ def to_csv(records: list[dict]) -> str:
 @app.command()
 @user_errors
 def bench(
-    workload: str = typer.Option("adding", "--workload", help="Comma list of: adding, copying, denoise, ptb-char."),
-    models: str = typer.Option("lstm-fused,ln,atn", "--models",
+    workload: str = typer.Option("adding", "--workload", metavar="NAME[,NAME...]",
+                                 help="Comma list of: adding, copying, denoise, ptb-char."),
+    models: str = typer.Option("lstm-fused,ln,atn", "--models", metavar="MODEL[,MODEL...]",
                                help="Comma list of: lstm-fused, lstm, ln, atn, ln-loop, atn-loop, ln-function, "
                                     "atn-function, atn-bn, bn, bln, bn-input (each also -loop), gru-fused, "
                                     "gru-ln, gru-atn, gru-atn-bn, gru-bn, gru-bln, gru-bn-input (each also -loop), "
                                     "atn-ref. lstm-fused and ln are always timed (the ratio baselines), gru-fused "
                                     "with any GRU (×fused: against the same cell's fused kernel)."),
-    k: str = typer.Option("5", "--k", help="Comma list of ATN windows, e.g. 1,5,25,45,65."),
+    k: Annotated[str, options.k_list(", e.g. 1,5,25,45,65")] = "5",
     reference: bool = typer.Option(False, "--reference", help="Also time atn-ref, ATN rebuilding its window every "
                                                               "step as the authors' code does, for each k."),
     reps: int = typer.Option(10, "--reps", help="Timed repetitions per model (interleaved round-robin)."),
     warmup: int = typer.Option(3, "--warmup", help="Untimed warm-up steps per model."),
-    threads: Optional[int] = typer.Option(None, "--threads", help="torch.set_num_threads (default: all cores)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    json_out: bool = typer.Option(False, "--json", help="Print only a JSON list of records on stdout."),
-    csv_out: bool = typer.Option(False, "--csv", help="Print only CSV records on stdout."),
-    output: Optional[Path] = typer.Option(None, "--output", help="Also write the JSON records to this file."),
+    threads: options.Threads = options.THREADS,
+    device: options.Device = options.DEVICE,
+    fmt: Annotated[Optional[str], options.output_format(("table", "json", "csv"),
+                                                        "; json and csv print only the records")] = None,
+    output: Annotated[Optional[Path], options.output_file("the JSON records (as well as printing)")] = None,
+    quiet: options.Quiet = False,
+    json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
+    csv_old: bool = options.deprecated_flag("--csv", "--format csv", is_flag=True),
     T: Optional[int] = typer.Option(None, "--T", hidden=True, help="Override the workloads' sequence length."),
     batch: Optional[int] = typer.Option(None, "--batch", hidden=True, help="Override the workloads' batch size."),
 ):
@@ -132,16 +137,20 @@ def bench(
     from atnbench.bench.timing import time_workload
     from atnbench.bench.workloads import get_workload
     from atnbench.outputs import check_output_file
+    from atnbench.progress import steps_for
     from atnbench.resources import check_fits, run_estimate
     from atnbench.zoo import resolve_device
 
-    if json_out and csv_out:
+    if json_old and csv_old:
         raise ValueError("choose one of --json and --csv")
+    fmt = options.deprecated("csv" if csv_old else None, "--csv", "--format csv",
+                             options.deprecated("json" if json_old else None, "--json", "--format json", fmt))
+    fmt = options.check_format(fmt, ("table", "json", "csv"))
     if reps < 1:
         raise ValueError(f"--reps must be >= 1, got {reps}")
     if warmup < 0:
         raise ValueError(f"--warmup must be >= 0, got {warmup}")
-    if threads is not None and threads < 1:
+    if threads < 1:
         raise ValueError(f"--threads must be >= 1, got {threads}")
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
     entries = entries_for(_names(models, "models"), _ks(k), reference)
@@ -151,23 +160,28 @@ def bench(
     for w in workloads:
         check_fits(run_estimate(w.T, w.batch, w.hidden, 1, w.input_size, w.classes), str(torch_device),
                    what=f"workload {w.name}")
-    torch.set_num_threads(threads or available_cores())
+    torch.set_num_threads(threads)
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": cpu_model(), "dtype": "float32"}
 
     records: list[dict] = []
-    with err.status("") as status:
+    per_workload = len(entries) * (warmup + reps + 1)  # every timed or warm-up step of every model, then its memory
+    progress = steps_for("bench", len(workloads) * per_workload, quiet=quiet)
+    try:
         for w in workloads:
-            found = time_workload(w, entries, torch_device, reps, warmup, progress=status.update)
+            progress.note(f"{w.name}: building {len(entries)} models (the first use compiles the C++ fast path)")
+            found = time_workload(w, entries, torch_device, reps, warmup, progress=progress.advance)
             records.extend({**r, **env} for r in found)
-            err.print(f"[dim]{w.name}: done ({len(found)} models)[/]")
+            progress.note(f"{w.name}: done ({len(found)} models)")
+    finally:
+        progress.close()
 
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(records, indent=2) + "\n")
-    if json_out:
+    if fmt == "json":
         print(json.dumps(records))
-    elif csv_out:
+    elif fmt == "csv":
         print(to_csv(records), end="")
     else:
         for w in workloads:

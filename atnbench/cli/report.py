@@ -7,12 +7,13 @@ import re
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.store import DEFAULT_STORE, ResultsStore
 
@@ -48,6 +49,8 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.zoo import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
+    if task is not None:
+        get_task(task)  # a typo is "unknown task", not "no finished runs match"
     with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
@@ -223,19 +226,21 @@ def plot(
     norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
     since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
     by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
-    out_dir: Path = typer.Option(Path("atnbench-results") / "plots", "--out", help="Folder for the PNG and SVG files."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    out_dir: Annotated[Optional[Path], options.out_dir("the PNG and SVG files (default: atnbench-results/plots)")] = None,
+    store: options.Store = options.STORE,
+    out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
 ):
     """Write the figures only: loss curves, the k-ablation and the cost per model.
 
     Loss curves per task and T (mean and min-max band over seeds), the k-ablation (loss
     against k, LN and LSTM as references) and the cost per model.
 
-    Example: [bold]atnbench plot --task copying --out figs[/]
+    Example: [bold]atnbench plot --task copying --out-dir figs[/]
     """
     from atnbench.outputs import check_output_dir
 
-    check_output_dir(out_dir, "--out")
+    out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"
+    check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
     paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
     if not paths:

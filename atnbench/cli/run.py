@@ -26,6 +26,13 @@ def _fmt(value, digits: int = 5) -> str:
     return str(value)
 
 
+def window_text(config) -> str:
+    """", k=5" for a windowed norm (ATN); nothing for the norms without a window."""
+    from atnbench.nn.schemes import SCHEMES
+
+    return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
+
+
 def summary_table(config, record: dict) -> Table:
     table = Table(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False)
     table.add_column(style="bold")
@@ -33,7 +40,7 @@ def summary_table(config, record: dict) -> Table:
     status_style = {"done": "green", "diverged": "yellow", "failed": "red"}.get(record["status"], "")
     rows = [
         ("status", f"[{status_style}]{record['status']}[/]" if status_style else record["status"]),
-        ("model", f"{record['model']}  (norm={config.norm}, k={config.k}, hidden={config.hidden})"),
+        ("model", f"{record['model']}  (norm={config.norm}{window_text(config)}, hidden={config.hidden})"),
         ("task", f"{config.task}  T={config.T}  seed={config.seed}"),
         ("min train loss", _fmt(record.get("min_train_loss"))),
         ("min validation loss", _fmt(record.get("min_val_loss"))),
@@ -109,7 +116,7 @@ def run(
     budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps.", callback=finite),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config keys (flags override it)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the default matches them."),
+    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads (part of the run id: results differ in the last bits between thread counts); sweeps use 1 per run, so the default matches them."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
     resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
     force: bool = typer.Option(False, "--force", help="Train again although the store holds this config's finished run, replacing its row."),
@@ -124,7 +131,7 @@ def run(
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
     from atnbench.outputs import check_output_file
-    from atnbench.progress import reporter_for
+    from atnbench.progress import reporter_for, run_label
     from atnbench.resources import check_fits, config_estimate
     from atnbench.train import train
 
@@ -153,7 +160,7 @@ def run(
                 return
             err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
                       soft_wrap=True, highlight=False)
-        reporter = reporter_for(f"{run_config.task} {run_config.norm}", quiet=quiet)
+        reporter = reporter_for(run_label(run_config), quiet=quiet)
         try:
             record = train(run_config, results, torch_device, reporter, resume=resume and not force,
                            checkpoint_every=checkpoint_every, keep_model=keep_model)
@@ -176,33 +183,43 @@ def run(
 @user_errors
 def tasks():
     """List the tasks, their presets (paper protocols) and what they measure."""
-    table = Table(title="atnbench tasks")
-    for column in ("task", "what it measures", "presets (T: k)", "variants", "source"):
-        table.add_column(column, overflow="fold")
+    from rich import box
+
+    # two columns (a task's name, presets and variants over each other; what it measures over its
+    # source): the long text folds in the one wide column, readable at 80 columns
+    table = Table(title="atnbench tasks", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("task / presets", overflow="fold", max_width=28)
+    table.add_column("what it measures / source", overflow="fold")
     presets = set(list_task_presets())
     for name in task_names():
         spec = get_task(name)
         if name in presets:
             preset = load_task_preset(name)
-            ts = ", ".join(f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())) or f"T={preset.default_T}"
-            variants = ", ".join(preset.variants) or "-"
+            ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
+            variants = list(preset.variants)
             aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
-            if aliases:
-                variants += f"\n[dim]old name{'s' if len(aliases) > 1 else ''}: {'; '.join(aliases)}[/]"
             source = preset.citation
         else:
-            ts, variants, source = "-", "-", spec.reference
-        table.add_row(name, f"{spec.description}\n[dim]{spec.measures}[/]", ts, variants, source)
+            ts, variants, aliases, source = [], [], [], spec.reference
+        left = "\n".join([f"[bold]{name}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants),
+                          *(f"[dim]old name[/] {alias}" for alias in aliases)])
+        table.add_row(left, f"{spec.description}\n[dim]{spec.measures}[/]\n[italic]{source}[/]")
     out.print(table)
 
 
 @app.command()
 @user_errors
 def models():
-    """List the model zoo: the names --norm/--cell accept, with their papers."""
-    table = Table(title="atnbench models")
-    for column in ("model", "cell", "--norm", "what it is", "reference"):
-        table.add_column(column, overflow="fold")
+    """List the model zoo: each model, the flags that select it, what it is and its paper."""
+    from rich import box
+
+    from atnbench.zoo import model_flags
+
+    # two lines per model (name over its flags, description over its paper): readable at 80 columns
+    table = Table(title="atnbench models", box=box.SIMPLE_HEAD, show_lines=True)
+    table.add_column("model / flags", no_wrap=True)
+    table.add_column("what it is / reference", overflow="fold")
     for entry in MODELS.values():
-        table.add_row(entry.name, entry.cell, entry.norm, entry.description, entry.reference)
+        table.add_row(f"[bold]{entry.name}[/]\n[dim]{model_flags(entry)}[/]",
+                      f"{entry.description}\n[dim]{entry.reference}[/]")
     out.print(table)

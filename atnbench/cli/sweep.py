@@ -250,6 +250,9 @@ def sweep(
                           "runs": _records(runs, store)}))
     else:
         out.print(_summary(spec, result))
+        from atnbench.sweep.view import results_table
+
+        out.print(results_table(_records(runs, store), title=f"sweep {spec.name}: finished runs"))
         for job, outcome in result.failures:  # one line each, whole: error messages get copied
             out.print(f"[red]failed[/] {job.run_id} {job.label}: {outcome.get('error') or '-'}",
                       soft_wrap=True, highlight=False)

@@ -388,11 +388,11 @@ def number(value: Optional[float], scale: float, digits: int = 3) -> str:
 
 
 def mean_pm_std(mean: Optional[float], std: Optional[float], scale: float, pm: str = "±", n: Optional[int] = None) -> str:
-    """"1.677 ± 0.006" in the view's scale; "1.677 ± -" for a single seed; "1.667" for a
-    number that is no mean (n=0: the baseline)."""
+    """"1.677 ± 0.006" in the view's scale; "1.677" for a single seed (no std: the seeds column
+    says 1) and for a number that is no mean (n=0: the baseline)."""
     if mean is None:
         return "-"
-    if n == 0:
+    if n == 0 or std is None:
         return number(mean, scale)
     return f"{number(mean, scale)} {pm} {number(std, scale)}"
 

@@ -10,14 +10,55 @@ import sys
 import time
 from typing import Optional, TextIO
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "interrupted": "yellow"}
 
 
 def _num(value) -> str:
     return "-" if value is None else f"{value:.4g}"
+
+
+def duration(seconds: float) -> str:
+    """"45s", "12m05s", "3h07m"."""
+    seconds = max(int(round(seconds)), 0)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def eta_seconds(elapsed: float, finished: int, left: int) -> Optional[float]:
+    """Time left at the rate runs have finished in this session (runs at once included), or
+    None before the first one finishes."""
+    if finished <= 0 or elapsed <= 0:
+        return None
+    return left * elapsed / finished
+
+
+def results_table(records: list[dict], title: str = "finished runs") -> Table:
+    """One row per run of the sweep that finished (done or diverged): its label, status, min
+    validation loss and wall time; the lowest min validation loss in bold. Records are the run
+    records of ``train.result_record`` (with ``label``); runs not finished are left out."""
+    finished = [r for r in records if r.get("status") in ("done", "diverged")]
+    table = Table(title=f"{title} ({len(finished)} of {len(records)})", box=box.SIMPLE_HEAD, title_style="bold")
+    for column in ("run id", "run", "status", "min val loss", "time"):
+        table.add_column(column, justify="right" if column in ("min val loss", "time") else "left",
+                         overflow="fold", no_wrap=column in ("run id", "min val loss", "time"))
+    losses = [r["min_val_loss"] for r in finished if r.get("min_val_loss") is not None]
+    best = min(losses) if losses else None
+    for r in finished:
+        loss = r.get("min_val_loss")
+        loss_text = _num(loss) if loss is None or loss != best else f"[bold green]{_num(loss)}[/]"
+        status = r["status"] if r["status"] == "done" else f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]"
+        wall = r.get("wall_s")
+        table.add_row(r.get("run_id", "-"), r.get("label", "-"), status, loss_text,
+                      "-" if wall is None else duration(wall))
+    return table
 
 
 class SweepView:
@@ -29,6 +70,7 @@ class SweepView:
         self.live = self.stream.isatty() if live is None else live
         self.title, self.total, self.labels = title, total, labels
         self.finished_count, self.plain_every_s = skipped, plain_every_s
+        self.skipped, self.started = skipped, time.monotonic()
         self.tasks: dict[str, int] = {}
         self.last_line: dict[str, float] = {}
         self.counts: dict[str, int] = {}
@@ -49,9 +91,18 @@ class SweepView:
     def _line(self, text: str) -> None:
         print(text, file=self.stream, flush=True)
 
+    def _eta_text(self) -> str:
+        """"eta 12m05s" from the runs finished in this session; what it waits for before that."""
+        left = self.total - self.finished_count
+        if left <= 0:
+            return ""
+        eta = eta_seconds(time.monotonic() - self.started, self.finished_count - self.skipped, left)
+        return "eta after the first run" if eta is None else f"eta {duration(eta)}"
+
     def _overall_info(self) -> str:
         parts = [f"{n} {status}" for status, n in sorted(self.counts.items())]
-        return " · ".join(parts)
+        eta = self._eta_text()
+        return " · ".join(parts + ([eta] if eta else []))
 
     def event(self, run_id: str, kind: str, a=None, b=None) -> None:
         if run_id in self.ended:
@@ -99,7 +150,9 @@ class SweepView:
                                         highlight=False)
             self.progress.update(self.overall, completed=self.finished_count, info=self._overall_info())
         else:
-            self._line(f"[{self.finished_count}/{self.total}] {run_id} {label}: {status}" + (f"  {detail}" if detail else ""))
+            eta = self._eta_text()
+            self._line(f"[{self.finished_count}/{self.total}] {run_id} {label}: {status}" + (f"  {detail}" if detail else "")
+                       + (f"  ({eta})" if eta else ""))
 
     def close(self) -> None:
         if self.progress is not None:

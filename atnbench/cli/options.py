@@ -1,0 +1,126 @@
+"""The one vocabulary of command-line flags. Every command that takes one of these flags takes
+it from here, so a flag has one name, one meaning and one default across atnbench:
+
+==================  ===========================================================  ==================
+flag                meaning                                                      default
+==================  ===========================================================  ==================
+--output, -o FILE   a FILE the command writes (run, bench: the JSON records;     none
+                    report: the report, format from --format or the suffix)
+--out-dir DIR       a FOLDER the command writes several files into (figures,     atnbench-results/
+                    CSV): plot, stats, report (its figures)                      <command>
+--format, -f        what the command prints (or writes to --output): table,      table
+                    json, csv, markdown, latex -- each command its own subset
+--threads INTEGER   torch CPU threads. 1 everywhere: sweeps run one thread per   1
+                    run, and results differ in the last bits between counts
+--device            auto (CUDA, then Apple MPS, then the CPU), cpu, cuda, mps    auto
+--seed INTEGER      one random seed (model initialisation and data)             the preset's / 0
+--seeds TEXT        several seeds: 0,1,2 or a range 0-4                          the sweep's
+--config PATH       a YAML/JSON file of config keys, named as the flags; flags   none
+                    given on the command line override it
+--store PATH        the results database (SQLite)                                atnbench-results/
+                                                                                 atnbench.db
+--quiet, -q         no progress output                                           off
+--T INTEGER         sequence length                                              the preset's
+--k                 the ATN window in time steps (a comma list where a command   the preset's
+                    compares several: bench, stats, gradcheck)
+==================  ===========================================================  ==================
+
+Old spellings (``--out`` for a folder, ``--json``/``--csv``, ``--plots``) stay as hidden
+aliases that print one deprecation line (:func:`deprecated`), so scripts keep working.
+
+How to use: annotate a command's parameter with the alias and give the default, e.g.
+``device: options.Device = options.DEVICE`` or
+``output: Annotated[Optional[Path], options.output_file("the JSON records")] = None``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from atnbench.store import DEFAULT_STORE
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DEVICE = "auto"
+THREADS = 1
+FORMATS = ("table", "json", "csv", "markdown", "latex")
+
+
+def output_file(what: str) -> typer.models.OptionInfo:
+    """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
+    ``atnbench.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
+    command words a folder given as a file alike."""
+    return typer.Option("--output", "-o", metavar="FILE", help=f"Write {what} to this FILE.")
+
+
+def out_dir(what: str) -> typer.models.OptionInfo:
+    """``--out-dir DIR``: the folder the command writes its files (``what``) into; checked with
+    ``atnbench.outputs.check_output_dir`` before any work (one wording across commands)."""
+    return typer.Option("--out-dir", metavar="DIR", help=f"Folder for {what}.")
+
+
+def output_format(choices: tuple[str, ...], note: str = "") -> typer.models.OptionInfo:
+    """``--format/-f``: one of ``choices`` (a subset of FORMATS, the first the default); check the
+    value with :func:`check_format` (one line on a mistake, not click's usage panel)."""
+    unknown = set(choices) - set(FORMATS)
+    assert not unknown, unknown  # a new format goes into FORMATS first, so every command spells it alike
+    return typer.Option("--format", "-f", metavar=_choices(choices), show_default=False,
+                        help=f"Output format: {', '.join(choices)} (default: {choices[0]}{note}).")
+
+
+def check_format(fmt: Optional[str], choices: tuple[str, ...]) -> str:
+    """The format asked for (``choices[0]`` when none), or a user error naming the choices."""
+    if fmt is None:
+        return choices[0]
+    if fmt not in choices:
+        raise ValueError(f"unknown --format {fmt!r}; choose one of: {', '.join(choices)}")
+    return fmt
+
+
+def _choices(choices) -> str:
+    return "[" + "|".join(choices) + "]"
+
+
+def k_list(what: str = "") -> typer.models.OptionInfo:
+    """``--k`` where a command compares several windows: a comma list of whole numbers."""
+    return typer.Option("--k", metavar="K[,K...]", help=f"ATN windows in time steps, comma-separated{what}.")
+
+
+Device = Annotated[str, typer.Option("--device", metavar=_choices(DEVICES),
+                                     help="auto (CUDA, then Apple MPS, then the CPU), cpu, cuda or mps.")]
+Threads = Annotated[int, typer.Option("--threads", help="torch CPU threads. Results differ in the last bits "
+                                      "between thread counts; sweeps use 1 per run, so the default matches them.")]
+Seed = Annotated[int, typer.Option("--seed", help="Random seed (model initialisation and data).")]
+OptionalSeed = Annotated[Optional[int], typer.Option("--seed", help="Random seed (model initialisation and data); "
+                                                     "default: the preset's.")]
+Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",
+                                              help="Seeds, e.g. 0,1,2 or a range 0-4.")]
+Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH", dir_okay=False,
+                                                help="YAML/JSON file of config keys named as the flags "
+                                                     "(flags on the command line override it).")]
+Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results database (SQLite).")]
+STORE = DEFAULT_STORE
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
+OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
+
+
+def deprecated_flag(old: str, replacement: str, metavar: Optional[str] = None, is_flag: bool = False):
+    """A hidden alias for an old spelling; pass the value through :func:`deprecated`."""
+    if is_flag:
+        return typer.Option(False, old, hidden=True, help=f"Deprecated: use {replacement}.")
+    return typer.Option(None, old, hidden=True, metavar=metavar, help=f"Deprecated: use {replacement}.")
+
+
+def deprecated(value, old: str, replacement: str, current=None):
+    """The value of a deprecated alias (with one line on stderr saying what replaces it), or
+    ``current`` when the alias was not given. Both given: a user error."""
+    from atnbench.cli.app import err
+
+    if value in (None, False):
+        return current
+    if current not in (None, False):
+        raise ValueError(f"{old} and {replacement} say the same thing; give only {replacement}")
+    err.print(f"[yellow]note:[/] {old} is deprecated; use {replacement}", highlight=False)
+    return value

@@ -1,0 +1,174 @@
+"""The command line as one tool: one vocabulary of flags, real metavariables, one-line mistakes,
+--version, python -m atnbench, completion, and the defects of issue 16 outside run/sweep/report."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.progress import PlainReporter, loss_text, run_label, steps_for
+from atnbench.report.render import mean_pm_std
+from atnbench.runspec import resolve_run
+from atnbench.zoo import MODELS, canonical_norm
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args], terminal_width=200)
+
+
+@pytest.mark.parametrize("command", ["bench", "stats", "invariances", "gradcheck", "plot", "run", "sweep", "report"])
+def test_help_shows_real_metavariables_not_bool(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "<int>" not in result.output and "<str>" not in result.output
+    assert "INTEGER" in result.output or "TEXT" in result.output or "PATH" in result.output
+
+
+def test_shared_options_read_alike_in_every_command():
+    for command in ("bench", "stats"):
+        text = invoke(command, "--help").output
+        assert "[auto|cpu|cuda|mps]" in text and "--threads" in text
+    assert "--out-dir" in invoke("plot", "--help").output and "--out-dir" in invoke("stats", "--help").output
+    assert "[table|json|csv]" in invoke("bench", "--help").output
+    assert "[table|json]" in invoke("invariances", "--help").output
+
+
+def test_bad_format_and_unknown_option_are_one_line_exit_2():
+    for args, message in ((("invariances", "--format", "yaml"), "unknown --format 'yaml'"),
+                          (("gradcheck", "--bogus"), "No such option: --bogus"),
+                          (("gradcheck", "--T", "x"), "--T")):
+        result = invoke(*args)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1 and message in lines[0], result.output
+
+
+def test_deprecated_spelling_still_works_with_a_note(tmp_path):
+    result = invoke("invariances", "--json")
+    assert result.exit_code == 0 and result.stdout.lstrip().startswith("[")
+    assert "--json is deprecated; use --format json" in result.stderr
+    both = invoke("invariances", "--json", "--format", "json")
+    assert both.exit_code == 2 and "give only --format json" in both.output
+
+
+def test_version_completion_and_python_dash_m():
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.stdout.startswith("atnbench ")
+    assert "--install-completion" in invoke("--help").output
+    module = subprocess.run([sys.executable, "-m", "atnbench", "--version"], capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout == result.stdout
+
+
+# -- --norm gru, models, the run summary ---------------------------------------------------------
+
+def test_norm_gru_is_refused_naming_cell_gru(tmp_path):
+    with pytest.raises(ValueError, match="--cell gru"):
+        canonical_norm("gru")
+    result = invoke("run", "adding", "--norm", "gru", "--store", tmp_path / "r.db")
+    assert result.exit_code == 2 and "--cell gru" in result.output and not (tmp_path / "r.db").exists()
+    assert canonical_norm("lstm") == "none"
+
+
+def test_models_cite_the_gru_paper_and_give_working_flags():
+    assert MODELS["gru"].reference.startswith("Cho et al.") and MODELS["lstm"].reference.startswith("Hochreiter")
+    for name in ("gru-bn", "gru-bln"):
+        assert "W_h h and c" not in MODELS[name].description and "no cell state" in MODELS[name].description
+    assert "W_h h and c" in MODELS["bn"].description
+    text = invoke("models").stdout
+    assert "--cell gru --norm ln" in text and "Cho et al." in text
+    for entry in MODELS.values():  # every flag the table shows is accepted
+        assert canonical_norm(entry.norm) == entry.norm
+
+
+@pytest.mark.parametrize("norm, shows_k", [("ln", False), ("none", False), ("atn", True)])
+def test_run_summary_shows_k_only_for_windowed_norms(norm, shows_k):
+    from atnbench.cli.run import summary_table
+
+    config = resolve_run("adding", {"norm": norm, "k": 7, "T": 30})
+    record = {"run_id": "abc", "status": "done", "model": norm, "steps": 1, "wall_s": 1.0, "params": 10}
+    console = Console(file=io.StringIO(), width=200)
+    console.print(summary_table(config, record))
+    assert ("k=7" in console.file.getvalue()) is shows_k
+
+
+def test_one_seed_prints_the_mean_alone():
+    assert mean_pm_std(18.946, None, 1.0, n=1) == "18.946"
+    assert mean_pm_std(18.946, None, 1.0, pm=r"\pm", n=1) == "18.946"
+    assert mean_pm_std(1.5, 0.25, 1.0, n=2) == "1.500 ± 0.250"
+
+
+def test_report_unknown_task_says_so(tmp_path):
+    result = invoke("report", "--task", "nope", "--store", tmp_path / "r.db")
+    assert result.exit_code == 2 and "unknown task 'nope'" in result.output
+
+
+# -- progress ------------------------------------------------------------------------------------
+
+def test_run_label_has_task_T_norm_seed_and_k_only_when_windowed():
+    assert run_label(resolve_run("adding", {"norm": "atn", "k": 5, "T": 30, "seed": 3})) == "adding T=30 atn k=5 seed 3"
+    assert run_label(resolve_run("adding", {"norm": "ln", "T": 30})) == "adding T=30 ln seed 0"
+    assert run_label(resolve_run("adding", {"cell": "gru", "norm": "ln", "T": 30})) == "adding T=30 gru-ln seed 0"
+
+
+def test_progress_shows_no_nan_before_the_first_value():
+    assert "nan" not in loss_text(None, None) and loss_text(0.5, None) == "loss 0.5"
+    assert loss_text(0.5, 0.25) == "loss 0.5  val 0.25"
+    stream = io.StringIO()
+    reporter = PlainReporter(stream, "adding T=30 ln seed 0", every_s=0)
+    reporter.start("abc", 4, 0)
+    reporter.evaluated(2, 0.5, 0.25)
+    reporter.finish("done")
+    text = stream.getvalue()
+    assert "nan" not in text and "step 2/4" in text and text.startswith("adding T=30 ln seed 0")
+
+
+def test_steps_off_a_terminal_are_plain_lines():
+    stream = io.StringIO()
+    steps = steps_for("bench", 3, stream=stream)
+    for text in ("adding: ln rep 1/1", "adding: atn rep 1/1", "adding: atn memory"):
+        steps.advance(text)
+    steps.note("adding: done")
+    steps.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "bench [1/3] adding: ln rep 1/1" and lines[-2] == "bench [3/3] adding: atn memory"
+    assert lines[-1] == "adding: done"
+    quiet = io.StringIO()
+    steps_for("bench", 3, quiet=True, stream=quiet).advance("x")
+    assert quiet.getvalue() == ""
+
+
+# -- sweep view: overall ETA, summary of finished runs -------------------------------------------
+
+def test_sweep_eta_from_finished_runs_and_plain_lines_carry_it():
+    from atnbench.sweep.view import SweepView, duration, eta_seconds
+
+    assert eta_seconds(10.0, 0, 5) is None
+    assert eta_seconds(60.0, 2, 3) == pytest.approx(90.0)
+    assert duration(45) == "45s" and duration(725) == "12m05s" and duration(11220) == "3h07m"
+    stream = io.StringIO()
+    view = SweepView("t", total=3, skipped=1, labels={"a": "ln", "b": "atn"}, live=False, stream=stream)
+    view.finished("a", {"status": "done", "min_val_loss": 0.5})
+    view.finished("b", {"status": "done", "min_val_loss": 0.25})
+    lines = stream.getvalue().splitlines()
+    assert "eta " in lines[1] and "[2/3]" in lines[1]  # one of two left after the first finished run
+    assert "eta" not in lines[2]  # nothing left
+
+
+def test_sweep_results_table_lists_finished_runs_with_loss_and_time():
+    from atnbench.sweep.view import results_table
+
+    records = [{"run_id": "r1", "label": "ln seed 0", "status": "done", "min_val_loss": 0.5, "wall_s": 75.0},
+               {"run_id": "r2", "label": "atn seed 0", "status": "diverged", "min_val_loss": 0.25, "wall_s": 5.0},
+               {"run_id": "r3", "label": "bn seed 0", "status": "not-run"}]
+    console = Console(file=io.StringIO(), width=80)
+    console.print(results_table(records))
+    text = console.file.getvalue()
+    assert "(2 of 3)" in text and "1m15s" in text and "0.25" in text and "diverged" in text
+    assert "r3" not in text
