@@ -68,7 +68,7 @@ def test_real_data_parts_join_the_plan_once_their_data_is_there(no_data):
 @pytest.mark.slow
 def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ("reproduce", "--budget", "0.001", "--seeds", "0,1", "--workers", "1", "--quiet", "--device", "cpu",
+    args = ("reproduce", "--budget", "0.001", "--seeds", "0,1", "--workers", "2", "--quiet", "--device", "cpu",
             "--store", "s.db", "--out-dir", "report")
     result = invoke(*args)
     assert result.exit_code == 0, result.output
