@@ -62,7 +62,8 @@ def reproduce(
 
         ray_backend.import_ray()  # the install hint now, not after the first part's header
     overrides = {"threads": threads, "device": resolve_device(device).type}
-    parts, missing = available(selected)
+    # a report needs only the store: the real-data parts' data matters only for running them
+    parts, missing = (selected, []) if report_only else available(selected)
     if not parts:
         fail("no part can run here: " + "; ".join(why for _, why in missing))
     planned = plan(parts, seed_list, default_budget, per_part, overrides)
