@@ -228,20 +228,34 @@ def plot(
     by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
     out_dir: Annotated[Optional[Path], options.out_dir("the PNG and SVG files (default: atnbench-results/plots)")] = None,
     store: options.Store = options.STORE,
+    bench: Optional[Path] = typer.Option(None, "--bench", metavar="FILE", dir_okay=False,
+                                         help="Also draw the cost figure from these `atnbench bench --output` "
+                                              "records (JSON); alone, only that figure."),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
 ):
     """Write the figures only: loss curves, the k-ablation and the cost per model.
 
-    Loss curves per task and T (mean and min-max band over seeds), the k-ablation (loss
-    against k, LN and LSTM as references) and the cost per model.
+    Loss curves per task and T (mean and min-max band over seeds, the paper's minima as
+    stars), the k-ablation (loss against k, LN and LSTM as references, the paper's k) and,
+    from `atnbench bench` records, the cost per model.
 
-    Example: [bold]atnbench plot --task copying --out-dir figs[/]
+    Example: [bold]atnbench plot --task copying --out-dir figs[/]  ·  [bold]atnbench bench --output b.json && atnbench plot --bench b.json[/]
     """
     from atnbench.outputs import check_output_dir
+    from atnbench.report.plots import cost_figure, read_bench_records
 
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"
     check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
+    say = lambda message: out.print(Text(message), soft_wrap=True)  # noqa: E731
+    paths = []
+    if bench is not None:
+        paths += cost_figure(read_bench_records(bench), out_dir)
+        for path in paths:
+            say(f"wrote {path}")
+        filters = (task, T, sweep, norm, since)
+        if filters == (None,) * 5 and not Path(store).is_file():  # only the cost figure was asked for
+            return
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
-    paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
+    paths += _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), say)
     if not paths:
         raise typer.Exit(1)
