@@ -26,7 +26,7 @@ from atnbench.report.aggregate import (
 from atnbench.report.export import to_csv, to_json, to_latex, to_markdown
 from atnbench.report.paper import load_paper, order_differences, paper
 from atnbench.report.plots import NothingToPlot, write_plots
-from atnbench.report.render import group_view, k_ablation_view
+from atnbench.report.render import group_view, k_ablation_view, rich_view
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 
@@ -495,3 +495,42 @@ def test_language_model_tables_compare_bpc_and_accuracy_is_best_when_highest():
     assert atn.cells["max_val_accuracy"].mean == 0.875 and atn.cells["max_val_accuracy"].best
     markdown = to_markdown([view])
     assert "0.875" in markdown and "± -" not in markdown  # accuracy keeps its own scale; one seed, no std
+
+
+def _terminal_report(monkeypatch, store_path, width: int, *args) -> str:
+    """`atnbench report` as printed in a terminal ``width`` columns wide."""
+    from rich.console import Console
+
+    import atnbench.cli.report as report_cli
+
+    terminal = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    monkeypatch.setattr(report_cli, "out", terminal)
+    result = invoke("report", "--store", store_path, *args)
+    assert result.exit_code == 0, result.output
+    return terminal.file.getvalue()
+
+
+def test_report_paper_at_80_columns_cuts_no_header_and_keeps_every_value_on_one_line(store_path, monkeypatch):
+    text = _terminal_report(monkeypatch, store_path, 80, "--task", "copying", "--T", "100", "--paper", "--final")
+    lines = text.splitlines()[1:]  # under the line naming the store (a path as long as it is)
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text
+    assert not any(line.strip() in ("validation", "final") for line in lines)  # no statistic split over lines
+    header = next(line for line in lines if "statistic" in line)
+    assert all(word in header for word in ("model / statistic", "ours", "paper", "ours/paper"))
+    assert any(line.startswith(" ln") and "2 seeds (+1 diverged)" in line for line in lines)
+    assert any("min train" in line and "1.677 ± 0.006" in line and "×" in line for line in lines)  # LSTM, Table 1
+    wide = _terminal_report(monkeypatch, store_path, 250, "--task", "copying", "--T", "100", "--paper")
+    assert "model / statistic" not in wide and "paper Train" in wide  # room enough: the usual table
+
+
+def test_stacked_table_only_where_the_usual_one_does_not_fit(groups):
+    from rich.console import Console
+
+    view = group_view(group_of(groups, "copying", 100), with_paper=True)
+    for width, stacked in ((80, True), (200, False)):
+        console = Console(file=io.StringIO(), width=width)
+        console.print(rich_view(view, plain=True, width=width, console=console))
+        text = console.file.getvalue()
+        assert ("model / statistic" in text) is stacked and "…" not in text
+        assert max(len(line) for line in text.splitlines()) <= width

@@ -187,7 +187,9 @@ def report(
         out.print(Text(f"atnbench report · {path} · {selected} of {total} runs selected "
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         printer = out
-        if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
+        # piped or redirected: rich would assume 80 columns, so the tables get the width they
+        # need; in a terminal a table too wide for it is stacked (render.stacked_table)
+        if not out.is_terminal:
             widths = [table_width(out, view) for view in views]
             if claims is not None:
                 from atnbench.report.verdict_tables import verdicts_width
@@ -195,7 +197,7 @@ def report(
                 widths.append(verdicts_width(out, claims[0]))
             printer = Console(width=max([out.width] + widths))
         for view in views:
-            printer.print(rich_view(view, plain=printer.color_system is None))
+            printer.print(rich_view(view, plain=printer.color_system is None, width=printer.width, console=printer))
         if claims is not None:
             from atnbench.report.verdict_tables import rich_verdicts
 
