@@ -44,8 +44,40 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    data = flag_names_to_keys(data, str(path))
     check_values(data, str(path))
     return data
+
+
+# a config file may name a setting as its flag does (iters, batch-size, data-dir) or as its key
+FLAG_KEYS = {"iters": "steps"}
+TASK_FLAGS = ("data_dir", "data_files", "permute")  # flags that land in the task's ``options``
+
+
+def flag_names_to_keys(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` with flag spellings (``iters``, ``batch-size``, ``data-dir``) turned into config
+    keys (``steps``, ``batch_size``, ``options.data_dir``); a setting named twice is an error."""
+    keys: dict[str, Any] = {}
+    named: dict[str, str] = {}
+    for given, value in data.items():
+        key = FLAG_KEYS.get(given, given.replace("-", "_")) if isinstance(given, str) else given
+        if key in named:
+            raise ConfigError(f"{where}: {named[key]} and {given} say the same thing; give one")
+        named[key] = given
+        keys[key] = value
+    task_values = {key: keys.pop(key) for key in TASK_FLAGS if key in keys}
+    if task_values:
+        options = keys.get("options", {})
+        if not isinstance(options, dict):
+            raise ConfigError(f"{where}: options must be a mapping of task settings, got {options!r}")
+        if "data_dir" in task_values and isinstance(task_values["data_dir"], str):
+            task_values["data_dir"] = str(Path(task_values["data_dir"]).expanduser().absolute())
+        if isinstance(task_values.get("data_files"), str):
+            from atnbench.data import parse_data_files
+
+            task_values["data_files"] = parse_data_files(task_values["data_files"])
+        keys["options"] = {**options, **task_values}
+    return keys
 
 
 def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
@@ -96,6 +128,10 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     task = get_task(task_name)
     flags = {key: value for key, value in flags.items() if value is not None}
     file_values = read_config_file(config_file) if config_file else {}
+    given = set(TASK_FLAGS) & set(file_values.get("options") or {})
+    if given and task.make_source is None:  # as for the flags (cli.run.task_options): nothing would read them
+        raise ConfigError(f"{task.name} generates its data: {', '.join(sorted(given))} in {config_file} "
+                          f"are for real-data tasks")
     preset = load_task_preset(task_name)
     T = flags.get("T", file_values.get("T", preset.default_T))
     variant = preset.canonical_variant(variant or flags.pop("variant", None) or file_values.get("variant"))

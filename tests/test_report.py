@@ -26,7 +26,7 @@ from atnbench.report.aggregate import (
 from atnbench.report.export import to_csv, to_json, to_latex, to_markdown
 from atnbench.report.paper import load_paper, order_differences, paper
 from atnbench.report.plots import NothingToPlot, write_plots
-from atnbench.report.render import group_view, k_ablation_view
+from atnbench.report.render import group_view, k_ablation_view, rich_view
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 
@@ -320,7 +320,8 @@ def test_report_writes_plots_and_plot_command(store_path, tmp_path):
     written = [Path(line.split("wrote ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("wrote ")]
     names = {p.name for p in written}
     assert {"curves_copying_T100.png", "curves_copying_T100.svg", "kablation_atn_copying_T100.png",
-            "kablation_atn_copying_T100.svg", "cost_copying_T100.png", "cost_copying_T100.svg"} <= names
+            "kablation_atn_copying_T100.svg"} <= names
+    assert not any(name.startswith("cost_") for name in names)  # the cost figure comes from bench records
     for path in written:
         assert path.is_file() and path.stat().st_size > 1000
         if path.suffix == ".png":
@@ -330,7 +331,6 @@ def test_report_writes_plots_and_plot_command(store_path, tmp_path):
     result = invoke("plot", "--store", store_path, "--task", "adding", "--out-dir", tmp_path / "p2")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "p2").iterdir()) == [
-        "cost_adding_T100_budget0.01.png", "cost_adding_T100_budget0.01.svg",
         "curves_adding_T100_budget0.01.png", "curves_adding_T100_budget0.01.svg"]
 
 
@@ -344,6 +344,96 @@ def test_plot_of_an_empty_selection_writes_nothing(store_path, tmp_path, groups)
     with pytest.raises(NothingToPlot):
         write_plots(empty, tmp_path / "none2")
     assert not (tmp_path / "none2").exists()
+
+
+def _layout(fig):
+    """(legend boxes, data-axes boxes) of a drawn figure, in display pixels."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [legend.get_window_extent(renderer) for legend in fig.legends]
+    legends += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend()]
+    return legends, [ax.get_window_extent(renderer) for ax in fig.axes]
+
+
+def _legend_texts(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def _labelled_ticks(ax, axis: str) -> list[str]:
+    which = ax.yaxis if axis == "y" else ax.xaxis
+    low, high = sorted(ax.get_ylim() if axis == "y" else ax.get_xlim())
+    ticks = which.get_majorticklabels() + which.get_minorticklabels()
+    return [t.get_text() for t in ticks if t.get_text() and low <= t.get_position()[axis == "y"] <= high]
+
+
+def _assert_readable(fig):
+    """A title, every axes labelled with at least two tick labels on each axis, and a legend
+    that overlaps no axes (so it covers no data)."""
+    assert fig._suptitle is not None and fig._suptitle.get_text()
+    legends, axes = _layout(fig)
+    assert legends, "no legend"
+    for box in legends:
+        assert not any(box.overlaps(ax_box) for ax_box in axes), (box, axes)
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_title()
+        assert len(_labelled_ticks(ax, "x")) >= 2
+        shares_y = ax is not fig.axes[0] and ax.get_shared_y_axes().joined(ax, fig.axes[0])
+        assert shares_y or len(_labelled_ticks(ax, "y")) >= 2  # a shared y axis is labelled once, at the left
+    assert fig.axes[0].get_ylabel()
+
+
+def _baseline_lines(ax, value):
+    return [line for line in ax.get_lines() if list(line.get_ydata()) == [value, value]]
+
+
+def test_curve_figure_has_a_free_legend_readable_ticks_the_baseline_and_the_papers_minima(groups):
+    from atnbench.report.plots import draw_curves
+    from atnbench.report.style import PAPER_MARKER
+
+    group = group_of(groups, "copying", 100)
+    fig = draw_curves(group)
+    _assert_readable(fig)
+    texts = _legend_texts(fig)
+    assert any(t.startswith("no-memory baseline") and f"{group.baseline:.4g}" in t for t in texts)
+    assert any("paper's attained minimum (Table 1" in t for t in texts)
+    table = paper().table_for("copying", 100)  # Table 1, T=100: LSTM, LN and ATN (k=45)
+    for ax, column in zip(fig.axes, ("Train", "Validation")):
+        assert _baseline_lines(ax, group.baseline)
+        stars = [line for line in ax.get_lines() if line.get_marker() == PAPER_MARKER]
+        assert sorted(float(line.get_ydata()[0]) for line in stars) == sorted(
+            table.value(model, column)[0] for model in ("lstm", "ln", "atn"))
+    assert fig.axes[0].get_yscale() == "log" and "log scale" in fig.axes[0].get_ylabel()
+
+
+def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
+    from atnbench.report.plots import draw_k_ablation
+    from atnbench.report.style import PAPER_MARKER
+
+    group = group_of(groups, "copying", 100)
+    (view,) = [v for v in k_ablations([group]) if v.model == "atn"]
+    fig = draw_k_ablation(view)
+    _assert_readable(fig)
+    minimum = fig.axes[0]
+    stars = [line for line in minimum.get_lines() if line.get_marker() == PAPER_MARKER]
+    assert [float(line.get_xdata()[0]) for line in stars] == [45.0]  # Table 1: k=45 for copying
+    assert any("paper, atn k=45 (Table 1" in t for t in _legend_texts(fig))
+    assert any(t.startswith("no-memory baseline") for t in _legend_texts(fig))
+    assert all(_baseline_lines(ax, group.baseline) for ax in fig.axes)
+    assert _labelled_ticks(minimum, "x") == ["25", "45", "65"]
+
+
+def test_cost_figure_from_bench_records_is_readable_with_a_free_legend():
+    from atnbench.report.plots import draw_cost
+
+    records = [{"workload": w, "model": m, "k": k, "T": 100, "batch": 50, "hidden": 60, "train_ms": ms,
+                "train_ms_p25": ms * 0.9, "train_ms_p75": ms * 1.1, "infer_ms": ms / 3, "ratio_lstm_fused": ms / 10,
+                "reps": 3, "torch": "2", "device": "cpu", "threads": 1, "cpu": "x"}
+               for w in ("adding", "copying") for m, k, ms in (("lstm-fused", None, 10.0), ("atn", 5, 40.0))]
+    fig = draw_cost(records)
+    _assert_readable(fig)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["lstm-fused", "atn k=5"]
+    assert "ms per step" in fig.axes[0].get_ylabel()
+    assert draw_cost([]) is None
 
 
 def test_missing_or_empty_store_is_one_line_and_nonzero(tmp_path):
@@ -405,3 +495,42 @@ def test_language_model_tables_compare_bpc_and_accuracy_is_best_when_highest():
     assert atn.cells["max_val_accuracy"].mean == 0.875 and atn.cells["max_val_accuracy"].best
     markdown = to_markdown([view])
     assert "0.875" in markdown and "± -" not in markdown  # accuracy keeps its own scale; one seed, no std
+
+
+def _terminal_report(monkeypatch, store_path, width: int, *args) -> str:
+    """`atnbench report` as printed in a terminal ``width`` columns wide."""
+    from rich.console import Console
+
+    import atnbench.cli.report as report_cli
+
+    terminal = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    monkeypatch.setattr(report_cli, "out", terminal)
+    result = invoke("report", "--store", store_path, *args)
+    assert result.exit_code == 0, result.output
+    return terminal.file.getvalue()
+
+
+def test_report_paper_at_80_columns_cuts_no_header_and_keeps_every_value_on_one_line(store_path, monkeypatch):
+    text = _terminal_report(monkeypatch, store_path, 80, "--task", "copying", "--T", "100", "--paper", "--final")
+    lines = text.splitlines()[1:]  # under the line naming the store (a path as long as it is)
+    assert max(len(line) for line in lines) <= 80
+    assert "…" not in text
+    assert not any(line.strip() in ("validation", "final") for line in lines)  # no statistic split over lines
+    header = next(line for line in lines if "statistic" in line)
+    assert all(word in header for word in ("model / statistic", "ours", "paper", "ours/paper"))
+    assert any(line.startswith(" ln") and "2 seeds (+1 diverged)" in line for line in lines)
+    assert any("min train" in line and "1.677 ± 0.006" in line and "×" in line for line in lines)  # LSTM, Table 1
+    wide = _terminal_report(monkeypatch, store_path, 250, "--task", "copying", "--T", "100", "--paper")
+    assert "model / statistic" not in wide and "paper Train" in wide  # room enough: the usual table
+
+
+def test_stacked_table_only_where_the_usual_one_does_not_fit(groups):
+    from rich.console import Console
+
+    view = group_view(group_of(groups, "copying", 100), with_paper=True)
+    for width, stacked in ((80, True), (200, False)):
+        console = Console(file=io.StringIO(), width=width)
+        console.print(rich_view(view, plain=True, width=width, console=console))
+        text = console.file.getvalue()
+        assert ("model / statistic" in text) is stacked and "…" not in text
+        assert max(len(line) for line in text.splitlines()) <= width

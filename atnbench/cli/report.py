@@ -15,7 +15,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.store import DEFAULT_STORE, ResultsStore
+from atnbench.store import ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -114,12 +114,14 @@ def report(
     paper: bool = typer.Option(False, "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper."),
     by_k: bool = typer.Option(False, "--by-k", help="Show loss against the ATN window k (the k-ablation view) whatever the sweep."),
     final: bool = typer.Option(False, "--final", help="Also show the final (last evaluation) losses."),
-    fmt: Optional[str] = typer.Option(None, "--format", "-f", help="table, markdown, csv, json or latex (default: table, or what --output's suffix says)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report to this file instead of the terminal."),
-    plots: Optional[Path] = typer.Option(None, "--plots", help="Also write the figures (PNG and SVG) into this folder."),
+    fmt: Annotated[Optional[str], options.output_format(("table", "markdown", "csv", "json", "latex"),
+                                                        ", or what --output's suffix says")] = None,
+    output: Annotated[Optional[Path], options.output_file("the report (instead of the terminal)")] = None,
+    plots_dir: Annotated[Optional[Path], options.out_dir("the figures (PNG and SVG), also written when given")] = None,
     verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs: reproduced, contradicted, inconclusive or uninformative, with Welch's test, n, p and CIs."),
     baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    store: options.Store = options.STORE,
+    plots_old: Optional[Path] = options.deprecated_flag("--plots", "--out-dir", metavar="DIR"),
 ):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
 
@@ -130,7 +132,7 @@ def report(
     validation loss over evaluations; [bold]final[/] = at the last evaluation; [bold]test at best
     val.[/] = the test loss at the evaluation with the lowest validation loss (real-data tasks).
 
-    Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --plots figs[/]
+    Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --out-dir figs[/]
     """
     from atnbench.report.aggregate import k_ablations
     from atnbench.report.export import export, format_for
@@ -144,6 +146,7 @@ def report(
     from atnbench.outputs import check_output_dir, check_output_file
     from atnbench.report.verdicts import check_margin
 
+    plots = options.deprecated(plots_old, "--plots", "--out-dir", plots_dir)
     fmt = format_for(fmt, str(output) if output is not None else None)
     margin = check_margin(baseline_margin)
     if verdicts and fmt not in ("table", "markdown", "json"):
@@ -151,7 +154,7 @@ def report(
     if output is not None:
         check_output_file(output, "--output")
     if plots is not None:
-        check_output_dir(plots, "--plots")
+        check_output_dir(plots, "--plots" if plots_old is not None else "--out-dir")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)
     k_view = by_k or _is_k_sweep(sweep)
     views = []
@@ -184,7 +187,9 @@ def report(
         out.print(Text(f"atnbench report · {path} · {selected} of {total} runs selected "
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         printer = out
-        if not out.is_terminal:  # piped or redirected: rich would assume 80 columns and break numbers over lines
+        # piped or redirected: rich would assume 80 columns, so the tables get the width they
+        # need; in a terminal a table too wide for it is stacked (render.stacked_table)
+        if not out.is_terminal:
             widths = [table_width(out, view) for view in views]
             if claims is not None:
                 from atnbench.report.verdict_tables import verdicts_width
@@ -192,7 +197,7 @@ def report(
                 widths.append(verdicts_width(out, claims[0]))
             printer = Console(width=max([out.width] + widths))
         for view in views:
-            printer.print(rich_view(view, plain=printer.color_system is None))
+            printer.print(rich_view(view, plain=printer.color_system is None, width=printer.width, console=printer))
         if claims is not None:
             from atnbench.report.verdict_tables import rich_verdicts
 
@@ -228,20 +233,34 @@ def plot(
     by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
     out_dir: Annotated[Optional[Path], options.out_dir("the PNG and SVG files (default: atnbench-results/plots)")] = None,
     store: options.Store = options.STORE,
+    bench: Optional[Path] = typer.Option(None, "--bench", metavar="FILE", dir_okay=False,
+                                         help="Also draw the cost figure from these `atnbench bench --output` "
+                                              "records (JSON); alone, only that figure."),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
 ):
     """Write the figures only: loss curves, the k-ablation and the cost per model.
 
-    Loss curves per task and T (mean and min-max band over seeds), the k-ablation (loss
-    against k, LN and LSTM as references) and the cost per model.
+    Loss curves per task and T (mean and min-max band over seeds, the paper's minima as
+    stars), the k-ablation (loss against k, LN and LSTM as references, the paper's k) and,
+    from `atnbench bench` records, the cost per model.
 
-    Example: [bold]atnbench plot --task copying --out-dir figs[/]
+    Example: [bold]atnbench plot --task copying --out-dir figs[/]  ·  [bold]atnbench bench --output b.json && atnbench plot --bench b.json[/]
     """
     from atnbench.outputs import check_output_dir
+    from atnbench.report.plots import cost_figure, read_bench_records
 
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"
     check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
+    say = lambda message: out.print(Text(message), soft_wrap=True)  # noqa: E731
+    paths = []
+    if bench is not None:
+        paths += cost_figure(read_bench_records(bench), out_dir)
+        for path in paths:
+            say(f"wrote {path}")
+        filters = (task, T, sweep, norm, since)
+        if filters == (None,) * 5 and not Path(store).is_file():  # only the cost figure was asked for
+            return
     groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
-    paths = _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), lambda m: out.print(Text(m), soft_wrap=True))
+    paths += _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), say)
     if not paths:
         raise typer.Exit(1)

@@ -5,32 +5,32 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.store import DEFAULT_STORE
 
 
 @app.command()
 @user_errors
 def reproduce(
-    seeds: str = typer.Option("0,1,2", "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4."),
+    seeds: options.Seeds = "0,1,2",
     budget: Optional[str] = typer.Option(None, "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, e.g. 0.25,table1-copying=1 (default: 1, the full protocol)."),
     only: Optional[str] = typer.Option(None, "--only", help="Comma list of parts: table1-copying, table2-adding, table3-denoise, k-ablation, norm-ablation, bias-placement."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
-    threads: int = typer.Option(1, "--threads", min=1, help="Torch threads per run (part of each run id)."),
+    threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
-    out_dir: Path = typer.Option(Path("atnbench-results") / "report", "--out-dir", help="Folder for report.md, report.html and the figures."),
+    device: options.Device = options.DEVICE,
+    store: options.Store = options.STORE,
+    out_dir: Annotated[Path, options.out_dir("report.md, report.html and the figures")] = Path("atnbench-results") / "report",
     dry_run: bool = typer.Option(False, "--dry-run", help="Show each part's runs, what the store holds and a rough cost; run nothing."),
     report_only: bool = typer.Option(False, "--report-only", help="Write the report from what the store holds; run nothing."),
     keep_stale: bool = typer.Option(False, "--keep-stale", help="Count finished runs made by other code instead of re-running them."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    quiet: options.Quiet = False,
 ):
     """Run the ATN paper's evaluation (Tables 1-3, the k-ablation, the normalization comparison,
     the bias placement) and write a report folder: Markdown with figures and one self-contained
@@ -47,6 +47,7 @@ def reproduce(
 
     # every input checked before the first note or run: a mistake is one line, and found now
     seed_list = parse_seeds(seeds)
+    options.check_threads(threads)
     default_budget, per_part = parse_budgets(budget)
     selected = select_parts(only)
     if backend not in BACKENDS:

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import typer
 from rich.table import Table
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, finite, out, user_errors
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
-from atnbench.store import DEFAULT_STORE, ResultsStore
+from atnbench.store import ResultsStore
 from atnbench.tasks import get_task, task_names
 from atnbench.zoo import MODELS, resolve_device
 
@@ -67,7 +68,7 @@ def summary_table(config, record: dict) -> Table:
     return table
 
 
-def _task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
+def task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
                   permute: Optional[bool]) -> Optional[dict]:
     """The real-data flags as ``options`` (merged over the preset's key by key); paths made absolute."""
     from atnbench.config import ConfigError
@@ -75,14 +76,14 @@ def _task_options(task: str, data_dir: Optional[Path], data_files: Optional[str]
 
     if (data_dir, data_files, permute) != (None, None, None) and get_task(task).make_source is None:
         raise ConfigError(f"{task} generates its data: --data-dir, --data-files and --permute are for real-data tasks")
-    options = {}
+    extras = {}
     if data_dir is not None:
-        options["data_dir"] = str(data_dir.expanduser().absolute())
+        extras["data_dir"] = str(data_dir.expanduser().absolute())
     if data_files is not None:
-        options["data_files"] = parse_data_files(data_files)
+        extras["data_files"] = parse_data_files(data_files)
     if permute is not None:
-        options["permute"] = permute
-    return options or None
+        extras["permute"] = permute
+    return extras or None
 
 
 @app.command()
@@ -96,7 +97,7 @@ def run(
     cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
-    init: Optional[str] = typer.Option(None, "--init", help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch (PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells."),
+    init: options.Init = None,
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate.", callback=finite),
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
@@ -108,23 +109,26 @@ def run(
     clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value.", callback=finite),
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Trainable gain and bias in the normalizations."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per norm)."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed (model init and data)."),
+    seed: options.OptionalSeed = None,
     variant: Optional[str] = typer.Option(None, "--variant", help="A named variant of the task preset (see `atnbench tasks`)."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Real-data tasks: folder holding the dataset (see `atnbench tasks`)."),
-    data_files: Optional[str] = typer.Option(None, "--data-files", help="Real-data tasks: SPLIT=PATH[,SPLIT=PATH...] (train, validation, test)."),
-    permute: Optional[bool] = typer.Option(None, "--permute/--no-permute", help="smnist-noise: pixels in one fixed, seeded random order."),
+    data_dir: options.DataDir = None,
+    data_files: options.DataFiles = None,
+    permute: options.Permute = None,
     budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps.", callback=finite),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML/JSON file of config keys (flags override it)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    threads: int = typer.Option(1, "--threads", min=1, help="torch CPU threads (part of the run id: results differ in the last bits between thread counts); sweeps use 1 per run, so the default matches them."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
+    config: options.Config = None,
+    device: options.Device = options.DEVICE,
+    threads: options.Threads = options.THREADS,
+    store: options.Store = options.STORE,
     resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
     force: bool = typer.Option(False, "--force", help="Train again although the store holds this config's finished run, replacing its row."),
     keep_model: bool = typer.Option(True, "--keep-model/--no-keep-model", help="Keep the final and the best-validation weights in the store (for `atnbench evaluate` and `stats --from-run`)."),
     checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (for --resume)."),
-    json_out: bool = typer.Option(False, "--json", help="Print only the result record as JSON on stdout."),
-    out_file: Optional[Path] = typer.Option(None, "--out", help="Also write the result record as JSON to this file."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress output."),
+    fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json prints only the result "
+                                                                           "record")] = None,
+    output: Annotated[Optional[Path], options.output_file("the result record as JSON (as well as printing)")] = None,
+    quiet: options.Quiet = False,
+    json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
+    out_old: Optional[Path] = options.deprecated_flag("--out", "--output", metavar="FILE"),
 ):
     """Train one model on one task and record it in the results store.
 
@@ -135,15 +139,21 @@ def run(
     from atnbench.resources import check_fits, config_estimate
     from atnbench.train import train
 
+    fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
+                               ("table", "json"))
+    json_out = fmt == "json"
+    out_name = "--out" if out_old is not None else "--output"
+    out_file = options.deprecated(out_old, "--out", "--output", output)
+    options.check_threads(threads)
     flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
                  lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
                  steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
-                 bias_inside=bias_inside, seed=seed, options=_task_options(task, data_dir, data_files, permute))
+                 bias_inside=bias_inside, seed=seed, options=task_options(task, data_dir, data_files, permute))
     torch_device = resolve_device(device)
     flags.update(threads=threads, device=torch_device.type)
     run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
     if out_file is not None:
-        check_output_file(out_file, "--out")  # now, not after the training
+        check_output_file(out_file, out_name)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
     with ResultsStore(store) as results:
         finished = results.get_run(run_config.run_id)

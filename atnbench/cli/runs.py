@@ -13,18 +13,19 @@ import math
 import shutil
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.cli.report import FILTERS_HELP, parse_since
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
-from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, RunRecord, StoreError, check_store_path
+from atnbench.store import STATUSES, ResultsStore, RunRecord, StoreError, check_store_path
 
 runs_app = typer.Typer(
     help="List, show, compare, delete and export the runs of a results store.",
@@ -33,7 +34,6 @@ runs_app = typer.Typer(
 )
 app.add_typer(runs_app, name="runs")
 
-STORE_OPTION = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite).")
 IDS_HELP = "Run ids, or unique prefixes of them."
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "running": "cyan"}
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -127,7 +127,7 @@ def list_cmd(
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
     since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
-    store: Path = STORE_OPTION,
+    store: options.Store = options.STORE,
 ):
     """The runs of the store, oldest first, one line each.
 
@@ -215,7 +215,7 @@ def show_cmd(
     run_id: str = typer.Argument(..., help="Run id, or a unique prefix of it."),
     points: int = typer.Option(25, "--points", help="Curve rows to print, evenly spaced (0: every point)."),
     chart: Optional[bool] = typer.Option(None, "--chart/--no-chart", help="Draw the curve as text (default: in a terminal)."),
-    store: Path = STORE_OPTION,
+    store: options.Store = options.STORE,
 ):
     """One run: its config, environment, summary and curve.
 
@@ -266,31 +266,38 @@ def side_by_side(title: str, ids: list[str], mappings: list[dict], only_diff: bo
 
 
 def compare_figure(runs: list[RunRecord], curves: list[list], path: Path) -> None:
-    """Train and validation curves of every run on one figure (two panels), saved to path."""
+    """Train and validation curves of every run on one figure (two panels), saved to path, in
+    the report's style (colour-blind-safe colours, a line style and marker per run, the legend
+    beside the panels)."""
+    import matplotlib
     from matplotlib import ticker
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from atnbench.report.plots import _log_axis  # the report's figures' log axis (plain tick labels); sets Agg
+    from atnbench.report.style import RC, log_axis, markevery, styles_for
 
-    fig = Figure(figsize=(10, 4), layout="constrained")
-    axes = fig.subplots(1, 2, sharex=True)
-    for ax, (attr, title) in zip(axes, (("train_loss", "training loss"), ("val_loss", "validation loss"))):
-        for run, curve in zip(runs, curves):
-            pts = [(p.step, getattr(p, attr)) for p in curve if getattr(p, attr) is not None]
-            if pts:
-                ax.plot(*zip(*pts), marker="." if len(pts) <= 30 else None,
-                        label=f"{run.run_id} {model_label(run)} seed={run.seed}")
-        values = [v for curve in curves for p in curve for v in [getattr(p, attr)] if v is not None]
-        if values and min(values) > 0:
-            _log_axis(ax)
-        ax.set(title=title, xlabel="training step", ylabel="loss")
-        ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8)
-    tasks = sorted({f"{run.task} T={run.T}" for run in runs})
-    fig.suptitle(f"atnbench runs compare: {', '.join(tasks)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150)
+    labels = [f"{run.run_id} {model_label(run)} seed={run.seed}" for run in runs]
+    styles = styles_for((label, run.norm if run.norm not in (None, "none") else "lstm") for label, run in zip(labels, runs))
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(11, 4.2), layout="constrained")
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(1, 2, sharex=True)
+        for ax, (attr, title) in zip(axes, (("train_loss", "training loss"), ("val_loss", "validation loss"))):
+            for label, curve in zip(labels, curves):
+                pts = [(p.step, getattr(p, attr)) for p in curve if getattr(p, attr) is not None]
+                if pts:
+                    ax.plot(*zip(*pts), ms=4, markevery=markevery(len(pts)), label=label, **styles[label].line())
+            values = [v for curve in curves for p in curve for v in [getattr(p, attr)] if v is not None]
+            if values and min(values) > 0:
+                log_axis(ax)
+            ax.set(title=title, xlabel="training step (optimizer updates)", ylabel="loss")
+            ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=5, integer=True))  # labels apart at 20,000+ steps
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside right center", fontsize=8)
+        tasks = sorted({f"{run.task} T={run.T}" for run in runs})
+        fig.suptitle(f"atnbench runs compare: {', '.join(tasks)}", fontweight="bold")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=150)
 
 
 @runs_app.command("compare")
@@ -299,7 +306,7 @@ def compare_cmd(
     run_ids: list[str] = typer.Argument(..., help=IDS_HELP + " At least two."),
     only_diff: bool = typer.Option(False, "--diff", help="Only the keys whose values differ."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the curves on one figure into this file (.png, .svg, .pdf)."),
-    store: Path = STORE_OPTION,
+    store: options.Store = options.STORE,
 ):
     """Runs side by side: config, environment and summary (differing keys marked *), curves with --plot.
 
@@ -335,7 +342,7 @@ def compare_cmd(
 def delete_cmd(
     run_ids: list[str] = typer.Argument(..., help=IDS_HELP),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
-    store: Path = STORE_OPTION,
+    store: options.Store = options.STORE,
 ):
     """Delete runs: their rows, curves, sweep memberships, checkpoints and kept models.
 
@@ -425,10 +432,10 @@ def export_cmd(
     status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
     since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
-    fmt_: Optional[str] = typer.Option(None, "--format", "-f", help="csv or json (default: --output's suffix, else csv)."),
+    fmt_: Annotated[Optional[str], options.output_format(("csv", "json"), ", or what --output's suffix says")] = None,
     curves: bool = typer.Option(False, "--curves", help="CSV: one row per curve point instead of one per run (JSON always has both)."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
-    store: Path = STORE_OPTION,
+    output: Annotated[Optional[Path], options.output_file("the runs (instead of stdout)")] = None,
+    store: options.Store = options.STORE,
 ):
     """Runs and their curves as CSV or JSON, for a spreadsheet or your own analysis.
 

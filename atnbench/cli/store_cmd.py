@@ -66,7 +66,7 @@ def export_cmd(
     task: Optional[str] = typer.Option(None, "--task", help="Only this task's runs."),
     sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
     status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite) to read."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
 ):
     """Write the store's runs (with curves and sweep memberships) as JSON Lines.
 
@@ -95,7 +95,7 @@ def export_cmd(
 @user_errors
 def import_cmd(
     file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite) to import into (created if missing)."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to import into (created if missing)."),
 ):
     """Bring the runs of a JSON Lines file into a store.
 

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 from rich.table import Table
 
+from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
-from atnbench.store import DEFAULT_STORE
+from atnbench.cli.run import task_options
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
 FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
               "layers": "--layers", "batch_size": "--batch-size", "lr": "--lr", "optimizer": "--optimizer",
               "momentum": "--momentum", "epochs": "--epochs", "steps": "--iters", "eval_every": "--eval-every",
               "val_samples": "--val-samples", "clip": "--clip", "affine": "--affine/--no-affine",
-              "bias_inside": "--bias-inside/--bias-outside", "variant": "--variant"}
+              "bias_inside": "--bias-inside/--bias-outside", "variant": "--variant", "init": "--init",
+              "options": "--data-dir/--data-files/--permute"}
 
 
 def _duration(seconds: float) -> str:
@@ -151,20 +153,24 @@ def sweep(
     list_: bool = typer.Option(False, "--list", help="List the sweep presets with their size and a rough cost."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the expanded runs and what the store holds; run nothing."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
-    threads: int = typer.Option(1, "--threads", help="Torch threads per run (fixed per run, so results do not depend on --workers)."),
+    threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
     budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps.", callback=finite),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Seeds for every configuration, e.g. 0,1,2 or 0-4 (default: the sweep's)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps (per worker)."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", help="Results database (SQLite)."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON on stdout (the runs' records) instead of tables."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
+    seeds: Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
+                                                 help="Seeds for every configuration, e.g. 0,1,2 or 0-4 "
+                                                      "(default: the sweep's); --seed says the same.")] = None,
+    device: options.Device = options.DEVICE,
+    store: options.Store = options.STORE,
+    fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")] = None,
+    quiet: options.Quiet = False,
+    config: options.Config = None,
     T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run (unless the sweep varies it)."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
     k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
     eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run.", callback=finite),
     cell: Optional[str] = typer.Option(None, "--cell", help="Run flag for every run."),
+    init: options.Init = None,
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Run flag for every run."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Run flag for every run."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Run flag for every run."),
@@ -179,7 +185,11 @@ def sweep(
     affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
     bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
     variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
+    data_dir: options.DataDir = None,
+    data_files: options.DataFiles = None,
+    permute: options.Permute = None,
     keep_stale: bool = typer.Option(False, "--keep-stale", help="Count a finished run made by other code (a different code fingerprint) as done instead of re-running it; reports mark it as stale."),
+    json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
 ):
     """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
 
@@ -188,6 +198,8 @@ def sweep(
     """
     from atnbench.sweep import BACKENDS, expand, load_sweep, parse_seeds, run_sweep
 
+    json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
+                                    ("table", "json")) == "json"
     seed_list = parse_seeds(seeds) if seeds is not None else None
     if budget is not None and not 0 < budget <= 1:
         fail(f"--budget must be in (0, 1], got {budget}")
@@ -202,17 +214,25 @@ def sweep(
         fail("--address is for --backend ray")
     if workers is not None and workers < 1:
         fail(f"--workers must be >= 1, got {workers}")
-    if threads < 1:
-        fail(f"--threads must be >= 1, got {threads}")
+    options.check_threads(threads)
     if backend == "ray" and workers is not None:
         fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
 
     spec = load_sweep(name)
-    overrides = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, hidden=hidden, layers=layers, batch_size=batch_size,
-                     lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
-                     steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
-                     bias_inside=bias_inside, variant=variant)
+    overrides = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers,
+                     batch_size=batch_size, lr=lr, optimizer=optimizer, momentum=momentum,
+                     epochs=epochs if iters is None else None, steps=iters, eval_every=eval_every,
+                     val_samples=val_samples, clip=clip, affine=affine, bias_inside=bias_inside, variant=variant,
+                     options=task_options(spec.task, data_dir, data_files, permute))
     overrides = {key: value for key, value in overrides.items() if value is not None}
+    if config is not None:  # the file below the flags, as in `atnbench run`
+        from atnbench.runspec import read_config_file
+        from atnbench.sweep.expand import merge_layers
+
+        file_values = read_config_file(config)
+        if "seed" in file_values:
+            fail(f"{config}: a sweep's seeds come from the sweep or --seeds, not a config file's seed")
+        overrides = merge_layers(file_values, overrides)
     from atnbench.zoo import resolve_device
 
     # resolved here, on the driver: the thread count and device type are part of each run id

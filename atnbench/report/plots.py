@@ -1,13 +1,17 @@
 """Figures as files (PNG and SVG), drawn without a screen (matplotlib's Agg, no pyplot).
 
 - loss curves per model, mean over seeds with a min-max band, training and validation panels,
-  one figure per table group (task, T, budget): the form of the paper's Figs. 2-4;
+  one figure per table group (task, T, budget): the form of the paper's Figs. 2-4, the paper's
+  attained minima (Tables 1-3) as stars at the right edge;
 - the k-ablation: min and final validation loss against k with ±std error bars, the models
-  without a window as horizontal references: Fig. 7's content;
-- the cost: wall time of each run and training steps per second per model.
+  without a window as horizontal references, the paper's value at its k (Table 1: k=45) as a
+  star: Fig. 7's content;
+- the cost, from ``atnbench bench`` records (median ms per training step, quartiles as error
+  bars, inference beside it): the cost of the models, not of a run's evaluations.
 
-Every figure carries a title, axis labels with units, a legend and a subtitle with the budget
-and the seeds it stands on. Each function returns the paths it wrote.
+Every figure carries a title, axis labels with units, a legend outside the axes (it covers no
+data), a colour-blind-safe style per series (``style``) and a subtitle with the budget and the
+seeds it stands on. Each function returns the paths it wrote.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)  # no screen needed; a no-op where pyplot already chose one
 
-from matplotlib import ticker  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -33,17 +37,20 @@ from atnbench.report.aggregate import (  # noqa: E402
     budget_label,
     k_ablations,
 )
-from atnbench.report.paper import protocol_label  # noqa: E402
+from atnbench.report.paper import paper, paper_row_for, protocol_label  # noqa: E402
 from atnbench.report.render import measure_of  # noqa: E402
+from atnbench.report.style import (  # noqa: E402
+    BASELINE_COLOR,
+    PAPER_MARKER,
+    RC,
+    SeriesStyle,
+    log_axis,
+    markevery,
+    styles_for,
+)
 
 FORMATS = ("png", "svg")
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-           "#bcbd22", "#17becf")
-MODEL_COLORS = {"lstm": "#1f77b4", "ln": "#ff7f0e", "atn": "#2ca02c", "atn-bn": "#d62728", "bn": "#9467bd",
-                "bn-input": "#8c564b", "bln": "#e377c2", "gru": "#7f7f7f", "gru-ln": "#bcbd22", "gru-atn": "#17becf"}
-SHADES = {"atn": "Greens", "atn-bn": "Reds", "gru-atn": "Blues", "gru-atn-bn": "Oranges"}
-STYLE = {"svg.hashsalt": "atnbench", "svg.fonttype": "path", "axes.spines.top": False, "axes.spines.right": False,
-         "axes.grid": True, "grid.alpha": 0.3, "legend.frameon": False, "font.size": 10}
+STYLE = RC  # the rc settings every figure is drawn under
 
 
 class NothingToPlot(ValueError):
@@ -65,23 +72,9 @@ def _where(group: Group) -> str:
     return where + (f" [{budget_label(group.budget)}]" if group.reduced else "")
 
 
-def _colors(labels: list[str], rows: list[ModelRow]) -> dict[str, str]:
-    """A fixed colour per model (LSTM blue, LN orange, ATN green, ...); the k of a model split by k
-    get shades of its colour, light (small k) to dark (large k)."""
+def _styles(labels: list[str], rows: list[ModelRow]) -> dict[str, SeriesStyle]:
     models = {row.label: row.model for row in rows}
-    by_model: dict[str, list[str]] = {}
-    for label in labels:
-        by_model.setdefault(models.get(label, label), []).append(label)
-    colors: dict[str, str] = {}
-    spare = iter([c for c in PALETTE if c not in MODEL_COLORS.values()] + list(PALETTE))
-    for model, members in by_model.items():
-        if len(members) == 1:
-            colors[members[0]] = MODEL_COLORS.get(model) or next(spare, "#333333")
-            continue
-        cmap = matplotlib.colormaps[SHADES.get(model, "Purples")]
-        for i, label in enumerate(members):  # rows come sorted by k
-            colors[label] = matplotlib.colors.to_hex(cmap(0.45 + 0.5 * i / (len(members) - 1)))
-    return colors
+    return styles_for((label, models.get(label, label)) for label in labels)
 
 
 def _axis_label(task: str) -> str:
@@ -112,19 +105,26 @@ def _budget_text(group: Group) -> str:
     return text
 
 
-def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+def _save(fig: Optional[Figure], out_dir: Path, stem: str) -> list[Path]:
+    """Write ``fig`` as PNG and SVG (under the rc settings: some, as svg.hashsalt, are read
+    when saving); [] for no figure."""
+    if fig is None:
+        return []
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in FORMATS:
-        path = out_dir / f"{stem}.{fmt}"
-        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(path, format=fmt, dpi=150, metadata=metadata)
-        paths.append(path)
+    with matplotlib.rc_context(STYLE):
+        for fmt in FORMATS:
+            path = out_dir / f"{stem}.{fmt}"
+            metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+            fig.savefig(path, format=fmt, dpi=150, metadata=metadata)
+            paths.append(path)
     return paths
 
 
 def _figure(width: float, height: float) -> Figure:
-    return Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)  # a canvas of its own: drawable and measurable (legend vs. data) without pyplot
+    return fig
 
 
 def _footer(fig: Figure, text: str) -> None:
@@ -132,15 +132,51 @@ def _footer(fig: Figure, text: str) -> None:
     fig.supxlabel(text, fontsize=9, color="dimgray")
 
 
-def _log_axis(ax) -> None:
-    """Log scale with plain tick labels (0.2, 0.5, ... not 2×10⁻¹); minor labels (at 2 and 5)
-    only when the axis spans less than about a decade."""
-    ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    plain = ticker.FuncFormatter(lambda value, _: f"{value:g}")
-    some = ticker.FuncFormatter(lambda value, _: f"{value:g}" if f"{value:.0e}"[0] in "25" else "")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(some if high / low < 20 else ticker.NullFormatter())
+def _legend(fig: Figure, handles: list) -> None:
+    """Outside the panels, at the right, centred: it covers neither data nor the title."""
+    fig.legend(handles=handles, loc="outside right center", fontsize=9)
+
+
+def _baseline_name(group: Group) -> str:
+    formula = {"copying": "10·ln 8/(T+20)", "denoise": "10·ln 8/T", "adding": "always predict 1"}.get(
+        group.task, "no memory")
+    return f"no-memory baseline ({formula}) = {group.baseline:.4g}"
+
+
+def _draw_baseline(ax, group: Group) -> None:
+    ax.axhline(group.baseline, color=BASELINE_COLOR, ls=(0, (1, 1.5)), lw=1.4, zorder=1)
+
+
+def _baseline_handle(group: Group) -> Line2D:
+    return Line2D([], [], color=BASELINE_COLOR, ls=(0, (1, 1.5)), lw=1.4, label=_baseline_name(group))
+
+
+def _paper_values(group: Group, stat: str) -> dict[str, tuple[float, float, str]]:
+    """Our row label -> (mean, std, "Table N") of the paper's value of ``stat``, where the
+    paper has one for this task and T."""
+    table = paper().table_for(group.task, group.T)
+    if table is None:
+        return {}
+    column = next((name for name, ours in table.columns.items() if ours == stat), None)
+    if column is None:
+        return {}
+    values = {}
+    for row in group.rows:
+        model = paper_row_for(table, group, row)
+        value = table.value(model, column) if model else None
+        if value is not None:
+            values[row.label] = (value[0], value[1], table.label)
+    return values
+
+
+def _paper_handle(label: str) -> Line2D:
+    return Line2D([], [], color="dimgray", ls="none", marker=PAPER_MARKER, ms=11, mec="black", mew=0.6,
+                  label=label)
+
+
+def _positive(values: Iterable[Optional[float]]) -> bool:
+    values = [v for v in values if v is not None]
+    return bool(values) and min(values) > 0
 
 
 # -- loss curves -----------------------------------------------------------------------------------
@@ -160,63 +196,100 @@ def _series(runs, attr: str) -> tuple[list[int], list[float], list[float], list[
 
 
 def curve_figure(group: Group, out_dir: Path) -> list[Path]:
+    """The loss curves of ``group`` (:func:`draw_curves`) as files; [] when no run has a curve."""
+    return _save(draw_curves(group), out_dir, f"curves_{_slug(group)}")
+
+
+def draw_curves(group: Group) -> Optional[Figure]:
     """Training and validation loss against step, one line per model (mean over seeds) with a
-    min-max band, the task's no-memory baseline dashed. Returns [] when no run has a curve."""
+    min-max band, the task's no-memory baseline dotted, the paper's attained minimum of each
+    model as a star at the right edge. None when no run has a curve."""
     labels = [row.label for row in group.rows if any(run.curve for run in group.runs.get(row.label, []))]
     if not labels:
-        return []
-    colors = _colors(labels, group.rows)
+        return None
+    styles = _styles(labels, group.rows)
+    panels = (("train_loss", "min_train_loss", "training loss"), ("val_loss", "min_val_loss", "validation loss"))
+    papers = {stat: _paper_values(group, stat) for _, stat, _ in panels}
     all_values = [p for label in labels for run in group.runs[label] for point in run.curve
                   for p in (point.train_loss, point.val_loss) if p is not None]
-    log = bool(all_values) and min(all_values) > 0
+    all_values += [v[0] for values in papers.values() for label, v in values.items() if label in labels]
+    log = _positive(all_values)
     with matplotlib.rc_context(STYLE):
         fig = _figure(11, 4.6)
         axes = fig.subplots(1, 2, sharey=True)
-        for ax, (attr, name) in zip(axes, (("train_loss", "training loss"), ("val_loss", "validation loss"))):
+        last_step = 1
+        for ax, (attr, stat, name) in zip(axes, panels):
             for label in labels:
                 runs = group.runs[label]
                 steps, mean, low, high = _series(runs, attr)
                 if not steps:
                     continue
-                ax.plot(steps, mean, color=colors[label], lw=1.8)
+                last_step = max(last_step, steps[-1])
+                style = styles[label]
+                ax.plot(steps, mean, lw=1.8, ms=5, markevery=markevery(len(steps)), **style.line())
                 if len(runs) > 1:
-                    ax.fill_between(steps, low, high, color=colors[label], alpha=0.18, lw=0)
+                    ax.fill_between(steps, low, high, color=style.color, alpha=0.15, lw=0)
+            first = min((s for label in labels for s in _series(group.runs[label], attr)[0]), default=0)
+            shift = 0.02 * max(last_step - first, 1)  # stars side by side, not on top of each other
+            for i, (label, (mean, std, _)) in enumerate(papers[stat].items()):
+                if label in styles:
+                    ax.plot([last_step + i * shift], [mean], ls="none", marker=PAPER_MARKER, ms=13, color=styles[label].color,
+                            mec="black", mew=0.6, clip_on=False, zorder=4)
             if group.baseline is not None:
-                ax.axhline(group.baseline, color="black", ls="--", lw=1.1)
+                _draw_baseline(ax, group)
             ax.set_title(name)
             ax.set_xlabel("training step (optimizer updates)")
         if log:
-            axes[0].set_yscale("log")
-            _log_axis(axes[0])  # shared y: formats both panels
+            log_axis(axes[0])  # shared y: formats both panels
         axes[0].set_ylabel(_axis_label(group.task) + (", log scale" if log else ""))
-        handles = [Line2D([], [], color=colors[label], lw=1.8, label=f"{label}, {_n_seeds(len(group.runs[label]))}")
-                   for label in labels]
+        handles = [Line2D([], [], lw=1.8, ms=5, label=f"{label}, {_n_seeds(len(group.runs[label]))}",
+                          **styles[label].line()) for label in labels]
         if any(len(group.runs[label]) > 1 for label in labels):
             handles.append(Patch(color="grey", alpha=0.25, label="min–max over seeds"))
+        paper_tables = {v[2] for values in papers.values() for v in values.values()}
+        if paper_tables:
+            handles.append(_paper_handle(f"paper's attained minimum ({', '.join(sorted(paper_tables))};\n"
+                                         "full protocol), at the last step"))
         if group.baseline is not None:
-            formula = "10·ln 8/(T+20)" if group.task == "copying" else "no memory"
-            handles.append(Line2D([], [], color="black", ls="--", lw=1.1,
-                                  label=f"baseline ({formula}) = {group.baseline:.4g}"))
-        fig.legend(handles=handles, loc="outside right upper", fontsize=9)
+            handles.append(_baseline_handle(group))
+        _legend(fig, handles)
         fig.suptitle(f"{_where(group)}: loss curves, mean over seeds", fontweight="bold")
         _footer(fig, f"{_budget_text(group)} · {_seeds_text(group, labels)}")
-        paths = _save(fig, out_dir, f"curves_{_slug(group)}")
-    return paths
+    return fig
 
 
 # -- k-ablation ------------------------------------------------------------------------------------
 
 
 def k_ablation_figure(view: KAblation, out_dir: Path) -> list[Path]:
+    """The k-ablation of ``view`` (:func:`draw_k_ablation`) as files; [] without numbers."""
+    return _save(draw_k_ablation(view), out_dir, f"kablation_{view.model}_{_slug(view.group)}")
+
+
+def draw_k_ablation(view: KAblation) -> Optional[Figure]:
     """Min and final validation loss against k (mean ± std over seeds), the models without a
-    window as horizontal lines with a ±std band. Returns [] without a k row with numbers."""
+    window as horizontal lines with a ±std band, the no-memory baseline, and the paper's
+    values (ATN at the paper's k, LSTM and LN as lines) on the minimum panel. None without a
+    k row with numbers."""
     group = view.group
     rows = [row for row in view.rows if row.stats["min_val_loss"].mean is not None]
     if not rows:
-        return []
+        return None
     ks = [row.k for row in rows]
-    ref_colors = _colors([r.label for r in view.references], view.references)
-    atn_color = MODEL_COLORS.get(view.model, "#2ca02c")
+    styles = styles_for([(view.model, view.model)] + [(r.label, r.model) for r in view.references])
+    paper_values = _paper_values(group, "min_val_loss")
+    table = paper().table_for(group.task, group.T)
+    paper_k = table.k if table is not None else None
+    paper_atn = next((v for label, v in paper_values.items()
+                      if any(r.label == label for r in view.rows)), None)
+    if paper_atn is None and table is not None and paper_k is not None and view.model in table.rows:
+        column = next((name for name, ours in table.columns.items() if ours == "min_val_loss"), None)
+        value = table.value(view.model, column) if column else None
+        paper_atn = (value[0], value[1], table.label) if value else None
+    values = [row.stats[s].mean for row in rows for s in ("min_val_loss", "final_val_loss")]
+    values += [r.stats[s].mean for r in view.references for s in ("min_val_loss", "final_val_loss")]
+    values += [v[0] for v in paper_values.values()] + ([group.baseline] if group.baseline else [])
+    log = _positive(values) and max(v for v in values if v) / min(v for v in values if v) > 8
     with matplotlib.rc_context(STYLE):
         fig = _figure(11, 4.6)
         axes = fig.subplots(1, 2, sharey=True)
@@ -224,82 +297,145 @@ def k_ablation_figure(view: KAblation, out_dir: Path) -> list[Path]:
                                            ("final_val_loss", "final validation loss"))):
             means = [row.stats[stat].mean for row in rows]
             errors = [row.stats[stat].std or 0.0 for row in rows]
-            ax.errorbar(ks, means, yerr=errors, color=atn_color, marker="o", ms=6, lw=1.8, capsize=4,
-                        label=f"{view.model} (mean ± std)")
+            style = styles[view.model]
+            ax.errorbar(ks, means, yerr=errors, color=style.color, ls=style.linestyle, marker=style.marker, ms=6,
+                        lw=1.8, capsize=4)
             for row in view.references:
                 stat_value = row.stats[stat]
                 if stat_value.mean is None:
                     continue
-                color = ref_colors[row.label]
-                ax.axhline(stat_value.mean, color=color, ls="--", lw=1.4, label=f"{row.label} (no window)")
+                ref = styles[row.label]
+                ax.axhline(stat_value.mean, color=ref.color, ls=ref.linestyle, lw=1.4)
                 if stat_value.std:
                     ax.axhspan(stat_value.mean - stat_value.std, stat_value.mean + stat_value.std,
-                               color=color, alpha=0.12, lw=0)
-            if group.baseline is not None and group.task == "copying":
-                ax.axhline(group.baseline, color="black", ls=":", lw=1, label=f"baseline = {group.baseline:.4g}")
+                               color=ref.color, alpha=0.12, lw=0)
+                if stat == "min_val_loss" and row.label in paper_values:
+                    ax.axhline(paper_values[row.label][0], color=ref.color, ls=(0, (1, 3)), lw=1.2)
+            if stat == "min_val_loss" and paper_atn is not None and paper_k is not None:
+                ax.errorbar([paper_k], [paper_atn[0]], yerr=[paper_atn[1]], ls="none", marker=PAPER_MARKER, ms=14,
+                            color=style.color, mec="black", mew=0.6, capsize=3, zorder=5)
+            if group.baseline is not None:
+                _draw_baseline(ax, group)
             if min(ks) > 0 and max(ks) / min(ks) > 10:  # a wide scan (k-scan: 1 ... T) reads better in log k
-                ax.set_xscale("log")
-                ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+                log_axis(ax, "x", (min(ks), max(ks)))
             ax.set_xticks(ks, [str(k) for k in ks])
             ax.set_xlabel(f"ATN window k (time steps of {group.T})" if group.T else "ATN window k (time steps)")
             ax.set_title(name)
-        axes[0].set_ylabel(_axis_label(group.task))
-        axes[1].legend(loc="best", fontsize=9)
+        if log:
+            log_axis(axes[0])
+        axes[0].set_ylabel(_axis_label(group.task) + (", log scale" if log else ""))
+        handles = [Line2D([], [], color=styles[view.model].color, ls=styles[view.model].linestyle,
+                          marker=styles[view.model].marker, label=f"{view.model} (mean ± std over seeds)")]
+        handles += [Line2D([], [], color=styles[r.label].color, ls=styles[r.label].linestyle,
+                           label=f"{r.label} (no window; band ±std)") for r in view.references]
+        if paper_atn is not None and paper_k is not None:
+            handles.append(_paper_handle(f"paper, {view.model} k={paper_k} ({paper_atn[2]})"))
+        if any(r.label in paper_values for r in view.references):
+            handles.append(Line2D([], [], color="dimgray", ls=(0, (1, 3)),
+                                  label="paper, models without a window\n(dotted, their colour)"))
+        if group.baseline is not None:
+            handles.append(_baseline_handle(group))
+        _legend(fig, handles)
         counts = {row.n for row in rows}
         seeds = f"{_n_seeds(counts.pop())} per k" if len(counts) == 1 else \
             "seeds " + ", ".join(f"k={row.k}: {row.n}" for row in rows)
         refs = ", ".join(f"{row.label}: {row.n}" for row in view.references)
         fig.suptitle(f"k-ablation of {view.model}: {_where(group)} — loss against the window k", fontweight="bold")
         _footer(fig, f"{_budget_text(group)} · {seeds}" + (f"; {refs}" if refs else "")
-                + " · error bars" + (" and bands" if view.references else "") + ": ±1 std over seeds")
-        paths = _save(fig, out_dir, f"kablation_{view.model}_{_slug(group)}")
-    return paths
+                + " · paper values: full protocol, minimum only")
+    return fig
 
 
-# -- cost ------------------------------------------------------------------------------------------
+# -- cost (from atnbench bench) --------------------------------------------------------------------
 
 
-def cost_figure(group: Group, out_dir: Path) -> list[Path]:
-    """Wall time and training steps/s of every run (dots) with the mean per model (bars).
-    Returns [] when no run recorded its wall time."""
-    rows = [row for row in group.rows if "wall_s" in row.stats and row.stats["wall_s"].n]
-    if not rows:
-        return []
-    labels = [row.label for row in rows]
-    colors = _colors(labels, group.rows)
-    devices = sorted({str(run.record.env.get("device")) for row in rows for run in group.runs.get(row.label, [])
-                      if run.record.env.get("device")})
+BENCH_FIELDS = ("workload", "model", "batch", "hidden", "T", "train_ms", "train_ms_p25", "train_ms_p75", "infer_ms")
+
+
+def read_bench_records(path: Path) -> list[dict]:
+    """The records of ``atnbench bench --output`` in ``path``; a ValueError naming the file (and
+    the first field missing) for anything else."""
+    import json
+
+    what = "not the records of `atnbench bench --output`"
+    try:
+        records = json.loads(Path(path).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path}: {what} (not JSON: {error})") from None
+    if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
+        raise ValueError(f"{path}: {what} (a non-empty JSON list of objects)")
+    for i, record in enumerate(records):
+        missing = [field for field in BENCH_FIELDS if field not in record]
+        if missing:
+            raise ValueError(f"{path}: {what} (record {i + 1} has no {missing[0]!r})")
+    return records
+
+
+def _bench_label(record: dict) -> str:
+    return record["model"] + (f" k={record['k']}" if record.get("k") is not None else "")
+
+
+def cost_figure(records: list[dict], out_dir: Path) -> list[Path]:
+    """The cost figure of ``atnbench bench`` records (:func:`draw_cost`) as files; [] without
+    records."""
+    workloads = list(dict.fromkeys(r["workload"] for r in records))
+    return _save(draw_cost(records), out_dir, "cost_" + "_".join(workloads))
+
+
+def draw_cost(records: list[dict]) -> Optional[Figure]:
+    """From ``atnbench bench`` records: per workload, the median ms of a training step (error
+    bars: the quartiles) and of inference, one bar pair per model (and k), each bar labelled
+    with its cost relative to nn.LSTM. None without records."""
+    if not records:
+        return None
+    workloads = list(dict.fromkeys(r["workload"] for r in records))
     with matplotlib.rc_context(STYLE):
-        fig = _figure(11, 4.4)
-        left, right = fig.subplots(1, 2)
-        positions = range(len(rows))
-        for x, row in zip(positions, rows):
-            stat = row.stats["wall_s"]
-            left.bar(x, stat.mean, color=colors[row.label], alpha=0.35, width=0.6)
-            left.scatter([x] * len(stat.values), stat.values, color=colors[row.label], s=22, zorder=3)
-            speed = row.stats.get("steps_per_s")
-            if speed is not None and speed.n:
-                right.bar(x, speed.mean, color=colors[row.label], alpha=0.35, width=0.6)
-                right.scatter([x] * len(speed.values), speed.values, color=colors[row.label], s=22, zorder=3)
-        for ax in (left, right):
-            ax.set_xticks(list(positions), labels, rotation=20 if len(rows) > 4 else 0)
-            ax.set_xlabel("model")
-        left.set_ylabel("wall time per run (s)")
-        left.set_title("wall time of each run")
-        right.set_ylabel("training throughput (steps/s)")
-        right.set_title("training speed")
-        fig.suptitle(f"{_where(group)}: cost of each model (dots: runs, bars: mean)", fontweight="bold")
-        device = f" · device: {', '.join(devices)}" if devices else ""
-        _footer(fig, f"{_budget_text(group)} · {_seeds_text(group, labels)}{device}")
-        paths = _save(fig, out_dir, f"cost_{_slug(group)}")
-    return paths
+        fig = _figure(max(6.5, 3.2 + 4.2 * len(workloads)), 4.8)
+        axes = fig.subplots(1, len(workloads), squeeze=False)[0]
+        for ax, workload in zip(axes, workloads):
+            chosen = [r for r in records if r["workload"] == workload]
+            labels = [_bench_label(r) for r in chosen]
+            styles = styles_for((label, r["model"].removesuffix("-fused").split("-loop")[0].split("-function")[0])
+                                for label, r in zip(labels, chosen))
+            width = 0.4
+            for x, (label, r) in enumerate(zip(labels, chosen)):
+                style = styles[label]
+                err = [[r["train_ms"] - r["train_ms_p25"]], [r["train_ms_p75"] - r["train_ms"]]]
+                ax.bar(x - width / 2, r["train_ms"], width, yerr=err, color=style.color, capsize=3,
+                       edgecolor="black", lw=0.5)
+                ax.bar(x + width / 2, r["infer_ms"], width, color=style.color, alpha=0.45, hatch="///",
+                       edgecolor="black", lw=0.5)
+                ratio = r.get("ratio_lstm_fused")
+                if ratio is not None:
+                    ax.annotate(f"{ratio:.1f}×", (x - width / 2, r["train_ms_p75"]), textcoords="offset points",
+                                xytext=(0, 3), ha="center", fontsize=8)
+            ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, ha="right"
+                          if len(labels) > 3 else "center")
+            ax.set_xlabel("model (ATN: window k)")
+            r0 = chosen[0]
+            ax.set_title(f"{workload}: B={r0['batch']}, H={r0['hidden']}, T={r0['T']}")
+            ax.margins(y=0.12)
+        axes[0].set_ylabel("ms per step (median; error bar: quartiles)")
+        handles = [Patch(facecolor="lightgray", edgecolor="black", lw=0.5, label="training step\n"
+                         "(forward, loss, backward, RMSprop)"),
+                   Patch(facecolor="lightgray", edgecolor="black", lw=0.5, alpha=0.6, hatch="///",
+                         label="inference (forward)"),
+                   Line2D([], [], ls="none", marker="$n×$", color="black", ms=12, label="training cost ÷ nn.LSTM's")]
+        _legend(fig, handles)
+        env = records[0]
+        reps = {r.get("reps") for r in records}
+        fig.suptitle("cost per step of each model (atnbench bench)", fontweight="bold")
+        _footer(fig, f"torch {env.get('torch', '?')}, device {env.get('device', '?')}, {env.get('threads', '?')} "
+                     f"thread(s), {env.get('dtype', 'float32')}; median of {'/'.join(map(str, sorted(reps)))} "
+                     f"interleaved reps; CPU {env.get('cpu', '?')}")
+    return fig
 
 
 # -- all of them -----------------------------------------------------------------------------------
 
 
 def write_plots(groups: list[Group], out_dir: Path, k_ablation: Optional[bool] = None) -> list[Path]:
-    """Every figure for the groups: curves and cost per group, and the k-ablation where a
+    """Every figure for the groups: curves per group, and the k-ablation where a
     windowed model has several k (always, when ``k_ablation`` is True). Raises NothingToPlot,
     writing nothing, when no group has a finished run with a curve."""
     if not any(any(run.curve for runs in group.runs.values() for run in runs) for group in groups):
@@ -313,5 +449,4 @@ def write_plots(groups: list[Group], out_dir: Path, k_ablation: Optional[bool] =
             several = len({row.k for row in view.rows}) > 1
             if k_ablation or (k_ablation is None and several):
                 paths += k_ablation_figure(view, out_dir)
-        paths += cost_figure(group, out_dir)
     return paths

@@ -462,9 +462,71 @@ def rich_table(view: TableView, plain: bool = False) -> Table:
     return table
 
 
-def rich_view(view: TableView, plain: bool = False):
-    """The table with its notes (reduced budget, ordering, protocol) below it."""
-    parts: list = [rich_table(view, plain)]
+def _cell_texts(view: TableView, row: Row, column: Column, plain: bool, with_paper: bool) -> list[Text]:
+    """Ours, and with the paper: the paper's value and ours/paper, as rich_table shows them."""
+    cell = row.cells[column.key]
+    ours = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))
+    if cell.best:
+        ours.stylize("bold green")
+        if plain:
+            ours.append("*")
+    if not (with_paper and column.paper):
+        if cell.order_differs:
+            ours.append(f" {ORDER_MARK}", style="magenta")
+        return [ours]
+    paper = Text(mean_pm_std(cell.paper_mean, cell.paper_std, column_scale(view, column))
+                 if cell.paper_mean is not None else "", style="cyan")
+    ratio = Text("" if cell.paper_mean is None else ratio_text(cell))
+    if cell.paper_mean is not None and not view.comparable:
+        ratio.append(NOT_COMPARABLE_MARK)
+        ratio.stylize("yellow")
+    if cell.order_differs:
+        ratio.append(f" {ORDER_MARK}", style="magenta")
+    return [ours, paper, ratio]
+
+
+def stacked_table(view: TableView, plain: bool = False) -> Table:
+    """The same numbers for a narrow terminal (80 columns): each model on a line of its own
+    (with its seeds), its statistics stacked under it, one line each, so no header is cut and
+    no value wraps."""
+    with_paper = view.paper_table is not None and any(c.paper for c in view.columns)
+    caption = [header_caption(view)] + ([f"paper: {view.paper_table}"] if view.paper_table else [])
+    table = Table(title=view.title, caption=" · ".join(caption), box=box.SIMPLE_HEAD, title_style="bold",
+                  caption_justify="left", pad_edge=False)
+    indent = max(len(column.label) for column in view.columns) + 2  # every statistic's name on one line
+    table.add_column(("k" if view.kind == "k-ablation" else "model") + " / statistic", overflow="fold",
+                     min_width=max(indent, 17))
+    table.add_column("ours", justify="right", no_wrap=True)
+    if with_paper:
+        table.add_column("paper", justify="right", no_wrap=True)
+        table.add_column("ours/paper", justify="right", no_wrap=True)
+    blank = [Text("")] * (3 if with_paper else 1)
+    for row in view.rows:
+        style = "dim italic" if row.kind == "baseline" else ("dim" if row.kind == "reference" else None)
+        label = Text(row.label + (f" {AT_BASELINE_MARK}" if row.at_baseline else ""), style="bold")
+        if row.kind == "baseline":  # one number, the same in every column
+            value = next((row.cells[c.key] for c in view.columns if row.cells[c.key].mean is not None), None)
+            ours = Text(mean_pm_std(value.mean, None, view.scale, n=0)) if value else Text("-")
+            table.add_row(label, ours, *blank[1:], style=style, end_section=True)
+            continue
+        seeds = len(row.seeds)
+        label.append(f" · {seeds} seed{'s' if seeds != 1 else ''}", style="not bold")
+        if row.diverged:
+            label.append(f" (+{row.diverged} diverged)", style="red")
+        table.add_row(label, *blank, style=style)
+        for i, column in enumerate(view.columns):
+            texts = _cell_texts(view, row, column, plain, with_paper)
+            texts += blank[len(texts):]
+            table.add_row(Text("  " + column.label), *texts, style=style, end_section=i == len(view.columns) - 1)
+    return table
+
+
+def rich_view(view: TableView, plain: bool = False, width: Optional[int] = None, console=None):
+    """The table with its notes (reduced budget, ordering, protocol) below it. Given the
+    ``width`` it must fit (and the ``console`` to measure with), a table too wide for it is
+    stacked (:func:`stacked_table`) rather than cut or wrapped."""
+    too_wide = width is not None and console is not None and table_width(console, view) > width
+    parts: list = [stacked_table(view, plain) if too_wide else rich_table(view, plain)]
     if plain:
         parts.append(Text("  * the best (lowest) mean of its column"))
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):

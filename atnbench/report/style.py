@@ -1,0 +1,95 @@
+"""How every figure of atnbench looks: one colour-blind-safe palette with a line style and a
+marker per series (so lines stay apart in grey and for colour-blind readers), readable log
+axes, and the rc settings.
+
+The palette is Okabe & Ito's (2008) qualitative one, safe for the common colour-vision
+deficiencies; every series also differs in line style and marker, so a figure printed in
+grey still tells them apart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from matplotlib import ticker
+
+# Okabe-Ito, without its yellow (too light on white) and with black last
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")
+LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (3, 1)), (0, (1, 1)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+
+# each model's own slot, so the LSTM, LN and ATN look alike in every figure
+MODEL_SLOT = {"lstm": 0, "ln": 1, "atn": 2, "atn-bn": 3, "bn": 4, "bn-input": 5, "bln": 6}
+
+BASELINE_COLOR = "#4D4D4D"
+PAPER_MARKER = "*"
+
+RC = {"svg.hashsalt": "atnbench", "svg.fonttype": "path", "axes.spines.top": False, "axes.spines.right": False,
+      "axes.grid": True, "grid.alpha": 0.3, "legend.frameon": False, "font.size": 10}
+
+
+@dataclass(frozen=True)
+class SeriesStyle:
+    color: str
+    linestyle: object
+    marker: str
+
+    def line(self) -> dict:
+        return {"color": self.color, "ls": self.linestyle, "marker": self.marker}
+
+
+def _slot_style(slot: int) -> SeriesStyle:
+    return SeriesStyle(OKABE_ITO[slot % len(OKABE_ITO)], LINESTYLES[slot % len(LINESTYLES)],
+                       MARKERS[slot % len(MARKERS)])
+
+
+def _base_model(model: str) -> str:
+    return model.split("-", 1)[1] if model.startswith("gru-") else ("lstm" if model == "gru" else model)
+
+
+def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
+    """A distinct style for every (label, model) of one figure: a model's own slot where it is
+    free, the next free slot otherwise (ATN at three k gets three different colours, line
+    styles and markers); the marker cycle is longer than the colour cycle, so even beyond 7
+    series no two look alike."""
+    styles: dict[str, SeriesStyle] = {}
+    used: set[int] = set()
+    for label, model in series:
+        slot = MODEL_SLOT.get(_base_model(model), len(MODEL_SLOT))
+        while slot in used:
+            slot += 1
+        used.add(slot)
+        styles[label] = _slot_style(slot)
+    return styles
+
+
+def markevery(n_points: int, marks: int = 8) -> int:
+    """Mark about ``marks`` points of a curve: enough to tell styles apart, few enough to read it."""
+    return max(1, n_points // marks)
+
+
+def plain_number(value: float, _=None) -> str:
+    """0.02, 0.5, 3, 200 (never 2×10⁻²)."""
+    return f"{value:g}"
+
+
+def log_axis(ax, axis: str = "y", limits: Optional[tuple[float, float]] = None) -> None:
+    """A log axis that reads: plain numbers, labels at 1-2-5 of each decade when the data span
+    less than about three decades (minor ticks at the other multiples, unlabelled), at the
+    decades otherwise. Call it after the data are drawn (it reads the limits)."""
+    which = ax.yaxis if axis == "y" else ax.xaxis
+    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+    low, high = limits or (ax.get_ylim() if axis == "y" else ax.get_xlim())
+    decades = math.log10(high / low) if low > 0 and high > low else 1.0
+    if decades <= 1.2:
+        subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    elif decades <= 3.2:
+        subs = (1.0, 2.0, 5.0)
+    else:
+        subs = (1.0,)
+    which.set_major_locator(ticker.LogLocator(base=10, subs=subs, numticks=30))
+    which.set_major_formatter(ticker.FuncFormatter(plain_number))
+    which.set_minor_locator(ticker.LogLocator(base=10, subs=tuple(range(1, 10)), numticks=30))
+    which.set_minor_formatter(ticker.NullFormatter())
