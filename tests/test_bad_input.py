@@ -212,7 +212,7 @@ CASES = [
     ("report", ["--store", "{good}", "--format", "docx"], USAGE, "docx"),
     ("report", ["--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
     ("report", ["--store", "{good}", "--output", "{file}/report.md"], USAGE, "is a file, not a folder"),
-    ("report", ["--store", "{good}", "--plots", "{file}"], USAGE, "is a file; give a folder"),
+    ("report", ["--store", "{good}", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),  # was --plots
     ("report", ["--store", "{good}", "--T", "abc"], USAGE, "'--T'"),
     ("report", ["--store", "{good}", "extra"], USAGE, "unexpected extra argument"),
     # -- atnbench plot -------------------------------------------------------------------------

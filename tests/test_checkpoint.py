@@ -197,7 +197,7 @@ def test_a_lock_is_released_when_its_holder_is_killed(tmp_path):
 def test_two_identical_runs_at_once_no_crash_one_result(tmp_path):
     store = tmp_path / "r.db"
     args = [str(Path(sys.executable).parent / "atnbench"), "run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4",
-            "--iters", "200", "--eval-every", "10", "--val-samples", "8", "--store", str(store), "--json"]
+            "--iters", "200", "--eval-every", "10", "--val-samples", "8", "--store", str(store), "--format", "json"]
     env = {**os.environ, "ATNBENCH_NO_BUILD": "1"}
     procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
              for _ in range(2)]
