@@ -438,25 +438,7 @@ def rich_table(view: TableView, plain: bool = False) -> Table:
         style = "dim italic" if row.kind == "baseline" else ("dim" if row.kind == "reference" else None)
         cells: list = [Text(row.label + (f" {AT_BASELINE_MARK}" if row.at_baseline else ""))]
         for column in view.columns:
-            cell = row.cells[column.key]
-            text = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))
-            if cell.best:
-                text.stylize("bold green")
-                if plain:
-                    text.append("*")
-            if cell.order_differs and not (with_paper and column.paper):
-                text.append(f" {ORDER_MARK}", style="magenta")
-            cells.append(text)
-            if with_paper and column.paper:
-                cells.append(Text(mean_pm_std(cell.paper_mean, cell.paper_std, column_scale(view, column))
-                                  if cell.paper_mean is not None else ""))
-                ratio = Text("" if cell.paper_mean is None else ratio_text(cell))
-                if cell.paper_mean is not None and not view.comparable:
-                    ratio.append(NOT_COMPARABLE_MARK)
-                    ratio.stylize("yellow")
-                if cell.order_differs:
-                    ratio.append(f" {ORDER_MARK}", style="magenta")
-                cells.append(ratio)
+            cells.extend(_cell_texts(view, row, column, plain, with_paper))
         cells.append(Text(seeds_text(row), style="red" if row.diverged else ""))
         table.add_row(*cells, style=style)
     return table
