@@ -228,3 +228,29 @@ def test_float32_as_accurate_as_the_loop():
             worst_loop = max(worst_loop, (a.double() - e).abs().max().item() / scale)
             worst_fast = max(worst_fast, (b.double() - e).abs().max().item() / scale)
         assert worst_fast <= 2 * worst_loop + 1e-6, (cell, norm, worst_fast, worst_loop)
+
+
+def _graph_names(out):
+    seen, todo, names = set(), [out.grad_fn], set()
+    while todo:
+        fn = todo.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        names.add(type(fn).__name__)
+        todo.extend(f for f, _ in fn.next_functions)
+    return names
+
+
+@pytest.mark.parametrize("cell,norm,opts", [("lstm", "bn", {}), ("lstm", "atn-bn", {"k": 3}), ("lstm", "bln", {}),
+                                            ("gru", "atn", {"k": 3}), ("lstm", "bn-input", {})])
+def test_input_term_runs_on_the_kernel_unless_padded_or_sequence_wise(cell, norm, opts):
+    """The input norm is one kernel node (NormSequence) on unpadded batches; padded batches and
+    sequence-wise BN (no kernel term) keep the layer's own torch ops."""
+    model = make(cell, "cpp", norm, **opts)
+    x = inputs(6, 3).requires_grad_()
+    assert "NormSequenceBackward" in _graph_names(model(x)[0])
+    padded, _ = model(x, lengths=torch.tensor([6, 4, 2]))
+    assert "NormSequenceBackward" not in _graph_names(padded)
+    seq = make("lstm", "cpp", "bn-input", bn_input_mode="sequence")
+    assert "NormSequenceBackward" not in _graph_names(seq(x)[0])

@@ -114,6 +114,12 @@ class SequenceNorm(nn.Module):
 
     windowed = False  # carries a window of past steps as recurrent state
 
+    @property
+    def per_sample_in_eval(self) -> bool:
+        """In eval mode each row's output depends on that row alone (no batch statistics), so
+        evaluating in larger batches changes nothing but rounding."""
+        return True
+
     def __init__(self, size: int, spec: NormSpec, gain_init: float = 1.0, affine: Optional[bool] = None):
         super().__init__()
         self.size = size
@@ -381,6 +387,10 @@ class AssortedTimeBatchNorm(SequenceNorm):
         self.use_population = spec.atn_bn_eval == "population"
         self.stats = StepStatistics({"mean": (size,), "var": (size,)}, {"mean": 0.0, "var": 1.0}, spec.max_steps, spec.momentum)
 
+    @property
+    def per_sample_in_eval(self) -> bool:
+        return self.use_population
+
     def initial_state(self, batch, device):
         return empty_history((self.size,), device)
 
@@ -477,6 +487,10 @@ class BatchLayerNorm(SequenceNorm):
         shapes = {"batch_mean": (size,), "batch_std": (size,), "feature_mean": (), "feature_std": ()}
         init = {"batch_mean": 0.0, "batch_std": 1.0, "feature_mean": 0.0, "feature_std": 1.0}
         self.stats = StepStatistics(shapes, init, spec.max_steps, spec.momentum)
+
+    @property
+    def per_sample_in_eval(self) -> bool:
+        return self.population["batch_mean"] and self.population["batch_std"]
 
     def apply(self, x: Tensor, t0: int, mask: Optional[Tensor] = None) -> Tensor:
         """BLN of a (T, B, n) block starting at step t0 (training: also update population).

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <vector>
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -109,10 +109,11 @@ inline void tanh_rows(const T* in, T* out, int64_t n) { act_rows(in, out, n, tru
 
 // ------------------------------------------------------------------------------------------
 // C[M, N] (= | +=) A[M, K] @ Bm[K, N] (+ bias[N]): Bm row-major (K, N), A with strides
-// (ra per row, ka per k; A^T is ra = 1, ka = lda). A register-tiled AVX-512 kernel for small
+// (ra per row, ka per k; A^T is ra = 1, ka = lda). A register-tiled AVX-512 or AVX2 kernel for small
 // M and a cache-resident Bm; ATen's mm otherwise.
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__)
+#define ATN_SMALL_GEMM 1
 template <typename T>
 struct V;
 template <>
@@ -143,7 +144,49 @@ struct V<double> {
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_pd(a, b, c); }
   static mask tail(int64_t n) { return n >= 8 ? (mask)0xFF : (mask)((1u << n) - 1u); }
 };
+constexpr int kNVMax = 4;  // 32 registers: a 4 x 4 tile of accumulators, 4 of B, 1 broadcast
+#elif defined(__AVX2__) && defined(__FMA__)
+// The same kernel on 256-bit registers (most AMD EPYC / older Xeon VMs have no AVX-512); masks
+// are lane vectors (high bit set = lane used), as _mm256_maskload/_maskstore take them.
+#define ATN_SMALL_GEMM 1
+template <typename T>
+struct V;
+template <>
+struct V<float> {
+  using reg = __m256;
+  using mask = __m256i;
+  static constexpr int W = 8;
+  static reg zero() { return _mm256_setzero_ps(); }
+  static reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static reg loadm(mask m, const float* p) { return _mm256_maskload_ps(p, m); }
+  static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
+  static void storem(float* p, mask m, reg v) { _mm256_maskstore_ps(p, m, v); }
+  static reg bcast(float x) { return _mm256_set1_ps(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static mask tail(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)std::min<int64_t>(n, 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+template <>
+struct V<double> {
+  using reg = __m256d;
+  using mask = __m256i;
+  static constexpr int W = 4;
+  static reg zero() { return _mm256_setzero_pd(); }
+  static reg load(const double* p) { return _mm256_loadu_pd(p); }
+  static reg loadm(mask m, const double* p) { return _mm256_maskload_pd(p, m); }
+  static void store(double* p, reg v) { _mm256_storeu_pd(p, v); }
+  static void storem(double* p, mask m, reg v) { _mm256_maskstore_pd(p, m, v); }
+  static reg bcast(double x) { return _mm256_set1_pd(x); }
+  static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_pd(a, b, c); }
+  static mask tail(int64_t n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::min<int64_t>(n, 4)), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+};
+constexpr int kNVMax = 2;  // 16 registers: a 4 x 2 tile of accumulators, 2 of B, 1 broadcast
+#endif
 
+#ifdef ATN_SMALL_GEMM
 template <typename T, int MR, int NV>
 inline void gemm_tile(const T* A, int64_t ra, int64_t ka, const T* Bm, int64_t ldb, T* C, int64_t ldc, int64_t K,
                       typename V<T>::mask last, const T* bias, bool acc_c) {
@@ -195,7 +238,7 @@ inline void gemm_rows(int nv, const T* A, int64_t ra, int64_t ka, const T* Bm, i
     case 1: gemm_tile<T, MR, 1>(A, ra, ka, Bm, ldb, C, ldc, K, last, bias, acc_c); break;
     case 2: gemm_tile<T, MR, 2>(A, ra, ka, Bm, ldb, C, ldc, K, last, bias, acc_c); break;
     case 3: gemm_tile<T, MR, 3>(A, ra, ka, Bm, ldb, C, ldc, K, last, bias, acc_c); break;
-    default: gemm_tile<T, MR, 4>(A, ra, ka, Bm, ldb, C, ldc, K, last, bias, acc_c); break;
+    default: gemm_tile<T, MR, 4>(A, ra, ka, Bm, ldb, C, ldc, K, last, bias, acc_c); break;  // nv <= kNVMax
   }
 }
 
@@ -203,8 +246,8 @@ template <typename T>
 void small_gemm(const T* A, int64_t ra, int64_t ka, const T* Bm, T* C, int64_t M, int64_t N, int64_t K,
                 const T* bias, bool acc_c) {
   constexpr int W = V<T>::W;
-  for (int64_t j0 = 0; j0 < N; j0 += 4 * W) {
-    const int64_t cols = std::min<int64_t>(4 * W, N - j0);
+  for (int64_t j0 = 0; j0 < N; j0 += kNVMax * W) {
+    const int64_t cols = std::min<int64_t>(kNVMax * W, N - j0);
     const int nv = (int)((cols + W - 1) / W);
     const auto last = V<T>::tail(cols - (int64_t)(nv - 1) * W);
     const T* bj = Bm + j0;

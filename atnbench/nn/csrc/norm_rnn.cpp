@@ -2,9 +2,9 @@
 // terms, forward and a hand-written backward: torch.ops.atnbench_fast.norm_rnn_forward /
 // _backward. Python side: atnbench/nn/fastpath_rnn.py (which also documents the math).
 //
-// The input term N_x(W_x x [+ b_x]) [+ b] is computed before the recurrence by the layer's own
-// code (with autograd: one matmul and one normalization for all steps); this op receives it as
-// xn (T, B, G) and returns its gradient. The hidden term N_h(W_h h_{t-1} + b_h) and the LSTM
+// The input term N_x(W_x x [+ b_x]) [+ b] is computed before the recurrence (one matmul for all
+// steps, then norm_seq_forward below, or the layer's own code for padded batches and norms
+// without a kind); this op receives it as xn (T, B, G) and returns its gradient. The hidden term N_h(W_h h_{t-1} + b_h) and the LSTM
 // cell term N_c(c_t) each get one of:
 //   none  - the identity
 //   row   - LN (k = 1) / ATN-LN: statistics over the features of each row, window of k steps
@@ -274,15 +274,6 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
           sf[b] = std::sqrt(sq / (T)n + (T)nm.eps);
         }
       }
-      const T al = (T)alpha, be = (T)beta, rt = (T)root;
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < n; ++i) {
-          const T x = a[b * n + i];
-          T v = (al * ((x - mb[i]) / sb[i]) + be * ((x - mf[b]) / sf[b])) / rt;
-          if (g) v = v * g[i];
-          if (s) v = v + s[i];
-          y[b * n + i] = add ? y[b * n + i] + v : v;
-        }
       double* rec = nm.bl + t * (2 * n + 2 * B);
       for (int64_t i = 0; i < n; ++i) {
         rec[i] = (double)mb[i];
@@ -292,6 +283,21 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
         rec[2 * n + b] = (double)mf[b];
         rec[2 * n + B + b] = (double)sf[b];
       }
+      // The coefficients folded into reciprocals: one multiply per element instead of two divides.
+      const T ca = (T)(alpha / root), cf = (T)(beta / root);
+      for (int64_t i = 0; i < n; ++i) sb[i] = ca / sb[i];
+      for (int64_t b = 0; b < B; ++b) sf[b] = cf / sf[b];
+      for (int64_t b = 0; b < B; ++b) {
+        const T mfb = mf[b], sfb = sf[b];
+        T* yb = y + b * n;
+        const T* ab = a + b * n;
+        for (int64_t i = 0; i < n; ++i) {
+          T v = (ab[i] - mb[i]) * sb[i] + (ab[i] - mfb) * sfb;
+          if (g) v = v * g[i];
+          if (s) v = v + s[i];
+          yb[i] = add ? yb[i] + v : v;
+        }
+      }
       return;
     }
   }
@@ -300,24 +306,6 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
 // ------------------------------------------------------------------------------------------
 // Backward of one term at step t: da = dL/da given dy = dL/dy (y = N(a) of that step);
 // accumulates the gain and shift gradients. da may alias dy only for kNone.
-
-// One part of BLN: da += d/da [(a - mu) / sigma] applied to w, over the reduced axis
-// (N values at stride `step`); mu / sigma computed from a (their gradients included) unless given.
-template <typename T>
-inline void bln_part(const T* a, const T* w, T* da, int64_t N, int64_t step, T mu, T sigma, bool mu_cur,
-                     bool sigma_cur) {
-  T P = 0, Q = 0, R = 0;
-  for (int64_t q = 0; q < N; ++q) {
-    const T d = a[q * step] - mu;
-    P += w[q * step] * d;
-    Q += w[q * step];
-    R += d;
-  }
-  const T dsig = sigma_cur ? -P / (sigma * sigma) : T(0);
-  const T coef = dsig / ((T)N * sigma);
-  const T mean_dd = mu_cur ? (Q / sigma + coef * R) / (T)N : T(0);
-  for (int64_t q = 0; q < N; ++q) da[q * step] += w[q * step] / sigma + coef * (a[q * step] - mu) - mean_dd;
-}
 
 template <typename T>
 void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
@@ -393,28 +381,72 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
       return;
     }
     case kBln: {
+      // Each part is c (a - mu) / sigma (c = alpha / sqrt(n) or beta / sqrt(n)); with w = c g^ and
+      // d = a - mu over the N values it reduces: dd = w / sigma + dsigma d / (N sigma),
+      // dsigma = -sum(w d) / sigma^2 (0 if sigma is given), da = dd - mean(dd) (dd if mu is given).
       const double alpha = 1.0 - (1.0 / (double)B + nm.eps), beta = 1.0 / (double)B - nm.eps;
       const double root = std::sqrt((double)n);
       const double* rec = nm.bl + t * (2 * n + 2 * B);
-      T* w = nm.u1.data();  // (B, n) scratch: g^ scaled for one part
-      const T al = (T)alpha, be = (T)beta, rt = (T)root;
-      std::fill(da, da + B * n, T(0));
+      const T ca = (T)(alpha / root), cf = (T)(beta / root);
+      T* mb = nm.u1.data();  // per feature: batch mean, 1 / batch std, then sums P, Q, R
+      T* isb = mb + n;
+      T* P = isb + n;
+      T* Q = P + n;
+      T* R = Q + n;
+      T* mf = nm.u2.data();  // per row: feature mean, 1 / feature std
+      T* isf = mf + B;
+      for (int64_t i = 0; i < n; ++i) {
+        mb[i] = (T)rec[i];
+        isb[i] = T(1) / (T)rec[n + i];
+      }
+      for (int64_t b = 0; b < B; ++b) {
+        mf[b] = (T)rec[2 * n + b];
+        isf[b] = T(1) / (T)rec[2 * n + B + b];
+      }
       if (dg)
         for (int64_t b = 0; b < B; ++b)
           for (int64_t i = 0; i < n; ++i) {
             const T x = a[b * n + i];
-            const T yc = (al * ((x - (T)rec[i]) / (T)rec[n + i]) + be * ((x - (T)rec[2 * n + b]) / (T)rec[2 * n + B + b])) / rt;
-            dg[i] += dy[b * n + i] * yc;
+            dg[i] += dy[b * n + i] * (ca * (x - mb[i]) * isb[i] + cf * (x - mf[b]) * isf[b]);
           }
-      const T cb = al / rt, cf = be / rt;
+      // batch part: reduced over the rows, per feature
+      std::fill(P, P + 3 * n, T(0));
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < n; ++i) w[b * n + i] = (g ? dy[b * n + i] * g[i] : dy[b * n + i]) * cb;
-      for (int64_t i = 0; i < n; ++i)
-        bln_part(a + i, w + i, da + i, B, n, (T)rec[i], (T)rec[n + i], nm.bm == nullptr, nm.bs == nullptr);
-      for (int64_t q = 0; q < B * n; ++q) w[q] = w[q] / cb * cf;
+        for (int64_t i = 0; i < n; ++i) {
+          const T w = (g ? dy[b * n + i] * g[i] : dy[b * n + i]) * ca, d = a[b * n + i] - mb[i];
+          P[i] += w * d;
+          Q[i] += w;
+          R[i] += d;
+        }
+      for (int64_t i = 0; i < n; ++i) {
+        const T coef = nm.bs == nullptr ? -P[i] * isb[i] * isb[i] * isb[i] / (T)B : T(0);
+        const T mean_dd = nm.bm == nullptr ? (Q[i] * isb[i] + coef * R[i]) / (T)B : T(0);
+        P[i] = coef;
+        Q[i] = mean_dd;
+      }
       for (int64_t b = 0; b < B; ++b)
-        bln_part(a + b * n, w + b * n, da + b * n, n, 1, (T)rec[2 * n + b], (T)rec[2 * n + B + b], nm.fm == nullptr,
-                 nm.fs == nullptr);
+        for (int64_t i = 0; i < n; ++i) {
+          const T w = (g ? dy[b * n + i] * g[i] : dy[b * n + i]) * ca;
+          da[b * n + i] = w * isb[i] + P[i] * (a[b * n + i] - mb[i]) - Q[i];
+        }
+      // feature part: reduced over the features, per row
+      for (int64_t b = 0; b < B; ++b) {
+        const T* ab = a + b * n;
+        const T* dyb = dy + b * n;
+        T* dab = da + b * n;
+        const T mu = mf[b], is = isf[b];
+        T p = 0, q = 0, r = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T w = (g ? dyb[i] * g[i] : dyb[i]) * cf, d = ab[i] - mu;
+          p += w * d;
+          q += w;
+          r += d;
+        }
+        const T coef = nm.fs == nullptr ? -p * is * is * is / (T)n : T(0);
+        const T mean_dd = nm.fm == nullptr ? (q * is + coef * r) / (T)n : T(0);
+        for (int64_t i = 0; i < n; ++i)
+          dab[i] += (g ? dyb[i] * g[i] : dyb[i]) * cf * is + coef * (ab[i] - mu) - mean_dd;
+      }
       return;
     }
   }
@@ -445,7 +477,7 @@ void setup(Norm<T>& nm, int64_t kind, int64_t k, double eps, const c10::List<c10
   nm.ref = ref.data_ptr<double>();
   nm.bl = bl.numel() ? bl.data_ptr<double>() : nullptr;
   nm.L = std::min(k - 1, nm.m + Tn);
-  const int64_t scratch = kind == kBln ? std::max(B * n, std::max(B, n)) : std::max(B, n);
+  const int64_t scratch = kind == kBln ? 5 * n + 2 * B : std::max(B, n);
   nm.u1.assign(scratch, T(0));
   nm.u2.assign(scratch, T(0));
   nm.u3.assign(scratch, T(0));
@@ -734,10 +766,73 @@ std::vector<Tensor> norm_rnn_backward(const c10::optional<Tensor>& dout, const c
   // dW_hh = sum_t dA_h(t)^T h_{t-1}, db_hh = sum dA_h: one GEMM over all steps.
   Tensor hprev = Tn > 1 ? at::cat({h0.unsqueeze(0), out.narrow(0, 0, Tn - 1)}, 0) : h0.unsqueeze(0);
   Tensor dahf = DAH.reshape({Tn * B, G});
-  Tensor dW = at::mm(dahf.t(), hprev.reshape({Tn * B, H}));
+  Tensor dW = at::mm(hprev.reshape({Tn * B, H}).t(), dahf).t();  // (h^T dA)^T: faster than dA^T h in MKL
   Tensor db = dahf.sum(0);
   auto orz = [&](const Tensor& t) { return t.defined() ? t : at::zeros({0}, opts); };
   return {DXN, DH, orz(DC), dW, db, orz(dgh), orz(dsh), orz(dgc), orz(dsc), dhh, dhc};
+}
+
+// ------------------------------------------------------------------------------------------
+// One normalized term for every step of a sequence, with no recurrence: the input term
+// N_x(W_x x + b_x) of every norm that has a kind above. Same statistics, records and window
+// state as the recurrent terms; returns y, the new window state, the records and BLN's stats.
+
+std::vector<Tensor> norm_seq_forward(const Tensor& a_, int64_t kind, int64_t k, double eps,
+                                     const c10::List<c10::optional<Tensor>>& opt) {
+  TORCH_CHECK(a_.dim() == 3 && a_.size(0) >= 1, "norm_seq_forward: a must be (T, B, n)");
+  const Tensor a = a_.contiguous();
+  const int64_t Tn = a.size(0), B = a.size(1), n = a.size(2);
+  const auto dopts = a.options().dtype(at::kDouble);
+  const Tensor hist = hist_of(opt);
+  const int64_t S = slots(kind, B, n), m = S ? hist.size(0) : 0;
+  Tensor st = at::empty({m + Tn, S, SW}, dopts), ref = at::zeros({S}, dopts);
+  Tensor bl = at::empty({kind == kBln ? Tn : 0, 2 * n + 2 * B}, dopts);
+  Tensor y = at::empty({Tn, B, n}, a.options());
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "norm_seq_forward", [&] {
+    Norm<scalar_t> nm;
+    setup(nm, kind, k, eps, opt, B, n, Tn, st, ref, bl);
+    init_history(nm, hist);
+    const scalar_t* ap = a.data_ptr<scalar_t>();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    for (int64_t t = 0; t < Tn; ++t) norm_forward(nm, t, ap + t * B * n, yp + t * B * n, false);
+  });
+  return {y, history_out(st, kind, k, Tn, hist), st, bl, ref};
+}
+
+// Returns da, the gain and shift gradients (empty where absent) and the window state's gradient.
+std::vector<Tensor> norm_seq_backward(const Tensor& dy_, const c10::optional<Tensor>& dhist, const Tensor& a_,
+                                      int64_t kind, int64_t k, double eps,
+                                      const c10::List<c10::optional<Tensor>>& opt, const Tensor& st,
+                                      const Tensor& bl, const Tensor& ref) {
+  const Tensor a = a_.contiguous(), dy = dy_.contiguous();
+  const int64_t Tn = a.size(0), B = a.size(1), n = a.size(2);
+  const auto opts = a.options();
+  Tensor da = at::empty({Tn, B, n}, opts);
+  Tensor dh = at::zeros({st.size(0) - Tn, st.size(1), 2}, opts.dtype(at::kDouble));
+  Tensor go = dhist.has_value() && dhist->defined() ? dhist->contiguous() : Tensor();
+  Tensor dg, ds;
+  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "norm_seq_backward", [&] {
+    using T = scalar_t;
+    Norm<T> nm;
+    setup(nm, kind, k, eps, opt, B, n, Tn, st, ref, bl);
+    nm.xs.assign(Tn * nm.S * 2, 0.0);
+    nm.ra.assign(nm.S, 0.0);
+    nm.rb.assign(nm.S, 0.0);
+    nm.gout = go.defined() && nm.L > 0 && nm.S > 0 ? go.data_ptr<double>() : nullptr;
+    if (nm.g) nm.dg.assign(n, T(0));
+    if (nm.s) nm.ds.assign(n, T(0));
+    const T* ap = a.data_ptr<T>();
+    const T* dyp = dy.data_ptr<T>();
+    T* dap = da.data_ptr<T>();
+    for (int64_t t = Tn - 1; t >= 0; --t) norm_backward(nm, t, ap + t * B * n, dyp + t * B * n, dap + t * B * n);
+    history_grad(nm, dh.numel() ? dh.data_ptr<double>() : nullptr);
+    auto vec = [&](const std::vector<T>& v) {
+      return v.empty() ? at::zeros({0}, opts) : at::from_blob(const_cast<T*>(v.data()), {(int64_t)v.size()}, opts).clone();
+    };
+    dg = vec(nm.dg);
+    ds = vec(nm.ds);
+  });
+  return {da, dg, ds, dh};
 }
 
 }  // namespace
@@ -751,9 +846,15 @@ TORCH_LIBRARY_FRAGMENT(atnbench_fast, m) {
       "Tensor w_hh, int cell, int kind_h, int k_h, float eps_h, Tensor?[] opt_h, int kind_c, int k_c, float eps_c, "
       "Tensor?[] opt_c, Tensor out, Tensor sth, Tensor stc, Tensor blh, Tensor blc, Tensor refh, Tensor refc, "
       "Tensor AH, Tensor ACT, Tensor CH, Tensor TY) -> Tensor[]");
+  m.def("norm_seq_forward(Tensor a, int kind, int k, float eps, Tensor?[] opt) -> Tensor[]");
+  m.def(
+      "norm_seq_backward(Tensor dy, Tensor? dhist, Tensor a, int kind, int k, float eps, Tensor?[] opt, Tensor st, "
+      "Tensor bl, Tensor ref) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(atnbench_fast, CPU, m) {
   m.impl("norm_rnn_forward", &norm_rnn_forward);
   m.impl("norm_rnn_backward", &norm_rnn_backward);
+  m.impl("norm_seq_forward", &norm_seq_forward);
+  m.impl("norm_seq_backward", &norm_seq_backward);
 }
