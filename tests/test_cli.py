@@ -226,6 +226,12 @@ def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path):
     bad = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs3")
     assert bad.exit_code == 2 and "record 1 has no 'train_ms_p75'" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "figs2").exists() and not (tmp_path / "figs3").exists()
+    records.write_text(json.dumps(BENCH_RECORDS))
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"not a database" * 10)
+    bad = invoke("plot", "--bench", records, "--store", garbage, "--out-dir", tmp_path / "figs4")
+    assert bad.exit_code != 0 and "Traceback" not in bad.output
+    assert not (tmp_path / "figs4").exists() or not any((tmp_path / "figs4").iterdir())  # nothing half-written
 
 
 def test_fig6_term_figure_is_titled_labelled_with_a_legend_beside_the_panels():

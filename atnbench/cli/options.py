@@ -25,6 +25,9 @@ flag                meaning                                                     
 --T INTEGER         sequence length                                              the preset's
 --k                 the ATN window in time steps (a comma list where a command   the preset's
                     compares several: bench, stats, gradcheck)
+--task, --T,        which stored runs a reading command takes (report, plot,     all
+--norm, --sweep,    runs list|export, store export): this task, length,
+--since, --status   normalization, sweep, age or status
 ==================  ===========================================================  ==================
 
 Old spellings (``--out`` for a folder or, in ``run``, a file; ``--json``/``--csv``;
@@ -43,7 +46,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from atnbench.store import DEFAULT_STORE
+from atnbench.store import DEFAULT_STORE, STATUSES
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DEVICE = "auto"
@@ -150,3 +153,18 @@ def deprecated(value, old: str, replacement: str, current=None):
         raise ValueError(f"{old} and {replacement} say the same thing; give only {replacement}")
     err.print(f"[yellow]note:[/] {old} is deprecated; use {replacement}", highlight=False)
     return value
+
+
+# The run filters of the commands that read a store (report, plot, runs list|export, store export).
+TaskFilter = Annotated[Optional[str], typer.Option(
+    "--task", metavar="TASK", help="Only this task (copying, adding, denoise, ...).")]
+TFilter = Annotated[Optional[int], typer.Option("--T", metavar="INTEGER", help="Only this sequence length.")]
+NormFilter = Annotated[Optional[str], typer.Option(
+    "--norm", metavar="NORM", help="Only this normalization (lstm, ln, atn, ...).")]
+SweepFilter = Annotated[Optional[str], typer.Option(
+    "--sweep", metavar="SWEEP",
+    help="Only the runs of this sweep; in report and plot a k-sweep (k-ablation, k-scan) shows k against loss.")]
+SinceFilter = Annotated[Optional[str], typer.Option(
+    "--since", metavar="WHEN", help="Only runs created at or after this ISO date/time, or within an age such as 12h, 7d.")]
+StatusFilter = Annotated[Optional[str], typer.Option(
+    "--status", metavar="STATUS", help=f"Only runs with this status ({', '.join(STATUSES)}).")]

@@ -94,23 +94,14 @@ def _write_plots(groups, out_dir: Path, k_view: bool, say) -> list[Path]:
     return paths
 
 
-FILTERS_HELP = {
-    "task": "Only this task (copying, adding, denoise, ...).",
-    "T": "Only this sequence length.",
-    "sweep": "Only the runs of this sweep; a k-sweep (k-ablation, k-scan) shows k against loss.",
-    "norm": "Only this normalization (lstm, ln, atn, ...).",
-    "since": "Only runs created at or after this ISO date/time, or within an age such as 12h, 7d.",
-}
-
-
 @app.command()
 @user_errors
 def report(
-    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
-    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help=FILTERS_HELP["sweep"]),
-    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
-    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    task: options.TaskFilter = None,
+    T: options.TFilter = None,
+    sweep: options.SweepFilter = None,
+    norm: options.NormFilter = None,
+    since: options.SinceFilter = None,
     paper: bool = typer.Option(False, "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper."),
     by_k: bool = typer.Option(False, "--by-k", help="Show loss against the ATN window k (the k-ablation view) whatever the sweep."),
     final: bool = typer.Option(False, "--final", help="Also show the final (last evaluation) losses."),
@@ -225,11 +216,11 @@ def _verdicts_markdown(claims) -> str:
 @app.command()
 @user_errors
 def plot(
-    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
-    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help=FILTERS_HELP["sweep"]),
-    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
-    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    task: options.TaskFilter = None,
+    T: options.TFilter = None,
+    sweep: options.SweepFilter = None,
+    norm: options.NormFilter = None,
+    since: options.SinceFilter = None,
     by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
     out_dir: Annotated[Optional[Path], options.out_dir("the PNG and SVG files (default: atnbench-results/plots)")] = None,
     store: options.Store = options.STORE,
@@ -252,15 +243,16 @@ def plot(
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"
     check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
     say = lambda message: out.print(Text(message), soft_wrap=True)  # noqa: E731
+    # Every input is read before anything is written: a bad store after --bench leaves no files.
+    records = read_bench_records(bench) if bench is not None else None
+    only_cost = records is not None and (task, T, sweep, norm, since) == (None,) * 5 and not Path(store).is_file()
+    groups = None if only_cost else load_groups(store, task, T, sweep, norm, since)[0]
     paths = []
-    if bench is not None:
-        paths += cost_figure(read_bench_records(bench), out_dir)
+    if records is not None:
+        paths += cost_figure(records, out_dir)
         for path in paths:
             say(f"wrote {path}")
-        filters = (task, T, sweep, norm, since)
-        if filters == (None,) * 5 and not Path(store).is_file():  # only the cost figure was asked for
-            return
-    groups, _, _, _ = load_groups(store, task, T, sweep, norm, since)
-    paths += _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), say)
+    if groups is not None:
+        paths += _write_plots(groups, out_dir, by_k or _is_k_sweep(sweep), say)
     if not paths:
         raise typer.Exit(1)

@@ -22,7 +22,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.cli.report import FILTERS_HELP, parse_since
+from atnbench.cli.report import parse_since
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.store import STATUSES, ResultsStore, RunRecord, StoreError, check_store_path
@@ -120,12 +120,12 @@ def _thin(points: list, limit: int) -> list:
 @runs_app.command("list")
 @user_errors
 def list_cmd(
-    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
-    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
-    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
-    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
-    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    task: options.TaskFilter = None,
+    T: options.TFilter = None,
+    norm: options.NormFilter = None,
+    status: options.StatusFilter = None,
+    sweep: options.SweepFilter = None,
+    since: options.SinceFilter = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
     store: options.Store = options.STORE,
 ):
@@ -426,12 +426,12 @@ def _csv(rows: list[dict]) -> str:
 @runs_app.command("export")
 @user_errors
 def export_cmd(
-    task: Optional[str] = typer.Option(None, "--task", help=FILTERS_HELP["task"]),
-    T: Optional[int] = typer.Option(None, "--T", help=FILTERS_HELP["T"]),
-    norm: Optional[str] = typer.Option(None, "--norm", help=FILTERS_HELP["norm"]),
-    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
-    since: Optional[str] = typer.Option(None, "--since", help=FILTERS_HELP["since"]),
+    task: options.TaskFilter = None,
+    T: options.TFilter = None,
+    norm: options.NormFilter = None,
+    status: options.StatusFilter = None,
+    sweep: options.SweepFilter = None,
+    since: options.SinceFilter = None,
     fmt_: Annotated[Optional[str], options.output_format(("csv", "json"), ", or what --output's suffix says")] = None,
     curves: bool = typer.Option(False, "--curves", help="CSV: one row per curve point instead of one per run (JSON always has both)."),
     output: Annotated[Optional[Path], options.output_file("the runs (instead of stdout)")] = None,

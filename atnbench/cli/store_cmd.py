@@ -14,6 +14,7 @@ from rich.text import Text
 from atnbench.cli.app import app, err, fail, user_errors
 from atnbench import transfer
 from atnbench.outputs import check_output_file
+from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
 
 store_app = typer.Typer(
@@ -63,9 +64,9 @@ def _finish(tally: transfer.Tally, where: Path) -> None:
 @user_errors
 def export_cmd(
     file: Path = typer.Argument(..., help="JSON Lines file to write (one run per line); - for stdout."),
-    task: Optional[str] = typer.Option(None, "--task", help="Only this task's runs."),
-    sweep: Optional[str] = typer.Option(None, "--sweep", help="Only the runs of this sweep."),
-    status: Optional[str] = typer.Option(None, "--status", help=f"Only runs with this status ({', '.join(STATUSES)})."),
+    task: options.TaskFilter = None,
+    sweep: options.SweepFilter = None,
+    status: options.StatusFilter = None,
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
 ):
     """Write the store's runs (with curves and sweep memberships) as JSON Lines.
