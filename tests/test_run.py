@@ -80,6 +80,16 @@ def test_budget_shrinks_steps_evals_and_validation():
     assert small.run_id != full.run_id
 
 
+def test_budget_on_whole_split_tasks_keeps_the_evaluation_interval():
+    """Language models score the whole validation (and test) text at every evaluation, which a
+    budget cannot shrink: the budget takes evaluations away instead of shrinking the interval."""
+    for task in ("ptb-char", "ptb-word", "wikitext2"):
+        full, small = resolve_run(task, {}), resolve_run(task, {}, budget=0.01)
+        assert small.steps == -(-full.steps // 100) and small.eval_every == full.eval_every, task
+        assert small.steps // small.eval_every <= full.steps // full.eval_every // 100 + 1  # 1% of the evaluations
+    assert resolve_run("imdb", {}, budget=0.01).eval_every < resolve_run("imdb", {}).eval_every  # val_samples shrinks
+
+
 @pytest.mark.parametrize("norm", ["atn", "bn"])
 def test_resume_after_kill_equals_uninterrupted(tmp_path, norm):
     config = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
