@@ -80,6 +80,28 @@ def test_test_loss_is_taken_at_the_best_validation_evaluation():
     assert values["min_test_loss"] == 1.1 and values["min_val_loss"] == 1.2
 
 
+def test_test_at_best_val_is_shown_in_the_tasks_measure(tmp_path, monkeypatch):
+    """ptb-char's table is in bits per character: its test-at-best-validation column too, not in nats."""
+    import math
+
+    from atnbench.runspec import resolve_run
+
+    monkeypatch.chdir(tmp_path)
+    with ResultsStore(tmp_path / "s.db") as store:
+        config = resolve_run("ptb-char", {"norm": "ln"}, budget=0.01)
+        store.start_run(config.run_id, config.to_dict(), {"code": code_fingerprint()})
+        for step, val, test in ((720, 1.3, 1.25), (1080, 1.2, 1.18)):
+            store.log_eval(config.run_id, step, 1.0, 1.4, val, {"val_bpc": val / math.log(2), "test_loss": test,
+                                                                "test_bpc": test / math.log(2)})
+        store.finish_run(config.run_id, "done", {})
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    view = group_view(aggregate(runs)[0], with_paper=True)
+    column = next(c for c in view.columns if "at best val" in c.label)
+    assert column.key == "test_bpc_at_best_val" and column.label == "test bpc at best val."
+    row = next(r for r in view.rows if r.kind == "model")
+    assert row.cells[column.key].mean == pytest.approx(1.18 / math.log(2))
+
+
 def test_raw_wikitext_is_not_compared_with_table_5(tmp_path, monkeypatch):
     from atnbench.runspec import resolve_run
 

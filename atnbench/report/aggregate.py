@@ -38,6 +38,9 @@ STAT_LABELS = {
     "wall_s": "wall time (s)",
     "steps_per_s": "steps/s",
     "test_loss_at_best_val": "test at best val.",
+    "test_bpc_at_best_val": "test bpc at best val.",
+    "test_ppl_at_best_val": "test ppl at best val.",
+    "test_accuracy_at_best_val": "test accuracy at best val.",
 }
 # What each statistic is: shown under every report table and in `atnbench report --help`.
 STAT_DEFINITIONS = {
@@ -49,6 +52,9 @@ STAT_DEFINITIONS = {
     "test_loss_at_best_val": "the test loss at the evaluation with the lowest validation loss (model selection "
                              "on validation, as a held-out result should be)",
 }
+for _metric in ("bpc", "ppl", "accuracy"):  # the task's own measure, taken the same way
+    STAT_DEFINITIONS[f"test_{_metric}_at_best_val"] = STAT_DEFINITIONS["test_loss_at_best_val"].replace(
+        "the test loss", f"the test {_metric}", 1)
 
 
 def definitions(keys) -> str:

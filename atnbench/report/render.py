@@ -26,6 +26,7 @@ from atnbench.report.aggregate import (
     Stat,
     budget_label,
     definitions,
+    higher_is_better,
     mean_std,
 )
 from atnbench.report.paper import (
@@ -272,6 +273,18 @@ def _order_text(values: dict[str, float]) -> str:
     return " < ".join(PAPER_NAMES.get(m, m) for m in sorted(values, key=lambda m: (values[m], m)))
 
 
+def _test_at_best_val(group: Group) -> Optional[str]:
+    """The test statistic at the best validation evaluation, in the task's own measure (bpc,
+    perplexity, accuracy) where the runs recorded it, else as a loss; None without test scores."""
+    from atnbench.tasks import get_task
+
+    metric = get_task(group.task).metric
+    for key in ([f"test_{metric}_at_best_val"] if metric else []) + ["test_loss_at_best_val"]:
+        if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
+            return key
+    return None
+
+
 def group_view(group: Group, with_paper: bool = False, final: bool = False,
                baseline_margin: float = DEFAULT_MARGIN) -> TableView:
     """The paper-style table of one group: a row per model, the baseline, best marked."""
@@ -289,9 +302,10 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
         for key, label in ACCURACY_COLUMNS.items():  # tasks scored by accuracy (smnist-noise, imdb)
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
                 columns.append(Column(key, label, scale=1.0, higher_better=True))
-    if any(row.stats.get("test_loss_at_best_val") is not None and row.stats["test_loss_at_best_val"].n
-           for row in group.rows):
-        columns.append(Column("test_loss_at_best_val", COLUMN_LABELS["test_loss_at_best_val"]))
+    at_best = _test_at_best_val(group)
+    if at_best is not None:
+        columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if at_best.endswith("accuracy_at_best_val")
+                              else None, higher_better=higher_is_better(at_best.removesuffix("_at_best_val"))))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
     rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline, margin=baseline_margin)
