@@ -74,10 +74,23 @@ class Tally:
 
 
 def records(store: ResultsStore, task: Optional[str] = None, sweep: Optional[str] = None,
-            status: Optional[str] = None) -> Iterator[dict]:
-    """Every selected run of the store as an export record, oldest first."""
+            status: Optional[str] = None, drop_superseded: bool = False) -> Iterator[dict]:
+    """Every selected run of the store as an export record, oldest first. ``drop_superseded``
+    leaves out stale runs (made by other code) whose experiment (``identity.config_key``) the
+    store also holds finished by the current code."""
+    superseded = _superseded(store) if drop_superseded else set()
     for run in store.runs(task=task, sweep=sweep, status=status):
-        yield store.export_record(run.run_id)
+        if run.run_id not in superseded:
+            yield store.export_record(run.run_id)
+
+
+def _superseded(store: ResultsStore) -> set[str]:
+    from atnbench.identity import code_fingerprint, config_key
+
+    current, runs = code_fingerprint(), store.runs()
+    redone = {config_key(r.config) for r in runs
+              if r.status in ("done", "diverged") and (r.env or {}).get("code") == current}
+    return {r.run_id for r in runs if (r.env or {}).get("code") != current and config_key(r.config) in redone}
 
 
 def write_lines(recs: Iterable[dict], stream: TextIO) -> int:

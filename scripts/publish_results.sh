@@ -5,7 +5,8 @@
 #
 #   scripts/publish_results.sh STORE [REPORT_ARGS...]
 #
-# Runs already in results/runs.jsonl stay (import is idempotent; a conflict stops the script).
+# Runs already in results/runs.jsonl stay (import is idempotent; a conflict stops the script),
+# unless a run of this code now supersedes them (below).
 set -euo pipefail
 store=${1:?usage: scripts/publish_results.sh STORE}
 cd "$(dirname "$0")/.."
@@ -18,8 +19,12 @@ for status in done diverged; do
   atnbench store export "$(dirname "$fresh")/$status.jsonl" --store "$store" --status "$status"
   atnbench store import "$(dirname "$fresh")/$status.jsonl" --store "$fresh"
 done
-atnbench store export results/runs.jsonl --store "$fresh"
+# Stale runs (older code) whose experiment now has a current run are left out: the published
+# set is current where it can be; the rest stay, and the reports mark them stale.
+atnbench store export results/runs.jsonl --store "$fresh" --drop-superseded
+published=$(dirname "$fresh")/from-file.db
+atnbench store import results/runs.jsonl --store "$published"
 
-atnbench reproduce --report-only --store "$fresh" --out-dir results/report
-atnbench report --store "$fresh" --paper --verdicts --format markdown --output results/verdicts.md
+atnbench reproduce --report-only --store "$published" --out-dir results/report
+atnbench report --store "$published" --paper --verdicts --format markdown --output results/verdicts.md
 echo "results/: runs.jsonl ($(wc -l < results/runs.jsonl) runs), report/, verdicts.md"

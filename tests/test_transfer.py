@@ -247,3 +247,27 @@ def test_merge_refuses_a_missing_source_or_the_output_as_a_source(tmp_path):
     itself = invoke("store", "merge", tmp_path / "a.db", tmp_path / "a.db")
     assert itself.exit_code == 2 and "output store" in itself.stderr
     assert not (tmp_path / "m.db").exists()
+
+
+def test_export_can_leave_out_stale_runs_that_a_current_run_supersedes(tmp_path):
+    from atnbench.identity import code_fingerprint
+    from atnbench.runspec import resolve_run
+
+    path, ids = tmp_path / "s.db", {}
+    with ResultsStore(path) as store:
+        for name, norm, code in (("old ln", "ln", "0" * 16), ("ln", "ln", code_fingerprint()), ("old atn", "atn", "0" * 16)):
+            config = resolve_run("adding", {"norm": norm, "T": 100}, budget=0.01)
+            run_id = config.run_id if code == code_fingerprint() else f"{code[:4]}{config.run_id[4:]}"
+            store.start_run(run_id, config.to_dict(), {"code": code})
+            store.log_eval(run_id, 2, 1.0, 0.5, 0.4)
+            store.finish_run(run_id, "done", {})
+            ids[name] = run_id
+
+    def exported(*flags):
+        result = invoke("store", "export", "-", *flags, "--store", path)
+        assert result.exit_code == 0, result.output
+        return {json.loads(line)["run_id"] for line in result.stdout.splitlines()}
+
+    assert exported() == set(ids.values())
+    # the stale ln run has a current twin and goes; the stale atn run has none and stays (reports mark it stale)
+    assert exported("--drop-superseded") == {ids["ln"], ids["old atn"]}

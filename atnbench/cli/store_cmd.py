@@ -67,6 +67,9 @@ def export_cmd(
     task: options.TaskFilter = None,
     sweep: options.SweepFilter = None,
     status: options.StatusFilter = None,
+    drop_superseded: bool = typer.Option(False, "--drop-superseded",
+                                         help="Leave out stale runs (made by other code) that the store also holds "
+                                              "finished by this code, same config: the published set stays current."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
 ):
     """Write the store's runs (with curves and sweep memberships) as JSON Lines.
@@ -78,7 +81,7 @@ def export_cmd(
         check_output_file(file, "export to")
     with open_store(store) as results:
         check_sweep(results, sweep)
-        recs = list(transfer.records(results, task=task, sweep=sweep, status=status))
+        recs = list(transfer.records(results, task=task, sweep=sweep, status=status, drop_superseded=drop_superseded))
         path = results.path
     if str(file) == "-":
         n = transfer.write_lines(recs, sys.stdout)
