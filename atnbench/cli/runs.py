@@ -25,7 +25,7 @@ from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.cli.report import parse_since
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
-from atnbench.store import STATUSES, ResultsStore, RunRecord, StoreError, check_store_path
+from atnbench.store import ResultsStore, RunRecord, StoreError, check_store_path
 
 runs_app = typer.Typer(
     help="List, show, compare, delete and export the runs of a results store.",

@@ -36,7 +36,6 @@ from atnbench.report.paper import (
     order_differences,
     paper,
     paper_row_for,
-    protocol_differences,
     protocol_label,
     row_differences,
 )
@@ -304,8 +303,8 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
                 columns.append(Column(key, label, scale=1.0, higher_better=True))
     at_best = _test_at_best_val(group)
     if at_best is not None:
-        columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if at_best.endswith("accuracy_at_best_val")
-                              else None, higher_better=higher_is_better(at_best.removesuffix("_at_best_val"))))
+        accuracy = higher_is_better(at_best.removesuffix("_at_best_val"))  # accuracy keeps its own scale, as above
+        columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if accuracy else None, higher_better=accuracy))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
     rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline, margin=baseline_margin)
