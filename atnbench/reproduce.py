@@ -3,7 +3,8 @@
 ``atnbench reproduce`` expands every part (a sweep preset at a budget, over the seeds asked
 for), runs what the store does not hold yet through the sweep engine (skip, resume, workers,
 Ray), and writes the report folder (``atnbench.report.document``). Each part keeps its own
-sweep membership in the store, so its tables are built from exactly its runs.
+sweep membership in the store; its tables are built from the runs its sweep made and the runs
+its plan names (the same experiment made by another sweep counts: same config, same run id).
 """
 
 from __future__ import annotations

@@ -101,3 +101,27 @@ def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypat
     assert again.exit_code == 0, again.output
     with ResultsStore(tmp_path / "s.db", create=False) as store:
         assert {run.run_id: run.updated_at for run in store.runs()} == stamps
+
+
+def test_report_only_counts_the_parts_runs_made_by_another_command(tmp_path):
+    """A run with a part's exact config is that part's run, whichever sweep (or `atnbench run`)
+    made it: `--report-only` shows it although the part's own sweep never ran."""
+    from atnbench.reproduce import plan
+
+    (planned,) = plan([PARTS["table1-copying"]], (0,), None, {}, {"threads": 1, "device": "cpu"})
+    made_elsewhere = [run for run in planned.runs if run.config.T == 100]
+    store_path = tmp_path / "s.db"
+    with ResultsStore(store_path) as store:
+        for value, run in enumerate(made_elsewhere, start=1):
+            store.start_run(run.run_id, run.config.to_dict(), {"device": "cpu"})
+            store.add_to_sweep("copying-protocols", run.run_id)
+            store.log_eval(run.run_id, 100, 1.0, 0.1 * value, 0.1 * value)
+            store.finish_run(run.run_id, "done", {"wall_s": 1.0, "steps_per_s": 1.0})
+    result = invoke("reproduce", "--report-only", "--only", "table1-copying", "--seeds", "0", "--device", "cpu",
+                    "--store", store_path, "--out-dir", tmp_path / "report")
+    assert result.exit_code == 0, result.output
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    section = markdown.split("## table1-copying", 1)[1]
+    assert "No finished runs yet" not in section and "Table 1, T=100" in section
+    with ResultsStore(store_path, create=False) as store:  # a report changes no membership
+        assert store.sweeps() == ["copying-protocols"]

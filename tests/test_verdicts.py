@@ -28,7 +28,7 @@ from atnbench.report.verdicts import (
     summarize,
 )
 from atnbench.runspec import resolve_run
-from atnbench.store import ResultsStore, RunRecord
+from atnbench.store import EvalPoint, ResultsStore, RunRecord
 
 runner = CliRunner()
 COPYING_BASELINE = 10 * math.log(8) / 120  # copying T=100: 0.1733
@@ -165,6 +165,24 @@ def test_sides_select_rows_by_setting():
     assert [r.verdict for r in results] == [REPRODUCED]
     inside = [record("atn", 10, s, 0.5, T=784, task="smnist-noise") for s in range(3)]  # default: bias inside
     assert evaluate([c for c in paper_claims() if c.id == "bias-outside"], aggregate(inside, {}))[0] == []
+
+
+def test_real_data_claims_compare_in_the_tables_measure():
+    """Table 4 is in bits per character: the ptb-char verdict's cells and difference are too."""
+    def run(norm, seed, nats):
+        base = record(norm, 20 if norm == "atn" else None, seed, nats, T=150, task="ptb-char")
+        curve = (EvalPoint(1, 1.0, nats, nats, {"val_bpc": nats / math.log(2)}),)
+        return RunData(base.record, curve)
+
+    levels = {"atn": 1.04, "ln": 1.10, "none": 1.25}
+    runs = [run(norm, s, nats + 0.002 * s) for norm, nats in levels.items() for s in range(3)]
+    results, _ = evaluate([c for c in paper_claims() if c.id == "ptb-char"], aggregate(runs, {}))
+    (result,) = results
+    assert result.verdict == REPRODUCED
+    atn_ln = result.comparisons[0]
+    assert atn_ln.stat == "min_val_bpc"
+    assert atn_ln.a.mean == pytest.approx((1.04 + 0.002) / math.log(2))
+    assert atn_ln.diff == pytest.approx((1.04 - 1.10) / math.log(2))
 
 
 # --- the command ------------------------------------------------------------------------------------

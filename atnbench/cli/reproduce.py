@@ -90,7 +90,7 @@ def reproduce(
     from atnbench.report.document import write_report
 
     command = "atnbench " + " ".join(shlex.quote(arg) for arg in sys.argv[1:]) if sys.argv[1:] else "atnbench reproduce"
-    md_path, html_path = write_report(store, [item.part for item in planned], out_dir, [command])
+    md_path, html_path = write_report(store, planned, out_dir, [command])
     out.print(f"report: {md_path} and {html_path}", highlight=False, soft_wrap=True)
     if not report_only and failed:
         fail(f"{failed} run(s) failed; see `atnbench runs list --status failed`", code=1)

@@ -33,6 +33,8 @@ COST_STATS = ("wall_s", "steps_per_s")
 STAT_LABELS = {
     "min_train_loss": "min train",
     "min_val_loss": "min validation",
+    "min_val_bpc": "min validation bpc",
+    "min_val_ppl": "min validation ppl",
     "final_train_loss": "final train",
     "final_val_loss": "final validation",
     "wall_s": "wall time (s)",
@@ -47,6 +49,8 @@ STAT_DEFINITIONS = {
     "min_train_loss": "the lowest, over the evaluations, of the mean training-minibatch loss since the previous "
                       "evaluation (the paper's attained minimum; minibatches of fresh data, not a fixed training set)",
     "min_val_loss": "the lowest validation loss over the evaluations (the paper's attained minimum)",
+    "min_val_bpc": "the lowest validation bits per character over the evaluations (Table 4's measure)",
+    "min_val_ppl": "the lowest validation perplexity over the evaluations (Table 5's measure)",
     "final_train_loss": "the mean training-minibatch loss before the last evaluation",
     "final_val_loss": "the validation loss at the last evaluation",
     "test_loss_at_best_val": "the test loss at the evaluation with the lowest validation loss (model selection "

@@ -51,12 +51,22 @@ class Section:
     figures: list[Path] = field(default_factory=list)
 
 
-def part_sections(store: ResultsStore, parts: list, figures_dir: Path) -> list[Section]:
+def part_records(store: ResultsStore, planned) -> list:
+    """A planned part's stored runs: those its sweep made (at any budget or seeds), and every
+    run its plan names, whichever sweep or command made it (the same experiment, the same id)."""
+    records = {r.run_id: r for r in store.runs(sweep=planned.part.name)}
+    for run in planned.runs:
+        if run.run_id not in records and (record := store.get_run(run.run_id)) is not None:
+            records[run.run_id] = record
+    return list(records.values())
+
+
+def part_sections(store: ResultsStore, planned_parts: list, figures_dir: Path) -> list[Section]:
     """One section per part: its tables (with the paper's values) and its figures."""
     sections = []
-    for part in parts:
-        records = [r for r in store.runs(sweep=part.name)]
-        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records]
+    for planned in planned_parts:
+        part = planned.part
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in part_records(store, planned)]
         if not any(r.record.status in ("done", "diverged") for r in runs):
             sections.append(Section(part.name, part.what, "_No finished runs yet._\n"))
             continue
@@ -85,13 +95,13 @@ def provenance(commands: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdicts_markdown(store: ResultsStore, parts: list, margin: Optional[float] = None) -> Optional[str]:
+def verdicts_markdown(store: ResultsStore, planned_parts: list, margin: Optional[float] = None) -> Optional[str]:
     """The verdicts on the paper's claims (``atnbench.report.verdicts``) over the finished runs of
-    the parts' sweeps, as Markdown; None when no claim has runs."""
+    the parts (``part_records``), as Markdown; None when no claim has runs."""
     from atnbench.report.verdict_tables import markdown_verdicts
     from atnbench.report.verdicts import DEFAULT_MARGIN, evaluate, paper_claims
 
-    records = {r.run_id: r for part in parts for r in store.runs(sweep=part.name)}
+    records = {r.run_id: r for planned in planned_parts for r in part_records(store, planned)}
     runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records.values()]
     if not any(r.record.status in ("done", "diverged") for r in runs):
         return None
@@ -99,14 +109,15 @@ def verdicts_markdown(store: ResultsStore, parts: list, margin: Optional[float] 
     return markdown_verdicts(results, not_run) if results else None
 
 
-def write_report(store_path: Path, parts: list, out_dir: Path, commands: list[str],
+def write_report(store_path: Path, planned_parts: list, out_dir: Path, commands: list[str],
                  title: str = "atnbench: reproducing the ATN paper") -> tuple[Path, Path]:
-    """Write ``report.md`` (+ figures/) and a self-contained ``report.html``; returns both paths."""
+    """Write ``report.md`` (+ figures/) and a self-contained ``report.html`` for the planned parts
+    (``atnbench.reproduce.PlannedPart``); returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with ResultsStore.open_read_only(store_path) as store:
-        sections = part_sections(store, parts, out_dir / "figures")
-        verdicts = verdicts_markdown(store, parts)
+        sections = part_sections(store, planned_parts, out_dir / "figures")
+        verdicts = verdicts_markdown(store, planned_parts)
     blocks = [f"# {title}", ""]
     if verdicts:
         blocks += [verdicts, ""]  # it has its heading
