@@ -1,0 +1,34 @@
+"""The published evidence (`results/`) is rebuilt from its own runs: importing
+`results/runs.jsonl` into an empty store and writing the report gives the committed tables and
+verdicts, so nothing there was edited by hand or left behind by a change to the reports or the
+code (a code change marks runs stale, and the committed file must say so:
+`scripts/publish_results.sh` rewrites it)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+runner = CliRunner()
+
+
+def test_the_committed_verdicts_are_rebuilt_from_the_committed_runs(tmp_path):
+    store = tmp_path / "fresh.db"
+    imported = runner.invoke(app, ["store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store)])
+    assert imported.exit_code == 0, imported.output
+    rebuilt = tmp_path / "verdicts.md"
+    report = runner.invoke(app, ["report", "--store", str(store), "--paper", "--verdicts", "--format", "markdown",
+                                 "--output", str(rebuilt)])
+    assert report.exit_code == 0, report.output
+    assert rebuilt.read_text() == (RESULTS / "verdicts.md").read_text()
+
+
+def test_the_published_runs_are_finished_and_carry_their_curves():
+    records = [json.loads(line) for line in (RESULTS / "runs.jsonl").read_text().splitlines()]
+    assert records and len({r["run_id"] for r in records}) == len(records)
+    assert all(r["status"] in ("done", "diverged") and r["curve"] for r in records)
