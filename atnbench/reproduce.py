@@ -48,6 +48,8 @@ PARTS: dict[str, Part] = {p.name: p for p in (
                               "text's (variant paper-text)"),
     Part("table4-ptb-char", "Table 4: character-level Penn Treebank, bits per character (real data)",
          dataset="ptb-char"),
+    Part("fig5-bias-outside", "Fig. 5 / Sect. 5.1: LN and ATN with the bias outside, noisy pixel MNIST "
+                              "(5,000-digit subset, real data)", dataset="mnist-5k"),
 )}
 
 

@@ -210,3 +210,27 @@ def test_tiny_ptb_word_run_on_the_real_text_beats_a_uniform_guess(root, tmp_path
     record = json.loads(result.output)
     for split in ("val", "test"):  # a uniform guess over the 10,000 words scores 10,000
         assert math.isfinite(record[f"{split}_ppl"]) and record[f"{split}_ppl"] < 2000
+
+
+def test_fig5_preset_is_the_papers_setting_on_the_subset(root, monkeypatch):
+    """Sect. 5.1 as a sweep: LN and ATN k=10, bias outside, eps 1, T=784, the mnist-5k subset,
+    three seeds; and the bias-outside claim finds its two rows among them."""
+    from atnbench.report.aggregate import RunData, aggregate
+    from atnbench.report.verdicts import REPRODUCED, evaluate, paper_claims
+    from atnbench.store import RunRecord
+    from atnbench.sweep import expand, load_sweep
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(root))
+    runs = expand(load_sweep("fig5-bias-outside"))
+    assert sorted((r.config.norm, r.config.k if r.config.norm == "atn" else None, r.config.seed) for r in runs) == \
+        sorted((norm, k, seed) for norm, k in (("ln", None), ("atn", 10)) for seed in range(3))
+    assert {(r.config.T, r.config.bias_inside, r.config.eps, r.config.variant) for r in runs} == \
+        {(784, False, 1.0, "mnist-5k")}
+    ln_fails = {"ln": math.log(10), "atn": 0.5}  # Fig. 5: LN at chance, ATN learns
+    stored = [RunData(RunRecord(
+        run_id=r.run_id, task=r.config.task, T=r.config.T, norm=r.config.norm, k=r.config.k, seed=r.config.seed,
+        budget=1.0, status="done", config=r.config.to_dict(), env={},
+        summary={"min_val_loss": ln_fails[r.config.norm] + 0.01 * r.config.seed}, error=None, created_at="",
+        updated_at="")) for r in runs]
+    results, _ = evaluate([c for c in paper_claims() if c.id == "bias-outside"], aggregate(stored))
+    assert [(r.group.variant, r.verdict) for r in results] == [("mnist-5k", REPRODUCED)]

@@ -141,8 +141,8 @@ def test_k_T_and_bias_inside_canonicalisation(tmp_path):
 
 SIZES = {"k-ablation": 15, "norm-ablation": 21, "table1-copying": 18, "table2-adding": 18, "table3-denoise": 18,
          "bias-placement": 12, "k-scan": 24, "copying-protocols": 18}
-# every shipped sweep as `sweep --list` shows it (table4-ptb-char: two seeds, real data)
-LISTED = {**SIZES, "table4-ptb-char": 6}
+# every shipped sweep as `sweep --list` shows it (the real-data ones: table4-ptb-char, two seeds; fig5-bias-outside)
+LISTED = {**SIZES, "table4-ptb-char": 6, "fig5-bias-outside": 6}
 
 
 @pytest.mark.parametrize("name", sorted(SIZES))
