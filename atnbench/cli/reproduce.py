@@ -114,19 +114,22 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
 
 def _dry_run(planned, store: Path) -> None:
     from atnbench.cli.sweep import _duration, _store_statuses
-    from atnbench.sweep import estimate_seconds
+    from atnbench.sweep import estimate
+    from atnbench.sweep.estimate import Estimate
 
     table = Table(title="atnbench reproduce: the plan")
-    for column in ("part", "what", "budget", "runs", "in store", "left", "cost (rough, 1 thread)"):
+    for column in ("part", "what", "budget", "runs", "in store", "left", "cost (1 thread)"):
         table.add_column(column, justify="right" if column in ("budget", "runs", "in store", "left") else "left",
                          overflow="fold", no_wrap=column == "part")
-    total = 0.0
+    total, measured, counted = 0.0, 0, 0
     for item in planned:
         statuses = _store_statuses(store, [run.run_id for run in item.runs])
         left = [run for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
-        seconds = estimate_seconds([run.config for run in left])
-        total += seconds
+        cost = estimate([run.config for run in left], store)
+        total, measured, counted = total + cost.seconds, measured + cost.measured, counted + cost.runs
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
-                      str(len(item.runs) - len(left)), str(len(left)), _duration(seconds))
-    table.caption = f"left to run: {_duration(total)} of single-thread CPU time (a factor of 2-3, no better)"
+                      str(len(item.runs) - len(left)), str(len(left)),
+                      _duration(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
+    overall = Estimate(total, measured, counted)
+    table.caption = f"left to run: {_duration(total)} of single-thread CPU time ({overall.note()})"
     out.print(table)

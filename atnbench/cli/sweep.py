@@ -23,6 +23,8 @@ FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": 
 
 
 def _duration(seconds: float) -> str:
+    if seconds <= 0:
+        return "none"
     hours = seconds / 3600
     if hours >= 1:
         return f"~{hours:.1f} CPU-h"
@@ -77,7 +79,7 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
 
 
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
-    from atnbench.sweep import estimate_seconds
+    from atnbench.sweep import estimate
 
     statuses = _store_statuses(store, [run.run_id for run in runs])
     if json_out:
@@ -86,9 +88,10 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
         return
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
     left = [run for run in runs if statuses.get(run.run_id) not in ("done", "diverged")]
+    cost = estimate([r.config for r in left], store)
     table = Table(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
                   caption=f"{spec.description}\n{spec.source}; left to run: "
-                          f"{_duration(estimate_seconds([r.config for r in left]))} (rough)")
+                          f"{_duration(cost.seconds)} ({cost.note()})")
     for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
         table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left")
     from atnbench.zoo import model_name

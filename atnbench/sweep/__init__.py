@@ -13,13 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
-from atnbench.sweep.expand import PlannedRun, estimate_seconds, expand
+from atnbench.sweep.estimate import estimate, estimate_seconds
+from atnbench.sweep.expand import PlannedRun, expand
 from atnbench.sweep.runner import StopRequest, SweepOutcome, plan
 from atnbench.sweep.spec import SweepSpec, list_sweeps, load_sweep, parse_seeds
 
 BACKENDS = ("local", "ray")
 
-__all__ = ["BACKENDS", "PlannedRun", "SweepOutcome", "SweepSpec", "estimate_seconds", "expand", "list_sweeps",
+__all__ = ["BACKENDS", "PlannedRun", "SweepOutcome", "SweepSpec", "estimate", "estimate_seconds", "expand", "list_sweeps",
            "load_sweep", "parse_seeds", "run_sweep"]
 
 

@@ -22,15 +22,6 @@ from typing import Any, Optional
 from atnbench.config import ConfigError, RunConfig
 from atnbench.sweep.spec import SweepSpec
 
-# Rough cost model for ``--list``: seconds per (sequence step x sample x hidden^2) of training,
-# measured with one torch thread on a 2-core x86 laptop-class CPU for ATN/BN-type LSTMs (the
-# plain LSTM's fused kernel and LN are cheaper). An evaluation sample costs about a third of a
-# training sample. Good to a factor of 2-3, no better: it ignores the machine and small-model
-# overheads.
-SECONDS_PER_UNIT = 3.5e-9
-NORM_COST = {"none": 0.15, "ln": 0.4}
-
-
 @dataclass(frozen=True)
 class PlannedRun:
     config: RunConfig
@@ -125,15 +116,3 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
             if config.run_id not in planned:
                 planned[config.run_id] = PlannedRun(config, run_label(config, extra))
     return list(planned.values())
-
-
-def estimate_seconds(configs: list[RunConfig]) -> float:
-    """Rough single-thread CPU seconds for the runs (see SECONDS_PER_UNIT)."""
-    from atnbench.tasks import get_task
-
-    total = 0.0
-    for c in configs:
-        length = get_task(c.task).seq_len(c.T)
-        samples = c.steps * c.batch_size + (c.steps / c.eval_every) * c.val_samples / 3
-        total += samples * length * c.hidden ** 2 * c.layers * NORM_COST.get(c.norm, 1.0)
-    return total * SECONDS_PER_UNIT
