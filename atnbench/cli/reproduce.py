@@ -12,6 +12,7 @@ from rich.table import Table
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.reproduce import PARTS
 
 
 @app.command()
@@ -19,7 +20,7 @@ from atnbench.cli.app import app, err, fail, out, user_errors
 def reproduce(
     seeds: options.Seeds = "0,1,2",
     budget: Optional[str] = typer.Option(None, "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, e.g. 0.25,table1-copying=1 (default: 1, the full protocol)."),
-    only: Optional[str] = typer.Option(None, "--only", help="Comma list of parts: table1-copying, table2-adding, table3-denoise, k-ablation, norm-ablation, bias-placement."),
+    only: Optional[str] = typer.Option(None, "--only", help=f"Comma list of parts: {', '.join(PARTS)} (the real-data parts run where their data is prepared)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
@@ -33,7 +34,7 @@ def reproduce(
     quiet: options.Quiet = False,
 ):
     """Run the ATN paper's evaluation (Tables 1-3, the k-ablation, the normalization comparison,
-    the bias placement) and write a report folder: Markdown with figures and one self-contained
+    the bias placement; Table 4 and Fig. 5 where their data is prepared) and write a report folder: Markdown with figures and one self-contained
     HTML file, the paper's values beside ours and verdicts on its claims.
 
     Resumable: run the same command again after an interruption; finished runs are skipped.
