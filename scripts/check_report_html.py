@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Open a reproduction report in a real headless browser (Debian's ``chromium``): render it at a
-narrow width (500 CSS px, headless chromium's narrowest window) to a screenshot, and check from the rendered page that its tables and figures are
-there (figures decoded, not broken).
+narrow width (500 CSS px, headless chromium's narrowest window) to a screenshot, and check from
+the rendered page that its tables and figures are there (figures decoded, not broken) and that
+it does not scroll sideways.
 
     python scripts/check_report_html.py results/report/report.html --screenshot shot.png
 
-Exit 0 when the page has at least --min-tables tables and --min-figures decoded images; 1
-otherwise; 2 when no chromium is installed (``apt-get install chromium``).
+Exit 0 when the page has at least --min-tables tables and --min-figures decoded images and is
+no wider than --width; 1 otherwise; 2 when no chromium is installed (``apt-get install chromium``).
 """
 
 from __future__ import annotations

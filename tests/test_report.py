@@ -405,6 +405,17 @@ def test_curve_figure_has_a_free_legend_readable_ticks_the_baseline_and_the_pape
     assert fig.axes[0].get_yscale() == "log" and "log scale" in fig.axes[0].get_ylabel()
 
 
+def test_the_baseline_legend_names_its_formula_only_when_the_task_has_one(groups):
+    import dataclasses
+
+    from atnbench.report.plots import _baseline_name
+
+    group = group_of(groups, "copying", 100)
+    assert _baseline_name(group) == f"no-memory baseline (10·ln 8/(T+20)) = {group.baseline:.4g}"
+    classifier = dataclasses.replace(group, task="smnist-noise", baseline=2.302585)
+    assert _baseline_name(classifier) == "no-memory baseline = 2.303"  # was "(no memory)" twice over
+
+
 def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
     from atnbench.report.plots import draw_k_ablation
     from atnbench.report.style import PAPER_MARKER

@@ -34,8 +34,9 @@ def reproduce(
     quiet: options.Quiet = False,
 ):
     """Run the ATN paper's evaluation (Tables 1-3, the k-ablation, the normalization comparison,
-    the bias placement; Table 4 and Fig. 5 where their data is prepared) and write a report folder: Markdown with figures and one self-contained
-    HTML file, the paper's values beside ours and verdicts on its claims.
+    the bias placement; Table 4 and Fig. 5 where their data is prepared) and write a report
+    folder: Markdown with figures and one self-contained HTML file, the paper's values beside
+    ours and verdicts on its claims.
 
     Resumable: run the same command again after an interruption; finished runs are skipped.
 
@@ -115,22 +116,22 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
 
 def _dry_run(planned, store: Path) -> None:
     from atnbench.cli.sweep import _duration, _store_statuses
-    from atnbench.sweep import estimate
-    from atnbench.sweep.estimate import Estimate
+    from atnbench.sweep import estimate, measured_rates
 
+    rates = measured_rates(store)
     table = Table(title="atnbench reproduce: the plan")
     for column in ("part", "what", "budget", "runs", "in store", "left", "cost (1 thread)"):
         table.add_column(column, justify="right" if column in ("budget", "runs", "in store", "left") else "left",
                          overflow="fold", no_wrap=column == "part")
-    total, measured, counted = 0.0, 0, 0
+    every_left = []
     for item in planned:
         statuses = _store_statuses(store, [run.run_id for run in item.runs])
-        left = [run for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
-        cost = estimate([run.config for run in left], store)
-        total, measured, counted = total + cost.seconds, measured + cost.measured, counted + cost.runs
+        left = [run.config for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
+        every_left += left
+        cost = estimate(left, rates)
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
                       str(len(item.runs) - len(left)), str(len(left)),
                       _duration(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
-    overall = Estimate(total, measured, counted)
-    table.caption = f"left to run: {_duration(total)} of single-thread CPU time ({overall.note()})"
+    overall = estimate(every_left, rates)
+    table.caption = f"left to run: {_duration(overall.seconds)} of single-thread CPU time ({overall.note()})"
     out.print(table)

@@ -79,7 +79,7 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
 
 
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
-    from atnbench.sweep import estimate
+    from atnbench.sweep import estimate, measured_rates
 
     statuses = _store_statuses(store, [run.run_id for run in runs])
     if json_out:
@@ -88,7 +88,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
         return
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
     left = [run for run in runs if statuses.get(run.run_id) not in ("done", "diverged")]
-    cost = estimate([r.config for r in left], store)
+    cost = estimate([r.config for r in left], measured_rates(store))
     table = Table(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
                   caption=f"{spec.description}\n{spec.source}; left to run: "
                           f"{_duration(cost.seconds)} ({cost.note()})")

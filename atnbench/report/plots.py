@@ -138,9 +138,8 @@ def _legend(fig: Figure, handles: list) -> None:
 
 
 def _baseline_name(group: Group) -> str:
-    formula = {"copying": "10·ln 8/(T+20)", "denoise": "10·ln 8/T", "adding": "always predict 1"}.get(
-        group.task, "no memory")
-    return f"no-memory baseline ({formula}) = {group.baseline:.4g}"
+    formula = {"copying": "10·ln 8/(T+20)", "denoise": "10·ln 8/T", "adding": "always predict 1"}.get(group.task)
+    return f"no-memory baseline{f' ({formula})' if formula else ''} = {group.baseline:.4g}"
 
 
 def _draw_baseline(ax, group: Group) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
-from atnbench.sweep.estimate import estimate, estimate_seconds
+from atnbench.sweep.estimate import estimate, estimate_seconds, measured_rates
 from atnbench.sweep.expand import PlannedRun, expand
 from atnbench.sweep.runner import StopRequest, SweepOutcome, plan
 from atnbench.sweep.spec import SweepSpec, list_sweeps, load_sweep, parse_seeds
@@ -21,7 +21,7 @@ from atnbench.sweep.spec import SweepSpec, list_sweeps, load_sweep, parse_seeds
 BACKENDS = ("local", "ray")
 
 __all__ = ["BACKENDS", "PlannedRun", "SweepOutcome", "SweepSpec", "estimate", "estimate_seconds", "expand", "list_sweeps",
-           "load_sweep", "parse_seeds", "run_sweep"]
+           "load_sweep", "measured_rates", "parse_seeds", "run_sweep"]
 
 
 def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Path], backend: str = "local",

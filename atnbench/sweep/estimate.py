@@ -90,9 +90,9 @@ def measured_rates(store_path: Optional[Path]) -> dict[Signature, float]:
     return {key: statistics.median(values) for key, values in rates.items()}
 
 
-def estimate(configs: list[RunConfig], store_path: Optional[Path] = None) -> Estimate:
-    """Single-thread CPU seconds for the runs: measured rates from the store where it has them."""
-    rates = measured_rates(store_path) if configs else {}
+def estimate(configs: list[RunConfig], rates: dict[Signature, float]) -> Estimate:
+    """Single-thread CPU seconds for the runs: the measured ``rates`` (``measured_rates``) where
+    they price a run's signature, the rough model elsewhere."""
     seconds, measured = 0.0, 0
     for config in configs:
         as_dict = config.to_dict()
