@@ -4,6 +4,7 @@ the paper's values, every export format, the figures, and the one-line failures.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import csv
 import io
 import json
@@ -218,6 +219,7 @@ def test_paper_view_has_values_ratios_order_marks_and_flags_reduced_budget(group
     reduced = group_view(group_of(groups, "adding", 100), with_paper=True)
     assert not reduced.comparable and reduced.protocol == "reduced budget (1%)"
     assert reduced.rows[0].cells["min_train_loss"].paper_mean == 0.001036  # shown, but flagged
+    assert reduced.rows[0].cells["min_train_loss"].ratio is None  # a ratio to a full-protocol minimum says nothing
     assert any(note.startswith("†") and "reduced budget (1%)" in note for note in reduced.notes)
 
 
@@ -403,11 +405,13 @@ def test_curve_figure_has_a_free_legend_readable_ticks_the_baseline_and_the_pape
         assert sorted(float(line.get_ydata()[0]) for line in stars) == sorted(
             table.value(model, column)[0] for model in ("lstm", "ln", "atn"))
     assert fig.axes[0].get_yscale() == "log" and "log scale" in fig.axes[0].get_ylabel()
+    # a shorter run has no star: the paper's full-protocol minima are not its target
+    shorter = draw_curves(dataclasses.replace(group, budget=0.25))
+    assert not [line for ax in shorter.axes for line in ax.get_lines() if line.get_marker() == PAPER_MARKER]
+    assert not any("paper's attained minimum" in t for t in _legend_texts(shorter))
 
 
 def test_the_baseline_legend_names_its_formula_only_when_the_task_has_one(groups):
-    import dataclasses
-
     from atnbench.report.plots import _baseline_name
 
     group = group_of(groups, "copying", 100)
@@ -431,6 +435,9 @@ def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
     assert any(t.startswith("no-memory baseline") for t in _legend_texts(fig))
     assert all(_baseline_lines(ax, group.baseline) for ax in fig.axes)
     assert _labelled_ticks(minimum, "x") == ["25", "45", "65"]
+    (shorter,) = [v for v in k_ablations([dataclasses.replace(group, budget=0.25)]) if v.model == "atn"]
+    assert not [line for ax in draw_k_ablation(shorter).axes for line in ax.get_lines()
+                if line.get_marker() == PAPER_MARKER]
 
 
 def test_cost_figure_from_bench_records_is_readable_with_a_free_legend():

@@ -128,3 +128,14 @@ def test_report_only_counts_the_parts_runs_made_by_another_command(tmp_path):
     assert "No finished runs yet" not in section and "Table 1, T=100" in section
     with ResultsStore(store_path, create=False) as store:  # a report changes no membership
         assert store.sweeps() == ["copying-protocols"]
+
+
+def test_html_tables_name_each_cell_for_the_stacked_phone_layout(tmp_path):
+    from atnbench.report.document import CSS, to_html
+
+    page = to_html("| model | min val (×10⁻¹) | p |\n|:--|--:|--:|\n| atn (k=45) | 1.33 ± 0.11 | |\n",
+                   tmp_path, "t")
+    assert '<td data-label="model" style="text-align: left;">atn (k=45)</td>' in page
+    assert '<td data-label="min val (×10⁻¹)" style="text-align: right;">1.33 ± 0.11</td>' in page
+    assert '<td data-label="p" style="text-align: right;"></td>' in page
+    assert "max-width: 40rem" in CSS and "attr(data-label)" in CSS

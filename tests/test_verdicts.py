@@ -3,6 +3,7 @@ known, the claims file, and `atnbench report --verdicts` / `--baseline-margin`."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -23,6 +24,7 @@ from atnbench.report.verdicts import (
     compare,
     evaluate,
     load_claims,
+    matching_rows,
     parse_side,
     paper_claims,
     summarize,
@@ -165,6 +167,40 @@ def test_sides_select_rows_by_setting():
     assert [r.verdict for r in results] == [REPRODUCED]
     inside = [record("atn", 10, s, 0.5, T=784, task="smnist-noise") for s in range(3)]  # default: bias inside
     assert evaluate([c for c in paper_claims() if c.id == "bias-outside"], aggregate(inside, {}))[0] == []
+
+
+def test_a_side_without_a_setting_means_the_default_row():
+    """bias-placement puts bias-outside LN and ATN rows in the adding group beside the default
+    ones: "ATN < LN < LSTM" compares the default (bias-inside) rows only, not every pair."""
+    def rows(norm, k, level, bias_inside=None):
+        return [record(norm, k, s, level + 0.001 * s, task="adding", bias_inside=bias_inside) for s in range(3)]
+
+    runs = rows("atn", 25, 0.01) + rows("ln", None, 0.05) + rows("none", None, 0.15)
+    runs += rows("atn", 25, 0.10, bias_inside=False) + rows("ln", None, 0.005, bias_inside=False)
+    claim = [c for c in paper_claims() if c.id == "adding-T100"]
+    (result,), _ = evaluate(claim, aggregate(runs, {}))
+    assert [(c.better, c.worse) for c in result.comparisons] == [
+        ("atn (bias inside)", "ln (bias inside)"), ("ln (bias inside)", "lstm")]
+    assert result.verdict == REPRODUCED  # the bias-outside rows (ATN worse than LN) would contradict it
+    # a side that names the setting still gets its rows
+    outside = [c for c in paper_claims() if c.id == "bias-outside"][0]
+    side = outside.pairs[0][1]  # ln bias_inside=false
+    group = aggregate(runs, {})[0]
+    assert [row.label for row in matching_rows(group, side)] == ["ln (bias outside)"]
+
+
+def test_a_side_prefers_the_current_codes_row_to_a_stale_one():
+    from atnbench.identity import code_fingerprint
+
+    def rows(norm, k, level, code=code_fingerprint()):
+        made = [record(norm, k, s, level + 0.001 * s) for s in range(3)]
+        return [RunData(dataclasses.replace(r.record, run_id=r.record.run_id + str(code),
+                                            env={"code": code}), r.curve) for r in made]
+
+    runs = rows("atn", 45, 0.01) + rows("ln", None, 0.05) + rows("none", None, 0.15) + rows("atn", 45, 0.10, "0ldc0de")
+    (result,), _ = evaluate([c for c in paper_claims() if c.id == "copying-T100"], aggregate(runs, {}))
+    assert [c.better for c in result.comparisons] == ["atn (current code)", "ln"]
+    assert result.verdict == REPRODUCED
 
 
 def test_real_data_claims_compare_in_the_tables_measure():

@@ -40,6 +40,15 @@ pre { padding: 0.5rem; overflow-x: auto; white-space: pre-wrap; }
 .verdict-reproduced { color: #1a7f37; font-weight: 600; } .verdict-contradicted { color: #b42318; font-weight: 600; }
 .verdict-inconclusive, .verdict-uninformative { color: #8a6d00; font-weight: 600; }
 @media print { body { max-width: none; } .table-wrap { overflow: visible; } a { color: inherit; } }
+/* On a phone a wide table becomes one card per row, each cell named by its column. */
+@media screen and (max-width: 40rem) {
+  .table-wrap table, .table-wrap tbody, .table-wrap tr, .table-wrap td { display: block; width: auto; }
+  .table-wrap thead { position: absolute; left: -9999px; }
+  .table-wrap tr { border-bottom: 2px solid #bbb; padding: 0.3rem 0; }
+  .table-wrap td { border: none; text-align: left !important; white-space: normal; padding: 0.1rem 0.2rem; }
+  .table-wrap td:empty { display: none; }
+  .table-wrap td[data-label]:not([data-label=""])::before { content: attr(data-label) ": "; color: #555; }
+}
 """
 
 
@@ -134,12 +143,28 @@ def write_report(store_path: Path, planned_parts: list, out_dir: Path, commands:
     return md_path, html_path
 
 
+def _label_cells(table: re.Match) -> str:
+    """Every body cell of an HTML table gets its column's title as ``data-label``: the narrow
+    screen layout (CSS) shows it beside the value when rows are stacked."""
+    titles = [html.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+              for cell in re.findall(r"<th[^>]*>(.*?)</th>", table.group(0), flags=re.S)]
+
+    def label_row(row: re.Match) -> str:
+        names = iter(titles)
+        return re.sub(r"<td(?=[\s>])", lambda _: f'<td data-label="{html.escape(next(names, ""), quote=True)}"',
+                      row.group(0))
+
+    return re.sub(r"<tr>.*?</tr>", label_row, table.group(0), flags=re.S)
+
+
 def to_html(markdown_text: str, base: Path, title: str) -> str:
-    """One HTML file: the Markdown rendered, tables scrollable on narrow screens, every figure
+    """One HTML file: the Markdown rendered, tables stacked into one card per row on narrow
+    screens (scrollable where even that is too wide), every figure
     embedded as a data URI (nothing is fetched when it is opened)."""
     import markdown
 
     body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"])
+    body = re.sub(r"<table>.*?</table>", _label_cells, body, flags=re.S)
     body = re.sub(r"<table>", '<div class="table-wrap"><table>', body).replace("</table>", "</table></div>")
     for verdict in ("reproduced", "contradicted", "inconclusive", "uninformative"):
         body = body.replace(f"<strong>{verdict}", f'<strong class="verdict-{verdict}">{verdict}')

@@ -2,10 +2,11 @@
 
 - loss curves per model, mean over seeds with a min-max band, training and validation panels,
   one figure per table group (task, T, budget): the form of the paper's Figs. 2-4, the paper's
-  attained minima (Tables 1-3) as stars at the right edge;
+  attained minima (Tables 1-3) as stars at the right edge (full-protocol groups only: beside a
+  reduced-budget run they would read as its target);
 - the k-ablation: min and final validation loss against k with ±std error bars, the models
   without a window as horizontal references, the paper's value at its k (Table 1: k=45) as a
-  star: Fig. 7's content;
+  star (full protocol only): Fig. 7's content;
 - the cost, from ``atnbench bench`` records (median ms per training step, quartiles as error
   bars, inference beside it): the cost of the models, not of a run's evaluations.
 
@@ -152,9 +153,10 @@ def _baseline_handle(group: Group) -> Line2D:
 
 def _paper_values(group: Group, stat: str) -> dict[str, tuple[float, float, str]]:
     """Our row label -> (mean, std, "Table N") of the paper's value of ``stat``, where the
-    paper has one for this task and T."""
+    paper has one for this task and T. None at a reduced budget: the paper's minima are
+    full-protocol, and drawn beside a shorter run a reader takes them for its target."""
     table = paper().table_for(group.task, group.T)
-    if table is None:
+    if table is None or group.reduced:
         return {}
     column = next((name for name, ours in table.columns.items() if ours == stat), None)
     if column is None:
@@ -281,7 +283,8 @@ def draw_k_ablation(view: KAblation) -> Optional[Figure]:
     paper_k = table.k if table is not None else None
     paper_atn = next((v for label, v in paper_values.items()
                       if any(r.label == label for r in view.rows)), None)
-    if paper_atn is None and table is not None and paper_k is not None and view.model in table.rows:
+    if paper_atn is None and table is not None and paper_k is not None and view.model in table.rows \
+            and not group.reduced:
         column = next((name for name, ours in table.columns.items() if ours == "min_val_loss"), None)
         value = table.value(view.model, column) if column else None
         paper_atn = (value[0], value[1], table.label) if value else None

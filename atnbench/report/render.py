@@ -228,7 +228,8 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
                 continue
             cell.paper_mean, cell.paper_std = value
             if cell.mean is not None and value[0]:
-                cell.ratio = cell.mean / value[0]
+                if not group.reduced:  # a shorter run's ratio to a full-protocol minimum measures the budget
+                    cell.ratio = cell.mean / value[0]
                 ours[row.paper_model], theirs[row.paper_model] = cell.mean, value[0]
         differs = order_differences(ours, theirs)
         for row in compared:
@@ -239,7 +240,7 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
                 f"{_order_text(theirs)}")
     reasons = []
     if group.reduced:
-        reasons.append(f"{budget_label(group.budget)}: the paper's numbers are full-protocol")
+        reasons.append(f"{budget_label(group.budget)}: the paper's numbers are full-protocol (no ratio shown)")
     if not _is_default_variant(group.task, group.variant):
         reasons.append(f"preset variant {group.variant}: the paper's numbers come from the task's default protocol")
     if reasons:

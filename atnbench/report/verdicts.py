@@ -282,7 +282,25 @@ def matching_rows(group: Group, side: Side) -> list[ModelRow]:
         if all(_setting(run.record.config, row.norm, key) == value
                for run in runs for key, value in side.settings):
             found.append(row)
-    return found
+    return _prefer_defaults(found, side)
+
+
+def _at_default(row: ModelRow, key: str) -> bool:
+    value = row.settings.get(key)
+    return value is None or (key == "bias_inside" and value == _setting({}, row.norm, key))
+
+
+def _prefer_defaults(rows: list[ModelRow], side: Side) -> list[ModelRow]:
+    """A side names the settings it is about; where its rows still differ in one it does not name
+    (bias-placement's bias-outside rows beside the default ones, an eps variant), it means the
+    default: keep the rows at it (None in the config is the preset's default). Where rows differ
+    only in the code that made them, keep the current code's. k is left alone: a side without k
+    is any window (the real-data tables give one k each)."""
+    named = {key for key, _ in side.settings} | {"k", "code"}
+    for key in sorted({key for row in rows for key in row.settings} - named):
+        if len({repr(row.settings.get(key)) for row in rows}) > 1:
+            rows = [row for row in rows if _at_default(row, key)] or rows
+    return [row for row in rows if not row.stale] or rows
 
 
 @dataclass
