@@ -466,13 +466,30 @@ def test_bad_values_name_the_file_and_the_run(tmp_path, text, expected):
     assert not store.exists()
 
 
+def test_a_flag_on_a_varied_setting_picks_the_sweeps_runs(tmp_path):
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    every = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json").stdout)
+    picked = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json",
+                               "--norm", "ATN".lower(), "--k", "5").stdout)
+    assert [r["run_id"] for r in picked] == [r["run_id"] for r in every
+                                             if r["config"]["norm"] == "atn" and r["config"]["k"] == 5]
+    assert len(picked) == 2  # seeds 0 and 1, the same ids as in the whole sweep
+    lstm = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "lstm").stdout)
+    assert {r["config"]["norm"] for r in lstm} == {"none"} and len(lstm) == 2  # the alias names the plain LSTM
+    steps = write(tmp_path, "steps.yaml", TINY.replace("  k: [3, 5]", "  steps: [4, 6]"))
+    result = invoke("sweep", steps, "--store", store, "--dry-run", "--iters", "4")
+    assert result.exit_code == 2 and "--iters would replace" in result.output
+    assert not store.exists()
+
+
 def test_bad_command_lines(tmp_path):
     path = write(tmp_path, "tiny.yaml", TINY)
     for args, expected in [
         (["sweep"], "give a sweep name"),
         (["sweep", "no-such-sweep"], "no sweeps preset named 'no-such-sweep'"),
         (["sweep", path, "--seeds", "a,b"], "--seeds"),
-        (["sweep", path, "--norm", "ln"], "--norm would replace"),
+        (["sweep", path, "--norm", "bn"], "has no run with --norm bn (its values: none, ln, atn)"),
+        (["sweep", path, "--k", "4"], "has no run with --k 4 (its values: -, 3, 5)"),
         (["sweep", path, "--address", "h:1"], "--address is for --backend ray"),
         (["sweep", path, "--backend", "slurm"], "unknown --backend"),
     ]:

@@ -20,6 +20,8 @@ FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": 
               "val_samples": "--val-samples", "clip": "--clip", "affine": "--affine/--no-affine",
               "bias_inside": "--bias-inside/--bias-outside", "variant": "--variant", "init": "--init",
               "options": "--data-dir/--data-files/--permute"}
+# settings a flag can pick a sweep's runs by, where the sweep varies them
+SELECTABLE = frozenset(FLAG_NAMES) - {"epochs", "steps", "options"}
 
 
 def _duration(seconds: float) -> str:
@@ -80,6 +82,7 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
 
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     from atnbench.sweep import estimate, measured_rates
+    from atnbench.sweep.expand import setting_of
 
     statuses = _store_statuses(store, [run.run_id for run in runs])
     if json_out:
@@ -103,12 +106,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
         shown = _left(status)
         values = []
         for key in extra:
-            value = getattr(c, key)
-            if key == "bias_inside" and value is None:
-                from atnbench.nn.schemes import SCHEMES
-
-                value = SCHEMES[c.norm].bias_inside
-            values.append(str(value))
+            values.append(str(setting_of(c, key)))
         table.add_row(str(i), run.run_id, c.task, str(c.T), model_name(c.cell, c.norm), _k_text(c), *values,
                       str(c.seed), str(c.steps), f"[{style}]{shown}[/]" if style else shown)
     out.print(table)
@@ -168,7 +166,7 @@ def sweep(
     fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")] = None,
     quiet: options.Quiet = False,
     config: options.Config = None,
-    T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run (unless the sweep varies it)."),
+    T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run; on a setting the sweep varies, its runs with this value."),
     norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
     k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
     eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run.", callback=finite),
@@ -196,10 +194,14 @@ def sweep(
 ):
     """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
 
+    A run flag sets that setting for every run; on a setting the sweep varies it picks the sweep's
+    runs with that value (same run ids): [bold]atnbench sweep table2-adding --T 100[/] runs the T=100 half.
+
     Examples: [bold]atnbench sweep --list[/];  [bold]atnbench sweep k-ablation --budget 0.01 --dry-run[/];
     [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
     """
     from atnbench.sweep import BACKENDS, expand, load_sweep, parse_seeds, run_sweep
+    from atnbench.sweep.expand import select, setting_of
 
     json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                     ("table", "json")) == "json"
@@ -243,11 +245,20 @@ def sweep(
     overrides.update(threads=threads, device=resolved.type)
     local_device = str(resolved)
     varied = set(spec.varied) | ({"steps", "epochs"} if {"steps", "epochs"} & set(spec.varied) else set())
+    # A flag on a setting the sweep varies picks the sweep's runs with that value (--T 100 on
+    # table2-adding: its T=100 runs, the same ids); a length or a file's options it cannot pick.
+    picks = {key: overrides.pop(key) for key in list(overrides) if key in varied and key in SELECTABLE}
     for key in overrides:
         if key in varied:
             fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
     runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
+    for key, value in picks.items():
+        chosen = select(runs, key, value)
+        if not chosen:
+            values = ", ".join(dict.fromkeys("-" if (v := setting_of(run.config, key)) is None else str(v) for run in runs))
+            fail(f"sweep {spec.name} has no run with {FLAG_NAMES.get(key, key)} {value} (its values: {values})")
+        runs = chosen
     if dry_run:
         _dry_run(spec, runs, store, json_out)
         return

@@ -84,9 +84,7 @@ def run_label(config: RunConfig, extra: tuple[str, ...] = ()) -> str:
     if scheme.windowed:
         parts.append(f"k={config.k}")
     for key in extra:
-        value = getattr(config, key)
-        if key == "bias_inside" and value is None:
-            value = scheme.bias_inside
+        value = setting_of(config, key)
         if key == "variant" and value is None:  # the preset's own protocol
             value = "default"
         parts.append(f"{key}={value}")
@@ -116,3 +114,32 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
             if config.run_id not in planned:
                 planned[config.run_id] = PlannedRun(config, run_label(config, extra))
     return list(planned.values())
+
+
+def setting_of(config: RunConfig, key: str) -> Any:
+    """A run's value of one setting as a reader names it: the bias placement resolved to the
+    norm's default where the config leaves it (None), no k for a norm without a window."""
+    from atnbench.nn.schemes import get_scheme
+
+    value = getattr(config, key)
+    if key == "bias_inside" and value is None:
+        value = get_scheme(config.norm).bias_inside
+    if key == "k" and not get_scheme(config.norm).windowed:
+        value = None
+    return value
+
+
+def select(runs: list[PlannedRun], key: str, value: Any) -> list[PlannedRun]:
+    """The runs whose ``key`` is ``value``: a run flag on a setting the sweep varies picks the
+    sweep's runs with that value (``sweep table2-adding --T 100``: its T=100 half)."""
+    if key == "norm":
+        from atnbench.zoo import canonical_norm
+
+        value = canonical_norm(value)
+
+    def same(mine: Any) -> bool:
+        if isinstance(mine, (int, float)) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(mine) == float(value)
+        return mine == value
+
+    return [run for run in runs if same(setting_of(run.config, key))]
