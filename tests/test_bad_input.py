@@ -185,7 +185,7 @@ CASES = [
     ("sweep", ["{sweep}", "--format", "csv"], USAGE, "unknown --format 'csv'"),
     ("sweep", ["{sweep}", "--seeds", "a,b"], USAGE, "seed"),
     ("sweep", ["{sweep}", "--seeds", ""], USAGE, "seed"),
-    ("sweep", ["{sweep}", "--norm", "bn"], USAGE, "has no run with --norm bn (its values: ln, atn)"),
+    ("sweep", ["{sweep}", "--norm", "bn"], USAGE, "has no run with --norm bn (it holds --norm ln, --norm atn)"),
     ("sweep", ["{sweep}", "--norm", "nosuch"], USAGE, "unknown norm 'nosuch'"),
     ("sweep", ["{sweep}", "--lr", "inf"], USAGE, "finite"),
     ("sweep", ["{sweep}", "--lr", "-1"], USAGE, "lr must be > 0"),

@@ -476,6 +476,15 @@ def test_a_flag_on_a_varied_setting_picks_the_sweeps_runs(tmp_path):
     assert len(picked) == 2  # seeds 0 and 1, the same ids as in the whole sweep
     lstm = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "lstm").stdout)
     assert {r["config"]["norm"] for r in lstm} == {"none"} and len(lstm) == 2  # the alias names the plain LSTM
+    # a flag a run ignores keeps it: --k 3 is ATN k=3 and the runs without a window
+    k3 = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--k", "3").stdout)
+    assert sorted((r["config"]["norm"], r["config"]["k"] if r["config"]["norm"] == "atn" else None) for r in k3) == \
+        sorted([("none", None), ("ln", None), ("atn", 3)] * 2)
+    variants = write(tmp_path, "variants.yaml", VARIANTS)
+    every = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json").stdout)
+    by_name = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json",
+                                "--variant", "released-code").stdout)  # the default, by its alias
+    assert by_name and [r["run_id"] for r in by_name] == [r["run_id"] for r in every if r["config"]["variant"] is None]
     steps = write(tmp_path, "steps.yaml", TINY.replace("  k: [3, 5]", "  steps: [4, 6]"))
     result = invoke("sweep", steps, "--store", store, "--dry-run", "--iters", "4")
     assert result.exit_code == 2 and "--iters would replace" in result.output
@@ -488,8 +497,8 @@ def test_bad_command_lines(tmp_path):
         (["sweep"], "give a sweep name"),
         (["sweep", "no-such-sweep"], "no sweeps preset named 'no-such-sweep'"),
         (["sweep", path, "--seeds", "a,b"], "--seeds"),
-        (["sweep", path, "--norm", "bn"], "has no run with --norm bn (its values: none, ln, atn)"),
-        (["sweep", path, "--k", "4"], "has no run with --k 4 (its values: -, 3, 5)"),
+        (["sweep", path, "--norm", "bn"], "has no run with --norm bn (it holds --norm none, --norm ln, --norm atn)"),
+        (["sweep", path, "--k", "4"], "has no run with --k 4 (it holds --k 3, --k 5)"),
         (["sweep", path, "--address", "h:1"], "--address is for --backend ray"),
         (["sweep", path, "--backend", "slurm"], "unknown --backend"),
     ]:

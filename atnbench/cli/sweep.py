@@ -12,6 +12,7 @@ from rich.table import Table
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
+from atnbench.config import ConfigError
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
 FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
@@ -80,9 +81,26 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
     out.print(table)
 
 
+def _flag_text(key: str, value) -> str:
+    """How a setting's value is asked for on the command line: --T 100, --bias-outside."""
+    name = FLAG_NAMES.get(key, key)
+    if "/" in name and isinstance(value, bool):
+        return name.split("/")[0 if value else 1]
+    return f"{name} {value}"
+
+
+def _setting_text(config, key: str):
+    """A run's value of a setting as shown: "-" where it has none, "default" for the preset's variant."""
+    from atnbench.sweep.expand import setting_of
+
+    value = setting_of(config, key)
+    if value is None:
+        return "default" if key == "variant" else "-"
+    return value if isinstance(value, bool) else str(value)
+
+
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     from atnbench.sweep import estimate, measured_rates
-    from atnbench.sweep.expand import setting_of
 
     statuses = _store_statuses(store, [run.run_id for run in runs])
     if json_out:
@@ -106,7 +124,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
         shown = _left(status)
         values = []
         for key in extra:
-            values.append(str(setting_of(c, key)))
+            values.append(str(_setting_text(c, key)))
         table.add_row(str(i), run.run_id, c.task, str(c.T), model_name(c.cell, c.norm), _k_text(c), *values,
                       str(c.seed), str(c.steps), f"[{style}]{shown}[/]" if style else shown)
     out.print(table)
@@ -201,7 +219,7 @@ def sweep(
     [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
     """
     from atnbench.sweep import BACKENDS, expand, load_sweep, parse_seeds, run_sweep
-    from atnbench.sweep.expand import select, setting_of
+    from atnbench.sweep.expand import pick
 
     json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                     ("table", "json")) == "json"
@@ -253,11 +271,16 @@ def sweep(
             fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
     runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
-    for key, value in picks.items():
-        chosen = select(runs, key, value)
+    if picks:
+        asked = " ".join(_flag_text(key, value) for key, value in picks.items())
+        try:
+            chosen = pick(spec, runs, picks, budget=budget, seeds=seed_list, overrides=overrides)
+        except ConfigError as error:
+            fail(f"sweep {spec.name}, {asked}: {getattr(error, 'reason', error)}")
         if not chosen:
-            values = ", ".join(dict.fromkeys("-" if (v := setting_of(run.config, key)) is None else str(v) for run in runs))
-            fail(f"sweep {spec.name} has no run with {FLAG_NAMES.get(key, key)} {value} (its values: {values})")
+            held = ", ".join(dict.fromkeys(_flag_text(key, value) for key in picks for run in runs
+                                           if (value := _setting_text(run.config, key)) != "-"))
+            fail(f"sweep {spec.name} has no run with {asked} (it holds {held})")
         runs = chosen
     if dry_run:
         _dry_run(spec, runs, store, json_out)

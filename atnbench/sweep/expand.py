@@ -87,7 +87,8 @@ def run_label(config: RunConfig, extra: tuple[str, ...] = ()) -> str:
         value = setting_of(config, key)
         if key == "variant" and value is None:  # the preset's own protocol
             value = "default"
-        parts.append(f"{key}={value}")
+        if value is not None:  # None: a setting this run has no use for
+            parts.append(f"{key}={value}")
     parts.append(f"seed={config.seed}")
     return " ".join(parts)
 
@@ -110,36 +111,52 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
             except (ConfigError, ValueError) as err:
                 described = " ".join(f"{key}={value}" for key, value in {**point, "seed": seed}.items())
                 message = str(err).splitlines()[0] if str(err) else type(err).__name__
-                raise ConfigError(f"{spec.source}: run {described}: {message}") from None
+                error = ConfigError(f"{spec.source}: run {described}: {message}")
+                error.reason = message  # what is wrong, without where (for callers that say where)
+                raise error from None
             if config.run_id not in planned:
                 planned[config.run_id] = PlannedRun(config, run_label(config, extra))
     return list(planned.values())
 
 
 def setting_of(config: RunConfig, key: str) -> Any:
-    """A run's value of one setting as a reader names it: the bias placement resolved to the
-    norm's default where the config leaves it (None), no k for a norm without a window."""
-    from atnbench.nn.schemes import get_scheme
-
+    """A run's value of one setting as a reader names it: None where the run has no use for it
+    (k for a norm without a window, ``uses``), the bias placement resolved to the norm's default
+    where the config leaves it (None)."""
+    if not uses(config, key):
+        return None
     value = getattr(config, key)
     if key == "bias_inside" and value is None:
+        from atnbench.nn.schemes import get_scheme
+
         value = get_scheme(config.norm).bias_inside
-    if key == "k" and not get_scheme(config.norm).windowed:
-        value = None
     return value
 
 
-def select(runs: list[PlannedRun], key: str, value: Any) -> list[PlannedRun]:
-    """The runs whose ``key`` is ``value``: a run flag on a setting the sweep varies picks the
-    sweep's runs with that value (``sweep table2-adding --T 100``: its T=100 half)."""
-    if key == "norm":
-        from atnbench.zoo import canonical_norm
+def pick(spec: SweepSpec, runs: list[PlannedRun], flags: dict[str, Any], budget: Optional[float] = None,
+         seeds: Optional[tuple[int, ...]] = None, overrides: Optional[dict[str, Any]] = None) -> list[PlannedRun]:
+    """The runs that run flags on settings the sweep varies leave unchanged: the sweep expanded
+    with the flags on top, as run ids (``sweep table2-adding --T 100``: its T=100 half). The
+    flags are resolved as for any run, so aliases pick what they name (``--norm lstm``, the
+    default variant by its name), and a flag a run ignores (``--k`` for LN) keeps it, but only
+    beside a run that has the value (``k-ablation --k 7`` picks nothing, not just LN and LSTM)."""
+    kept = {run.run_id for run in expand(spec, budget=budget, seeds=seeds, overrides={**(overrides or {}), **flags})}
+    chosen = [run for run in runs if run.run_id in kept]
+    for key in flags:
+        if any(uses(run.config, key) for run in runs) and not any(uses(run.config, key) for run in chosen):
+            return []
+    return chosen
 
-        value = canonical_norm(value)
 
-    def same(mine: Any) -> bool:
-        if isinstance(mine, (int, float)) and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(mine) == float(value)
-        return mine == value
+# a value of each setting that the run identity may drop (atnbench.identity), to ask whether it does
+_PROBES = {"k": 1, "eps": 0.5, "affine": True, "bias_inside": True, "momentum": 0.5, "threads": 1}
 
-    return [run for run in runs if same(setting_of(run.config, key))]
+
+def uses(config: RunConfig, key: str) -> bool:
+    """Whether a setting can change this run at all: False where its identity drops it (k for a
+    norm without a window, eps and the bias placement for the plain LSTM, momentum for Adam)."""
+    if key not in _PROBES:
+        return True
+    from atnbench.identity import identity
+
+    return identity({**config.to_dict(), key: _PROBES[key]})[key] is not None
