@@ -20,16 +20,23 @@ def _num(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def run_label(config) -> str:
-    """What a run is, for its bar's title: "adding T=200 atn k=5 seed 0" (k only for a
-    windowed norm; the cell when it is not the LSTM)."""
-    from atnbench.nn.schemes import SCHEMES
+def run_label(config, extra: tuple[str, ...] = ()) -> str:
+    """What a run is, for its bar's title and a sweep's lists: "adding T=200 atn k=5 seed=0" (k
+    only for a windowed norm; the cell when it is not the LSTM), with the ``extra`` settings a
+    sweep varies ("variant=paper-text"; the preset's own protocol reads "variant=default")."""
+    from atnbench.sweep.expand import setting_of
+    from atnbench.zoo import model_name
 
-    parts = [config.task, f"T={config.T}"]
-    parts.append(config.norm if config.cell == "lstm" else f"{config.cell}-{config.norm}")
-    if SCHEMES[config.norm].windowed:
+    parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]
+    if setting_of(config, "k") is not None:
         parts.append(f"k={config.k}")
-    parts.append(f"seed {config.seed}")
+    for key in extra:
+        value = setting_of(config, key)
+        if key == "variant" and value is None:
+            value = "default"
+        if value is not None:  # None: a setting this run has no use for
+            parts.append(f"{key}={value}")
+    parts.append(f"seed={config.seed}")
     return " ".join(parts)
 
 

@@ -112,9 +112,14 @@ def test_report_unknown_task_says_so(tmp_path):
 # -- progress ------------------------------------------------------------------------------------
 
 def test_run_label_has_task_T_norm_seed_and_k_only_when_windowed():
-    assert run_label(resolve_run("adding", {"norm": "atn", "k": 5, "T": 30, "seed": 3})) == "adding T=30 atn k=5 seed 3"
-    assert run_label(resolve_run("adding", {"norm": "ln", "T": 30})) == "adding T=30 ln seed 0"
-    assert run_label(resolve_run("adding", {"cell": "gru", "norm": "ln", "T": 30})) == "adding T=30 gru-ln seed 0"
+    assert run_label(resolve_run("adding", {"norm": "atn", "k": 5, "T": 30, "seed": 3})) == "adding T=30 atn k=5 seed=3"
+    assert run_label(resolve_run("adding", {"norm": "ln", "T": 30})) == "adding T=30 ln seed=0"
+    assert run_label(resolve_run("adding", {"cell": "gru", "norm": "ln", "T": 30})) == "adding T=30 gru-ln seed=0"
+    assert run_label(resolve_run("adding", {"norm": "none", "T": 30})) == "adding T=30 lstm seed=0"  # the zoo's name
+    # a sweep's varied settings, where the run has a use for them
+    outside = resolve_run("adding", {"norm": "ln", "T": 30, "bias_inside": False})
+    assert run_label(outside, ("bias_inside",)) == "adding T=30 ln bias_inside=False seed=0"
+    assert run_label(resolve_run("adding", {"norm": "none", "T": 30}), ("bias_inside", "eps")) == "adding T=30 lstm seed=0"
 
 
 def test_progress_shows_no_nan_before_the_first_value():

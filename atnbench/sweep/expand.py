@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from atnbench.config import ConfigError, RunConfig
+from atnbench.progress import run_label
 from atnbench.sweep.spec import SweepSpec
 
 @dataclass(frozen=True)
@@ -73,24 +74,6 @@ def canonical_config(task: str, settings: dict[str, Any], budget: Optional[float
         config = resolve_run(task, flags, budget=budget)
         return resolve_run(task, {**flags, "k": config.T}, budget=budget)
     return resolve_run(task, flags, budget=budget)
-
-
-def run_label(config: RunConfig, extra: tuple[str, ...] = ()) -> str:
-    from atnbench.nn.schemes import SCHEMES
-    from atnbench.zoo import model_name
-
-    scheme = SCHEMES[config.norm]
-    parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]
-    if scheme.windowed:
-        parts.append(f"k={config.k}")
-    for key in extra:
-        value = setting_of(config, key)
-        if key == "variant" and value is None:  # the preset's own protocol
-            value = "default"
-        if value is not None:  # None: a setting this run has no use for
-            parts.append(f"{key}={value}")
-    parts.append(f"seed={config.seed}")
-    return " ".join(parts)
 
 
 def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tuple[int, ...]] = None,
