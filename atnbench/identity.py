@@ -131,6 +131,32 @@ def _generated_length(task: str, T: int) -> int | None:
     return spec.seq_len(T) if spec.make_source is None else None
 
 
+# a value of each setting that ``identity`` may drop, to ask whether it does for a config
+_PROBES = {"k": 1, "eps": 0.5, "affine": True, "bias_inside": True, "momentum": 0.5, "threads": 1}
+
+
+def uses(config, key: str) -> bool:
+    """Whether a setting can change this run (a RunConfig) at all: False where its identity drops
+    it (k for a norm without a window, eps and the bias placement for the plain LSTM, momentum
+    for Adam). The data options never decide that, so they are left out (no file is read)."""
+    if key not in _PROBES:
+        return True
+    return identity({**config.to_dict(), "options": {}, key: _PROBES[key]})[key] is not None
+
+
+def setting_of(config, key: str) -> Any:
+    """A run's value of one setting as a reader names it: None where the run has no use for it
+    (``uses``), the bias placement resolved to the norm's default where the config leaves it."""
+    if not uses(config, key):
+        return None
+    value = getattr(config, key)
+    if key == "bias_inside" and value is None:
+        from atnbench.nn.schemes import get_scheme
+
+        value = get_scheme(config.norm).bias_inside
+    return value
+
+
 def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
     for key in DATA_OPTIONS:

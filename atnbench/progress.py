@@ -24,7 +24,7 @@ def run_label(config, extra: tuple[str, ...] = ()) -> str:
     """What a run is, for its bar's title and a sweep's lists: "adding T=200 atn k=5 seed=0" (k
     only for a windowed norm; the cell when it is not the LSTM), with the ``extra`` settings a
     sweep varies ("variant=paper-text"; the preset's own protocol reads "variant=default")."""
-    from atnbench.sweep.expand import setting_of
+    from atnbench.identity import setting_of
     from atnbench.zoo import model_name
 
     parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]

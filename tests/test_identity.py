@@ -188,3 +188,16 @@ def test_finished_runs_keep_their_models_for_evaluate_and_stats(tmp_path):
     missing = invoke("evaluate", json.loads(bare.stdout)["run_id"], "--store", store)
     assert missing.exit_code == 2 and "kept no best model" in missing.stderr
     assert "Traceback" not in missing.output
+
+
+def test_uses_and_setting_of_follow_the_identitys_collapse_rules(tmp_path):
+    atn, ln = resolve_run("adding", {"norm": "atn", "k": 5, "T": 30}), resolve_run("adding", {"norm": "ln", "T": 30})
+    lstm = resolve_run("adding", {"norm": "none", "T": 30})
+    assert identity.uses(atn, "k") and not identity.uses(ln, "k") and not identity.uses(lstm, "k")
+    assert identity.uses(ln, "eps") and not identity.uses(lstm, "eps") and not identity.uses(lstm, "bias_inside")
+    assert identity.uses(ln, "T") and identity.uses(lstm, "lr")  # settings the identity never drops
+    adam = resolve_run("denoise", {"norm": "ln", "T": 100})
+    assert not identity.uses(adam, "momentum") and identity.uses(ln, "momentum")  # Adam vs RMSprop
+    assert identity.setting_of(atn, "k") == 5 and identity.setting_of(ln, "k") is None
+    assert identity.setting_of(ln, "bias_inside") is True  # the norm's default, where the config leaves it
+    assert identity.setting_of(resolve_run("adding", {"norm": "bn", "T": 30}), "bias_inside") is False

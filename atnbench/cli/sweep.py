@@ -89,14 +89,27 @@ def _flag_text(key: str, value) -> str:
     return f"{name} {value}"
 
 
-def _setting_text(config, key: str):
+def _setting_text(config, key: str) -> str:
     """A run's value of a setting as shown: "-" where it has none, "default" for the preset's variant."""
-    from atnbench.sweep.expand import setting_of
+    from atnbench.identity import setting_of
 
     value = setting_of(config, key)
     if value is None:
         return "default" if key == "variant" else "-"
-    return value if isinstance(value, bool) else str(value)
+    return str(value)
+
+
+def _held(runs, keys) -> str:
+    """The values a sweep's runs hold of some settings, as flags: "--T 100, --T 200"."""
+    from atnbench.identity import setting_of
+
+    flags = []
+    for key in keys:
+        for run in runs:
+            value = setting_of(run.config, key)
+            if value is not None or key == "variant":
+                flags.append(_flag_text(key, "default" if value is None else value))
+    return ", ".join(dict.fromkeys(flags))
 
 
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
@@ -124,7 +137,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
         shown = _left(status)
         values = []
         for key in extra:
-            values.append(str(_setting_text(c, key)))
+            values.append(_setting_text(c, key))
         table.add_row(str(i), run.run_id, c.task, str(c.T), model_name(c.cell, c.norm), _k_text(c), *values,
                       str(c.seed), str(c.steps), f"[{style}]{shown}[/]" if style else shown)
     out.print(table)
@@ -278,9 +291,7 @@ def sweep(
         except ConfigError as error:
             fail(f"sweep {spec.name}, {asked}: {getattr(error, 'reason', error)}")
         if not chosen:
-            held = ", ".join(dict.fromkeys(_flag_text(key, value) for key in picks for run in runs
-                                           if (value := _setting_text(run.config, key)) != "-"))
-            fail(f"sweep {spec.name} has no run with {asked} (it holds {held})")
+            fail(f"sweep {spec.name} has no run with {asked} (it holds {_held(runs, picks)})")
         runs = chosen
     if dry_run:
         _dry_run(spec, runs, store, json_out)

@@ -286,8 +286,13 @@ def matching_rows(group: Group, side: Side) -> list[ModelRow]:
 
 
 def _at_default(row: ModelRow, key: str) -> bool:
+    """None in a row's settings is the preset's default; an explicit default placement is too."""
     value = row.settings.get(key)
-    return value is None or (key == "bias_inside" and value == _setting({}, row.norm, key))
+    if key == "bias_inside" and value is not None:
+        from atnbench.nn.schemes import get_scheme
+
+        return value == get_scheme(row.norm).bias_inside
+    return value is None
 
 
 def _prefer_defaults(rows: list[ModelRow], side: Side) -> list[ModelRow]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from atnbench.config import ConfigError, RunConfig
+from atnbench.identity import uses
 from atnbench.progress import run_label
 from atnbench.sweep.spec import SweepSpec
 
@@ -102,20 +103,6 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
     return list(planned.values())
 
 
-def setting_of(config: RunConfig, key: str) -> Any:
-    """A run's value of one setting as a reader names it: None where the run has no use for it
-    (k for a norm without a window, ``uses``), the bias placement resolved to the norm's default
-    where the config leaves it (None)."""
-    if not uses(config, key):
-        return None
-    value = getattr(config, key)
-    if key == "bias_inside" and value is None:
-        from atnbench.nn.schemes import get_scheme
-
-        value = get_scheme(config.norm).bias_inside
-    return value
-
-
 def pick(spec: SweepSpec, runs: list[PlannedRun], flags: dict[str, Any], budget: Optional[float] = None,
          seeds: Optional[tuple[int, ...]] = None, overrides: Optional[dict[str, Any]] = None) -> list[PlannedRun]:
     """The runs that run flags on settings the sweep varies leave unchanged: the sweep expanded
@@ -129,17 +116,3 @@ def pick(spec: SweepSpec, runs: list[PlannedRun], flags: dict[str, Any], budget:
         if any(uses(run.config, key) for run in runs) and not any(uses(run.config, key) for run in chosen):
             return []
     return chosen
-
-
-# a value of each setting that the run identity may drop (atnbench.identity), to ask whether it does
-_PROBES = {"k": 1, "eps": 0.5, "affine": True, "bias_inside": True, "momentum": 0.5, "threads": 1}
-
-
-def uses(config: RunConfig, key: str) -> bool:
-    """Whether a setting can change this run at all: False where its identity drops it (k for a
-    norm without a window, eps and the bias placement for the plain LSTM, momentum for Adam)."""
-    if key not in _PROBES:
-        return True
-    from atnbench.identity import identity
-
-    return identity({**config.to_dict(), key: _PROBES[key]})[key] is not None
