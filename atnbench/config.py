@@ -52,7 +52,7 @@ class RunConfig:
     eval_every: Positive = 100
     val_samples: Positive = 1000
     clip: Optional[Annotated[float, Field(gt=0)]] = None
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0)] = 0  # as --seeds: torch would take -1, numpy's generators not
     budget: Annotated[float, Field(gt=0, le=1)] = 1.0
     variant: Optional[str] = None
     options: dict = field(default_factory=dict)  # task-specific extras (data paths, permute, ...)

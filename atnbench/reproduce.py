@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from atnbench.config import ConfigError
+from atnbench.runspec import check_budget
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,7 @@ def parse_budgets(text: Optional[str]) -> tuple[Optional[float], dict[str, float
             budget = float(value)
         except ValueError:
             raise ConfigError(f"--budget: {value!r} is not a number (give e.g. 0.25 or table3-denoise=0.25)") from None
-        if not 0 < budget <= 1:
-            raise ConfigError(f"--budget: {budget:g} is not in (0, 1]")
+        check_budget(budget)
         if name:
             if name not in PARTS:
                 raise ConfigError(f"--budget: unknown part {name!r}; parts: {', '.join(PARTS)}")

@@ -97,6 +97,13 @@ def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
 WHOLE_SPLIT_METRICS = ("bpc", "ppl")
 
 
+def check_budget(budget: float) -> float:
+    """``budget`` if it is a fraction of the protocol, in (0, 1]; the one message for every command."""
+    if not 0 < budget <= 1:  # NaN fails this too
+        raise ConfigError(f"--budget must be in (0, 1], got {budget:g}")
+    return budget
+
+
 def apply_budget(values: dict[str, Any], budget: float, whole_splits: bool = False) -> dict[str, Any]:
     """Shrink steps, evaluation interval and validation set by ``budget`` in (0, 1].
 
@@ -106,9 +113,7 @@ def apply_budget(values: dict[str, Any], budget: float, whole_splits: bool = Fal
     protocol's (once per epoch there) and the last step is always evaluated. Shrinking it
     kept all 150 evaluations of ptb-char's validation and test text in a run 1% as long.
     """
-    if not 0 < budget <= 1:
-        raise ConfigError(f"budget must be in (0, 1], got {budget}")
-    values = dict(values, budget=budget)
+    values = dict(values, budget=check_budget(budget))
     if budget == 1:
         return values
     steps = values.get("steps", RunConfig.steps)

@@ -130,6 +130,7 @@ CASES = [
     ("run", ["adding", "--budget", "nan"], USAGE, "finite"),
     ("run", ["adding", "--budget", "-inf"], USAGE, "finite"),
     ("run", ["adding", "--seed", "abc"], USAGE, "'--seed'"),
+    ("run", ["adding", "--seed", "-1"], USAGE, "seed must be >= 0, got -1"),  # as --seeds
     ("run", ["adding", "--threads", "0"], USAGE, "--threads must be >= 1"),  # as sweep, stats, bench
     ("run", ["adding", "--checkpoint-every", "0"], USAGE, "'--checkpoint-every'"),
     ("run", ["adding", "--device", "quantum"], USAGE, "quantum"),
@@ -347,10 +348,10 @@ CASES = [
     ("evaluate", ["run0", "--store", "{good}", "--device", "quantum"], USAGE, "quantum"),
     # -- atnbench reproduce (every case fails before any part starts) ------------------------------
     ("reproduce", ["--dry-run", "--only", "table9"], USAGE, "--only: unknown part(s) table9"),
-    ("reproduce", ["--dry-run", "--budget", "0"], USAGE, "--budget: 0 is not in (0, 1]"),
+    ("reproduce", ["--dry-run", "--budget", "0"], USAGE, "--budget must be in (0, 1], got 0"),
     ("reproduce", ["--dry-run", "--budget", "nan"], USAGE, "--budget"),
     ("reproduce", ["--dry-run", "--budget", "table9=1"], USAGE, "unknown part 'table9'"),
-    ("reproduce", ["--dry-run", "--budget", "0.5,table1-copying=2"], USAGE, "is not in (0, 1]"),
+    ("reproduce", ["--dry-run", "--budget", "0.5,table1-copying=2"], USAGE, "--budget must be in (0, 1], got 2"),
     ("reproduce", ["--dry-run", "--budget", "half"], USAGE, "'half' is not a number"),
     ("reproduce", ["--dry-run", "--seeds", "a,b"], USAGE, "--seeds"),
     ("reproduce", ["--dry-run", "--seeds", ""], USAGE, "--seeds"),

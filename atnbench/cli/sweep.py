@@ -13,6 +13,7 @@ from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
 from atnbench.config import ConfigError
+from atnbench.runspec import check_budget
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
 FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
@@ -237,8 +238,8 @@ def sweep(
     json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                     ("table", "json")) == "json"
     seed_list = parse_seeds(seeds) if seeds is not None else None
-    if budget is not None and not 0 < budget <= 1:
-        fail(f"--budget must be in (0, 1], got {budget}")
+    if budget is not None:
+        check_budget(budget)
     if list_:
         _list_sweeps(budget, seed_list, json_out)
         return
