@@ -14,11 +14,14 @@ from atnbench.cli import app
 from atnbench.report.aggregate import RunData, aggregate
 from atnbench.report.render import group_view
 from atnbench.report.verdicts import (
+    ALPHA,
     CONTRADICTED,
     INCONCLUSIVE,
     NOT_RUN,
     REPRODUCED,
     UNINFORMATIVE,
+    Claim,
+    Side,
     at_baseline,
     combine,
     compare,
@@ -27,6 +30,7 @@ from atnbench.report.verdicts import (
     matching_rows,
     parse_side,
     paper_claims,
+    rows_at_baseline,
     summarize,
 )
 from atnbench.runspec import resolve_run
@@ -91,11 +95,61 @@ def test_higher_is_better_statistics_compare_the_other_way():
     assert compare([0.9, 0.91, 0.92], [0.5, 0.51, 0.52], stat="max_val_accuracy").verdict == REPRODUCED
 
 
+
+def test_the_threshold_is_five_percent_and_p_at_it_is_not_enough():
+    assert ALPHA == 0.05
+    separated_but_noisy = compare([0.10, 0.12, 0.14], [0.15, 0.16, 0.20])  # seeds apart, p = 0.064
+    assert separated_but_noisy.verdict == INCONCLUSIVE and 0.05 < separated_but_noisy.p_value < 0.1
+    p = compare([1, 2, 3], [4, 5, 6]).p_value
+    assert compare([1, 2, 3], [4, 5, 6], alpha=p).verdict == INCONCLUSIVE  # "p < alpha", not "<="
+
+
+def test_seeds_that_tie_overlap():
+    c = compare([0.10, 0.11, 0.12, 0.20], [0.20, 0.28, 0.29, 0.30])  # p = 0.006; both have a 0.20
+    assert c.p_value < 0.05 and c.verdict == INCONCLUSIVE
+
+
+def test_never_contradicted_on_overlapping_seeds():
+    c = compare(list(range(8, 28)), list(range(0, 20)))
+    assert c.p_value < 0.001 and c.verdict == INCONCLUSIVE and "overlap" in c.reason
+
+
+def test_two_seeds_a_side_are_enough_for_a_test():
+    assert compare([0.10, 0.11], [0.20, 0.21]).verdict == REPRODUCED
+
+
+def test_the_test_is_welchs_not_students():
+    # unequal spreads and sizes: Student's pooled variance gives p = 0.002, Welch's p = 0.19
+    c = compare([0.1, 0.3, 0.5], [0.52 + 0.001 * i for i in range(10)])
+    assert c.verdict == INCONCLUSIVE and c.p_value == pytest.approx(0.19, abs=0.01)
+
+
+def test_one_constant_side_is_still_a_t_test(recwarn):
+    c = compare([0.1, 0.1, 0.1], [0.11, 0.5, 2.0])
+    assert c.verdict == INCONCLUSIVE and c.p_value == pytest.approx(0.31, abs=0.01)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]  # nothing on a user's stderr
+
+
+def test_two_constant_sides_are_decided_by_their_difference():
+    assert compare([0.1] * 3, [0.2] * 3).verdict == REPRODUCED
+    assert compare([0.1] * 3, [0.1] * 3).verdict == INCONCLUSIVE
+
+
+def test_higher_is_better_statistics_are_shown_as_measured():
+    c = compare([0.9, 0.91, 0.92], [0.5, 0.51, 0.52], stat="max_val_accuracy")
+    assert c.diff == pytest.approx(0.40) and c.diff_ci[0] > 0 and c.a.mean == pytest.approx(0.91)
+
+
+def test_non_finite_values_are_left_out():
+    c = compare([0.10, 0.11, 0.12, math.nan, math.inf], [0.20, 0.21, 0.22])
+    assert c.verdict == REPRODUCED and c.a.n == 3
+
 @pytest.mark.parametrize("values, margin, expected", [
     ([0.96, 1.2], 0.05, True),   # 4% below: within the margin
     ([0.94, 1.2], 0.05, False),  # one seed 6% below: it learned something
     ([0.94], 0.10, True),
     ([1.5], 0.05, True),         # above the baseline is no better
+    ([0.95], 0.05, True),        # exactly at the margin still counts as at the baseline
 ])
 def test_at_baseline(values, margin, expected):
     assert at_baseline(values, 1.0, margin) is expected
@@ -282,3 +336,33 @@ def test_bad_options_are_one_line(tmp_path, args, expected):
     store = fill(tmp_path / "r.db", {(None, "ln"): 0.5})
     result = runner.invoke(app, ["report", *args, "--store", str(store)])
     assert result.exit_code == 2 and expected in result.output and "Traceback" not in result.output
+
+
+def test_at_baseline_reads_validation_first_then_training():
+    b = COPYING_BASELINE
+
+    def ln_runs(summary):
+        return [RunData(dataclasses.replace(r.record, summary=summary), r.curve)
+                for r in (record("ln", None, s, b) for s in range(2))]
+
+    only_train = aggregate(ln_runs({"min_train_loss": b}), {("copying", 100): b})[0]
+    assert rows_at_baseline(only_train) == {"ln": True}
+    val_stuck_train_not = aggregate(ln_runs({"min_val_loss": b, "min_train_loss": 0.5 * b}), {("copying", 100): b})[0]
+    assert rows_at_baseline(val_stuck_train_not) == {"ln": True}
+
+
+def test_a_row_is_never_compared_with_itself():
+    runs = [record("atn", 45, s, 0.1 + 0.01 * s) for s in range(3)]
+    claim = Claim("self", "atn < atn k=45", "test", "copying", 100, "min_val_loss", ((Side("atn"), Side("atn", 45)),))
+    results, not_run = evaluate([claim], aggregate(runs, {}))
+    assert results == [] and not_run == [claim]
+
+
+def test_evaluate_passes_its_threshold_on():
+    b = COPYING_BASELINE
+    runs = [record(norm, k, s, b * (level + 0.01 * s))
+            for norm, k, level in [("atn", 45, 0.30), ("ln", None, 0.60), ("none", None, 0.97)] for s in range(3)]
+    claim = [c for c in paper_claims() if c.id == "copying-T100"]
+    groups = aggregate(runs, {("copying", 100): b})
+    assert evaluate(claim, groups)[0][0].verdict == REPRODUCED
+    assert evaluate(claim, groups, alpha=1e-9)[0][0].verdict == INCONCLUSIVE

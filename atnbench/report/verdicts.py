@@ -26,6 +26,7 @@ import functools
 import itertools
 import math
 import statistics
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -139,7 +140,9 @@ def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple
     diff = statistics.fmean(a) - statistics.fmean(b)
     if statistics.variance(a) == 0 and statistics.variance(b) == 0:  # no spread: the test is undefined
         return diff, (diff, diff), (1.0 if diff == 0 else 0.0)
-    result = stats.ttest_ind(a, b, equal_var=False)
+    with warnings.catch_warnings():  # one side's seeds all equal: its variance is 0, which Welch's test handles
+        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
+        result = stats.ttest_ind(a, b, equal_var=False)
     ci = result.confidence_interval(confidence_level=level)
     return diff, (float(ci.low), float(ci.high)), float(result.pvalue)
 
