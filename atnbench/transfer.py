@@ -131,9 +131,14 @@ def read_lines(path: Path) -> list[dict]:
     return out
 
 
+# What a line holds when it is not an object, in JSON's words (a user wrote JSON, not Python).
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false",
+               type(None): "null"}
+
+
 def _malformed(record) -> Optional[str]:
     if not isinstance(record, dict):
-        return f"a {type(record).__name__}, not an object"
+        return f"{_JSON_KINDS[type(record)]}, not an object"
     missing = [key for key in ("run_id", "status", "config") if key not in record]
     if missing:
         return f"missing {', '.join(missing)}"

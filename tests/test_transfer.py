@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from atnbench.cli import app
 from atnbench.store import ResultsStore
-from atnbench.transfer import combine, difference
+from atnbench.transfer import Conflict, combine, difference
 from helpers import fill_store
 
 runner = CliRunner()
@@ -271,3 +271,167 @@ def test_export_can_leave_out_stale_runs_that_a_current_run_supersedes(tmp_path)
     assert exported() == set(ids.values())
     # the stale ln run has a current twin and goes; the stale atn run has none and stays (reports mark it stale)
     assert exported("--drop-superseded") == {ids["ln"], ids["old atn"]}
+
+
+# -- found by a mutation pass over atnbench/transfer.py ----------------------------------------
+BN = ("adding", 100, "bn", None, 0)  # one experiment, recorded in two stores
+
+
+def _both(tmp_path, ours, theirs):
+    """The same run in two stores as (status, level, sweep); returns its id and the other store's record."""
+    (run_id,) = fill_store(tmp_path / "ours.db", [(*BN, *ours)])
+    fill_store(tmp_path / "theirs.db", [(*BN, *theirs)])
+    with ResultsStore(tmp_path / "theirs.db") as store:
+        return run_id, store.export_record(run_id)
+
+
+@pytest.mark.parametrize("ours, theirs, outcome, status", [
+    ("running", "failed", "replaced", "failed"),
+    ("running", "diverged", "replaced", "diverged"),
+    ("failed", "done", "replaced", "done"),
+    ("failed", "diverged", "replaced", "diverged"),
+    ("failed", "running", "kept", "failed"),
+    ("diverged", "failed", "kept", "diverged"),
+    ("done", "running", "kept", "done"),
+])
+def test_the_more_finished_row_wins_and_memberships_are_united_either_way(tmp_path, ours, theirs, outcome, status):
+    run_id, record = _both(tmp_path, (ours, 0.25, "mine"), (theirs, 0.5, "theirs"))
+    with ResultsStore(tmp_path / "ours.db") as store:
+        assert combine(store, record) == (outcome, None)
+        assert store.status(run_id) == status
+        assert store.sweeps(run_id) == ["mine", "theirs"]
+
+
+def test_done_and_diverged_with_the_same_numbers_are_a_conflict(tmp_path):
+    run_id, record = _both(tmp_path, ("done", 0.25, "mine"), ("diverged", 0.25, "mine"))
+    with ResultsStore(tmp_path / "ours.db") as store:
+        assert combine(store, record, "b.jsonl") == (
+            "conflict", Conflict(run_id, "b.jsonl", "status done here, diverged there"))
+        assert store.status(run_id) == "done"
+
+
+def test_of_two_running_rows_the_longer_curve_wins(tmp_path):
+    run_id, shorter = _both(tmp_path, ("running", 0.5, "theirs"), ("running", 0.5, "mine"))
+    with ResultsStore(tmp_path / "ours.db") as store:
+        store.log_eval(run_id, 200, 2.0, 0.5, 0.25)  # this one got further
+        longer = store.export_record(run_id)
+    with ResultsStore(tmp_path / "theirs.db") as store:
+        assert combine(store, longer) == ("replaced", None)
+        assert [p.step for p in store.curve(run_id)] == [100, 200]
+    with ResultsStore(tmp_path / "ours.db") as store:
+        assert combine(store, shorter) == ("joined", None)  # the curve stays, the sweep is added
+        assert [p.step for p in store.curve(run_id)] == [100, 200]
+        assert store.sweeps(run_id) == ["mine", "theirs"]
+
+
+def test_two_failures_are_never_a_conflict(tmp_path):
+    run_id, record = _both(tmp_path, ("failed", 0.25, "mine"), ("failed", 0.5, "theirs"))
+    with ResultsStore(tmp_path / "ours.db") as store:
+        assert combine(store, record) == ("joined", None)
+        assert store.get_run(run_id).summary["min_val_loss"] == 0.125  # the store's row
+        assert store.sweeps(run_id) == ["mine", "theirs"]
+
+
+def test_difference_words_name_this_store_first_and_see_every_number(tmp_path):
+    (run_id,) = fill_store(tmp_path / "a.db", RUNS[:1])  # level 0.125
+    with ResultsStore(tmp_path / "a.db") as store:
+        ours = store.export_record(run_id)
+
+    def theirs(change):
+        other = json.loads(json.dumps(ours))
+        change(other)
+        return difference(ours, other)
+
+    assert theirs(lambda r: r["summary"].update(min_val_loss=0.75)) == "summary min_val_loss: 0.0625 here, 0.75 there"
+    assert theirs(lambda r: r["summary"].update(final_accuracy=0.5)) == "summary final_accuracy: None here, 0.5 there"
+    assert theirs(lambda r: r["curve"][2].update(val_loss=0.5)) == "curve step 300 val_loss: 0.125 here, 0.5 there"
+    assert theirs(lambda r: r["curve"].append({**r["curve"][-1], "step": 400})) == \
+        "curve has 3 points here, 4 there (or at other steps)"
+    assert theirs(lambda r: r["curve"].pop()) == "curve has 3 points here, 2 there (or at other steps)"
+
+
+def test_a_conflict_line_names_the_file_it_came_from(tmp_path):
+    ids = fill_store(tmp_path / "a.db", RUNS[:1])
+    fill_store(tmp_path / "b.db", RUNS[:1])
+    with ResultsStore(tmp_path / "b.db") as store:
+        record = store.export_record(ids[0])
+        record["summary"]["min_val_loss"] = 0.75
+        store.import_record(record)
+    invoke("store", "export", tmp_path / "b.jsonl", "--store", tmp_path / "b.db")
+    imported = invoke("store", "import", tmp_path / "b.jsonl", "--store", tmp_path / "a.db")
+    assert imported.exit_code == 1
+    assert f"conflict: run {ids[0]} from {tmp_path / 'b.jsonl'}: summary min_val_loss: 0.0625 here, 0.75 there; " \
+           "kept the store's row" in imported.stderr
+
+
+def test_export_and_import_say_how_many_runs(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS)
+    exported = invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db")
+    assert f"exported {len(RUNS)} runs from" in exported.stderr
+    one = invoke("store", "export", "-", "--task", "adding", "--status", "running", "--store", tmp_path / "a.db")
+    assert "exported 1 run from" in one.stderr
+    (tmp_path / "empty.jsonl").write_text("")
+    empty = invoke("store", "import", tmp_path / "empty.jsonl", "--store", tmp_path / "b.db")
+    assert empty.exit_code == 0 and empty.stderr.strip().endswith(": 0 runs")
+
+
+def test_blank_lines_in_a_file_are_skipped(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS[:2])
+    invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    (tmp_path / "spaced.jsonl").write_text("\n" + "\n\n".join(lines) + "\n\n")  # e.g. files joined by hand
+    imported = invoke("store", "import", tmp_path / "spaced.jsonl", "--store", tmp_path / "b.db")
+    assert imported.exit_code == 0, imported.output
+    assert "2 added" in imported.stderr
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"run_id": "", "status": "done", "config": {}}\n', "run_id is not a non-empty string"),
+    ('{"run_id": 7, "status": "done", "config": {}}\n', "run_id is not a non-empty string"),
+    ('"abc"\n', "a string, not an object"),
+    ('7\n', "a number, not an object"),
+    ('{"run_id": "abc", "status": "done", "config": {}, "sweeps": "k-ablation"}\n', "curve and sweeps must be lists"),
+    ('{"run_id": "abc", "status": "done", "config": {}}\n\n{"run_id": "abc", "status": "finished", "config": {}}\n',
+     "line 3: not an atnbench run record (unknown status"),
+])
+def test_more_bad_records_are_one_line_and_import_nothing(tmp_path, content, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    result = invoke("store", "import", bad, "--store", tmp_path / "b.db")
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "b.db").exists()
+
+
+def test_only_a_finished_current_run_supersedes_a_stale_one(tmp_path):
+    """A current run that diverged supersedes its stale twin (it is a result); one still running
+    (or failed) does not: the stale run is the only result of that experiment."""
+    from atnbench.identity import code_fingerprint
+    from atnbench.runspec import resolve_run
+
+    path, ids, current = tmp_path / "s.db", {}, code_fingerprint()
+    with ResultsStore(path) as store:
+        for name, norm, code, status in (("old ln", "ln", "0" * 16, "done"), ("ln", "ln", current, "diverged"),
+                                         ("old atn", "atn", "0" * 16, "done"), ("atn", "atn", current, "running"),
+                                         ("old bn", "bn", "0" * 16, "done"), ("bn", "bn", current, "failed")):
+            config = resolve_run("adding", {"norm": norm, "T": 100}, budget=0.01)
+            run_id = config.run_id if code == current else f"{code[:4]}{config.run_id[4:]}"
+            store.start_run(run_id, config.to_dict(), {"code": code})
+            store.log_eval(run_id, 2, 1.0, 0.5, 0.4)
+            if status != "running":
+                store.finish_run(run_id, status, {})
+            ids[name] = run_id
+    result = invoke("store", "export", "-", "--drop-superseded", "--store", path)
+    assert result.exit_code == 0, result.output
+    assert {json.loads(line)["run_id"] for line in result.stdout.splitlines()} == set(ids.values()) - {ids["old ln"]}
+
+
+def test_a_minimal_record_imports_twice_without_a_conflict(tmp_path):
+    """Curve points without metrics (the store reads them back as {}) are the same numbers."""
+    record = {"run_id": "hand0", "status": "done", "config": {"task": "adding", "T": 8, "norm": "ln"},
+              "summary": {"min_val_loss": 0.5}, "curve": [{"step": 1, "train_loss": 1.0, "val_loss": 0.5}]}
+    (tmp_path / "hand.jsonl").write_text(json.dumps(record) + "\n")
+    first = invoke("store", "import", tmp_path / "hand.jsonl", "--store", tmp_path / "b.db")
+    assert first.exit_code == 0 and "1 added" in first.stderr, first.output
+    again = invoke("store", "import", tmp_path / "hand.jsonl", "--store", tmp_path / "b.db")
+    assert again.exit_code == 0 and "1 unchanged" in again.stderr, again.output
