@@ -562,12 +562,17 @@ def check_store_path(path: Path, create: bool = True, write: bool = True) -> Non
 
 
 def environment(device: Optional[str] = None) -> dict:
-    """Where a run ran: torch/python versions, platform, device (the caller fills it in) and
-    the atnbench revision. Never raises: a missing piece becomes None."""
+    """Where a run ran: torch/python versions, platform, processor and the instruction set torch
+    uses on it, device (the caller fills it in) and the atnbench revision. Never raises: a missing
+    piece becomes None."""
+    from atnbench.machine import cpu_capability, cpu_model
+
     return {
         "torch": _torch_version(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        "processor": cpu_model(),
+        "cpu_capability": cpu_capability(),
         "device": device,
         "atnbench_version": __version__,
         "atnbench_revision": _revision(),

@@ -285,6 +285,29 @@ def test_environment_never_raises(monkeypatch):
     json.dumps(env, allow_nan=False)  # storable as env_json
 
 
+def test_environment_names_the_processor_and_the_instruction_set_torch_uses(monkeypatch, tmp_path):
+    """The same code and seed give the same numbers only on the same kind of processor (AVX-512
+    and AVX2 kernels round differently), so every run records which it had."""
+    import atnbench.machine as machine
+    import torch
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\nflags\t\t: fpu\n")
+    real_path = machine.Path
+    monkeypatch.setattr(machine, "Path", lambda p: cpuinfo if p == "/proc/cpuinfo" else real_path(p))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    env = environment(device="cpu")
+    assert env["processor"] == "AMD EPYC 9B14" and env["cpu_capability"] == "AVX2"
+
+    def broken():
+        raise RuntimeError("no such query in this torch")
+
+    monkeypatch.setattr(machine, "Path", lambda p: tmp_path / "missing")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", broken)
+    env = environment(device="cpu")
+    assert env["cpu_capability"] is None and env["processor"]  # falls back to platform's name
+
+
 def _digest(path):
     import hashlib
 

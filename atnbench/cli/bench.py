@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import platform
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -17,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from atnbench.cli import options
+from atnbench.machine import cpu_model
 from atnbench.cli.app import app, out, user_errors
 
 BASELINES = ("lstm-fused", "ln")
@@ -40,22 +39,6 @@ def _ks(text: str) -> list[int]:
             raise ValueError(f"--k values must be >= 1, got {k}")
         ks.append(k)
     return ks
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def available_cores() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
 
 
 def entries_for(models: list[str], ks: list[int], reference: bool) -> list[tuple[str, Optional[int]]]:

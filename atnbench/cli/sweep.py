@@ -304,7 +304,7 @@ def sweep(
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
 
     if backend == "local" and workers is not None:
-        from atnbench.sweep.local import available_cores
+        from atnbench.machine import available_cores
 
         cores = available_cores()
         if workers * threads > cores:

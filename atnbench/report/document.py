@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import html
-import platform
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -99,7 +98,7 @@ def provenance(commands: list[str]) -> str:
              f"- atnbench {env['atnbench_version']}, revision `{env['atnbench_revision']}`, "
              f"code fingerprint `{code_fingerprint()}`",
              f"- torch {env['torch']}, Python {env['python']}",
-             f"- machine: {env['platform']}, {platform.processor() or platform.machine()}",
+             f"- machine: {env['platform']}, {env['processor']} ({env['cpu_capability']})",
              f"- written {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}"]
     return "\n".join(lines) + "\n"
 

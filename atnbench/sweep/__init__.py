@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+from atnbench.machine import available_cores
 from atnbench.sweep.estimate import estimate, estimate_seconds, measured_rates
 from atnbench.sweep.expand import PlannedRun, expand
 from atnbench.sweep.runner import StopRequest, SweepOutcome, plan
@@ -44,7 +45,7 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
     result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)
     if not jobs:
         return result
-    workers = workers or max(1, local.available_cores() // threads)
+    workers = workers or max(1, available_cores() // threads)
     serial = backend == "local" and min(workers, len(jobs)) <= 1
     owned = ray_backend.connect(address) if backend == "ray" else False  # ray.init replaces the SIGTERM handler,
     labels = {run.run_id: run.label for run in runs}  # so ours go in after it

@@ -20,7 +20,6 @@ one. Processes use the spawn start method (no forked torch/OpenMP state).
 from __future__ import annotations
 
 import multiprocessing
-import os
 import queue as queue_module
 import signal
 from concurrent.futures import FIRST_COMPLETED, CancelledError, ProcessPoolExecutor, wait
@@ -29,13 +28,6 @@ from pathlib import Path
 
 from atnbench.store import ResultsStore
 from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, SweepInterrupted, execute, mark_lost
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
 
 
 def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:

@@ -1,0 +1,40 @@
+"""The machine a run or a benchmark ran on: processor, the instruction set torch's kernels use,
+and the cores this process may use. Recorded with every run (``store.environment``) because the
+same code and seed give the same numbers only on the same kind of processor: the kernels pick
+AVX-512 or AVX2 code paths, which round differently."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Optional
+
+
+def cpu_model() -> str:
+    """The processor's marketing name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_capability() -> Optional[str]:
+    """The vector instruction set torch dispatches to on this CPU (e.g. AVX512, AVX2); None when
+    torch cannot say."""
+    try:
+        import torch
+
+        return str(torch.backends.cpu.get_cpu_capability())
+    except Exception:  # noqa: BLE001 - an old or broken torch must not stop result recording
+        return None
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its affinity where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
