@@ -163,8 +163,10 @@ def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
         if key not in options:
             continue
         value = options.pop(key)
-        paths = value.values() if isinstance(value, dict) else [value]
-        options[f"{key}_content"] = _data_fingerprint(tuple(sorted(str(p) for p in paths)))
+        if isinstance(value, dict):  # split -> file: which file feeds which split is part of the data
+            options[f"{key}_content"] = {str(split): _data_fingerprint((str(path),)) for split, path in value.items()}
+        else:
+            options[f"{key}_content"] = _data_fingerprint((str(value),))
     return options
 
 

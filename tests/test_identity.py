@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -201,3 +200,192 @@ def test_uses_and_setting_of_follow_the_identitys_collapse_rules(tmp_path):
     assert identity.setting_of(atn, "k") == 5 and identity.setting_of(ln, "k") is None
     assert identity.setting_of(ln, "bias_inside") is True  # the norm's default, where the config leaves it
     assert identity.setting_of(resolve_run("adding", {"norm": "bn", "T": 30}), "bias_inside") is False
+
+
+# -- found by a mutation pass over atnbench/identity.py: each rule, both ways -----------------------
+
+def data_id(options: dict, task: str = "ptb-char") -> str:
+    return build_config({"task": task, "T": 50, "options": options}).run_id
+
+
+# --- collapse rules: exactly the settings without effect ---------------------------------------------
+
+def test_the_plain_cell_drops_its_norm_settings_but_not_the_rest():
+    assert config(norm="none", bias_inside=True).run_id == config(norm="none", bias_inside=False).run_id
+    assert config(norm="none", affine=False).run_id == config(norm="none", affine=True).run_id
+    assert config(norm="none", init="atn").run_id != config(norm="none", init="torch").run_id  # init does count
+    assert config(norm="bn", eps=1e-3).run_id != config(norm="bn").run_id  # only the plain cell drops eps
+    assert config(norm="ln", bias_inside=False).run_id != config(norm="ln", bias_inside=True).run_id
+
+
+def test_atn_bn_has_a_window_too():
+    assert config(norm="atn-bn", k=3).run_id != config(norm="atn-bn", k=7).run_id
+    assert config(norm="atn-bn", k=20).run_id == config(norm="atn-bn", k=50).run_id  # T=20: the whole sequence
+
+
+def test_real_data_windows_are_not_capped_at_the_sequence():
+    # a real-data task's windows carry across batches: k > T is still a real window there
+    ids = {k: build_config({"task": "ptb-char", "T": 50, "norm": "atn", "k": k}).run_id for k in (50, 60, 100)}
+    assert len(set(ids.values())) == 3
+
+
+def test_sgd_keeps_its_momentum():
+    assert config(optimizer="sgd", momentum=0.9).run_id != config(optimizer="sgd").run_id
+    assert config(optimizer="asgd", momentum=0.9).run_id == config(optimizer="asgd").run_id
+
+
+def test_threads_count_on_the_cpu_only():
+    assert config(device="cpu", threads=4).run_id != config(device="cpu", threads=1).run_id
+    assert config(device="cuda", threads=4).run_id == config(device="cuda", threads=1).run_id
+    assert config(device="cuda").run_id != config(device="mps").run_id  # the device type itself stays
+
+
+# --- value types, from YAML, JSON or a stored record ---------------------------------------------------
+
+def test_raw_configs_normalise_int_fields_and_ignore_unknown_keys():
+    base = config().to_dict()
+    assert identity.run_id({**base, "T": 20.0, "hidden": 128.0}) == config().run_id  # T: 20.0 is 20
+    assert identity.run_id({**base, "momentum": 0, "budget": 1}) == config().run_id  # momentum: 0 is 0.0
+    assert identity.run_id({**base, "T": 20.5}) != config().run_id  # not truncated to 20
+    assert identity.run_id({**base, "out_dir": "elsewhere"}) == config().run_id  # not a RunConfig field
+
+
+def test_task_options_are_normalised_and_their_order_does_not_count():
+    plain = config(options={"a": 1, "b": {"c": 2}, "d": [3, 4]}).run_id
+    assert config(options={"a": 1.0, "b": {"c": 2}, "d": [3, 4]}).run_id == plain
+    assert config(options={"a": 1, "b": {"c": 2.0}, "d": [3, 4]}).run_id == plain
+    assert config(options={"a": 1, "b": {"c": 2}, "d": [3.0, 4]}).run_id == plain
+    assert config(options={"d": [3, 4], "b": {"c": 2}, "a": 1}).run_id == plain
+    assert config(options={"a": 1.5, "b": {"c": 2}, "d": [3, 4]}).run_id != plain
+
+
+# --- uses / setting_of ---------------------------------------------------------------------------------------
+
+def test_uses_reads_no_data_file_and_setting_of_keeps_an_explicit_bias(monkeypatch):
+    run = resolve_run("adding", {"norm": "ln", "T": 30, "bias_inside": False})
+    assert identity.setting_of(run, "bias_inside") is False  # the config's own value, not the norm's default
+    data = build_config({"task": "ptb-char", "T": 50, "norm": "atn", "options": {"data_dir": "/nowhere"}})
+
+    def no_reading(paths):
+        raise AssertionError(f"uses read data files {paths}")
+
+    monkeypatch.setattr(identity, "_data_fingerprint", no_reading)
+    assert identity.uses(data, "k") and identity.uses(data, "eps") and identity.uses(data, "momentum")
+
+
+# --- data files: the content, all of it, by name -------------------------------------------------------------
+
+def test_data_files_and_nested_folders_are_fingerprinted_by_content(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder in (first, second):
+        (folder / "raw").mkdir(parents=True)
+        (folder / "raw" / "ptb.char.train.txt").write_text("a b c\n")
+    # explicit files per split: moving them keeps the id, changing one changes it
+    files = [data_id({"data_files": {"train": str(f / "raw" / "ptb.char.train.txt")}}) for f in (first, second)]
+    assert files[0] == files[1]
+    # a folder is walked into its subfolders
+    nested = [data_id({"data_dir": str(f)}) for f in (first, second)]
+    assert nested[0] == nested[1]
+    (second / "raw" / "ptb.char.train.txt").write_text("a b c d e\n")
+    assert data_id({"data_files": {"train": str(second / "raw" / "ptb.char.train.txt")}}) != files[0]
+    assert data_id({"data_dir": str(second)}) != nested[0]
+
+
+def test_data_file_names_count_and_the_vocab_cache_does_not(tmp_path):
+    folder = tmp_path / "ptb"
+    folder.mkdir()
+    (folder / "ptb.char.train.txt").write_text("a b c\n")
+    (folder / "ptb.char.valid.txt").write_text("x y\n")
+    before = data_id({"data_dir": str(folder)})
+    (folder / "ptb-char.vocab.json").write_text('{"vocab": ["a", "b"]}')  # what a run writes beside the data
+    assert data_id({"data_dir": str(folder)}) == before
+    # the same contents under swapped names are other data (train and validation trade places)
+    (folder / "ptb.char.train.txt").write_text("x y\n")
+    (folder / "ptb.char.valid.txt").write_text("a b c\n")
+    assert data_id({"data_dir": str(folder)}) != before
+    # a file renamed, its content kept: the training split became the test split
+    (folder / "ptb.char.valid.txt").unlink()
+    alone = data_id({"data_dir": str(folder)})
+    (folder / "ptb.char.train.txt").rename(folder / "ptb.char.test.txt")
+    assert data_id({"data_dir": str(folder)}) != alone
+
+
+def test_an_empty_data_file_does_not_tie_the_id_to_its_location(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "ptb.char.train.txt").write_text("")
+    assert data_id({"data_dir": str(tmp_path / "a")}) == data_id({"data_dir": str(tmp_path / "b")})
+
+
+# --- the code fingerprint: every file that computes numbers, and only its code ------------------------------
+
+@pytest.fixture
+def package(tmp_path, monkeypatch):
+    """A stand-in package tree for ``code_fingerprint`` (its cache cleared before and after)."""
+    root = tmp_path / "pkg"
+    for folder in ("nn/csrc", "nn/sub", "tasks", "data"):
+        (root / folder).mkdir(parents=True)
+    sources = {"nn/csrc/k.cpp": "int f() { return 1; }\n", "nn/k.h": "int g(int a = 1);\n", "nn/sub/m.py": "x = 1\n",
+               "tasks/t.py": "y = 1\n", "data/d.py": "z = 1\n", "train.py": "a = 1\n", "schedule.py": "b = 1\n",
+               "zoo.py": "c = 1\n", "report.py": "r = 1\n"}
+    for name, text in sources.items():
+        (root / name).write_text(text)
+    monkeypatch.setattr(identity, "PACKAGE", root)
+    identity.code_fingerprint.cache_clear()
+    yield root
+    identity.code_fingerprint.cache_clear()
+
+
+def fingerprint() -> str:
+    identity.code_fingerprint.cache_clear()
+    return identity.code_fingerprint()
+
+
+@pytest.mark.parametrize("name", ["nn/csrc/k.cpp", "nn/k.h", "nn/sub/m.py", "tasks/t.py", "data/d.py", "train.py",
+                                  "schedule.py", "zoo.py"])
+def test_every_file_that_computes_numbers_enters_the_code_fingerprint(package, name):
+    before = fingerprint()
+    path = package / name
+    path.write_text(path.read_text().replace("1", "2"))
+    assert fingerprint() != before
+
+
+def test_other_files_and_code_without_effect_keep_the_code_fingerprint(package):
+    before = fingerprint()
+    (package / "report.py").write_text("r = 2\n")  # not code that computes numbers
+    (package / "nn/csrc/k.cpp").write_text("// the kernel\nint f()\n{\n    return 1; /* one */\n}\n")
+    assert fingerprint() == before  # C++ comments and layout do not count
+    (package / "nn/sub/m.py").write_text("def h():\n    return 0\n\n\nclass C:\n    pass\n")
+    plain = fingerprint()
+    (package / "nn/sub/m.py").write_text('def h():\n    """function doc"""\n    return 0\n\n\nclass C:\n    """class doc"""\n')
+    assert fingerprint() == plain  # nor do docstrings of functions and classes
+
+
+def test_renaming_a_code_file_changes_the_code_fingerprint(package):
+    before = fingerprint()
+    (package / "nn/sub/m.py").rename(package / "nn/sub/n.py")
+    assert fingerprint() != before
+
+
+def test_the_code_fingerprint_does_not_depend_on_the_directory_listing_order(package, monkeypatch):
+    """Listing order is the file system's (a hash of the names on ext4, seeded per file system): two
+    machines holding the same code must agree."""
+    import pathlib
+
+    for i in range(6):
+        (package / "nn" / f"m{i}.py").write_text(f"value = {i}\n")
+    listed = fingerprint()
+    rglob = pathlib.Path.rglob
+    monkeypatch.setattr(pathlib.Path, "rglob", lambda self, pattern: reversed(list(rglob(self, pattern))))
+    assert fingerprint() == listed
+
+
+# --- which file feeds which split is part of the data ------------------------------------------------
+
+def test_swapping_the_files_of_two_splits_changes_the_id(tmp_path):
+    first, second = tmp_path / "one.txt", tmp_path / "two.txt"
+    first.write_text("a b c\n")
+    second.write_text("x y z w\n")
+    trained_on_first = data_id({"data_files": {"train": str(first), "test": str(second)}})
+    trained_on_second = data_id({"data_files": {"train": str(second), "test": str(first)}})
+    assert trained_on_first != trained_on_second
