@@ -69,6 +69,7 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     values = {name: _normalise(value, hints[name]) for name, value in values.items()}
 
     norm = values.get("norm") or "none"
+    drop_stated_defaults(values)
     if norm == "none":
         for name in ("eps", "affine", "bias_inside"):
             values[name] = None
@@ -84,6 +85,21 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
         values["threads"] = None
     values["options"] = _options_identity(values.get("options") or {})
     return values
+
+
+def drop_stated_defaults(values: dict[str, Any]) -> None:
+    """A ``bias_inside`` or ``init`` equal to the norm's default says nothing the default does
+    not: stored and identified as the default (None), so writing it out keeps the run id."""
+    from atnbench.nn.schemes import get_scheme
+
+    try:
+        scheme = get_scheme(values.get("norm") or "none")
+    except ValueError:  # an unknown norm is refused where the config is checked, not here
+        return
+    if values.get("bias_inside") is not None and values["bias_inside"] == scheme.bias_inside:
+        values["bias_inside"] = None
+    if values.get("init") == scheme.init:
+        values["init"] = None
 
 
 def _default(field: dataclasses.Field) -> Any:
@@ -131,8 +147,10 @@ def _generated_length(task: str, T: int) -> int | None:
     return spec.seq_len(T) if spec.make_source is None else None
 
 
-# a value of each setting that ``identity`` may drop, to ask whether it does for a config
-_PROBES = {"k": 1, "eps": 0.5, "affine": True, "bias_inside": True, "momentum": 0.5, "threads": 1}
+# values of each setting that ``identity`` may drop, to ask whether it does for a config (both
+# placements: the one equal to the norm's default is dropped as said already)
+_PROBES = {"k": (1,), "eps": (0.5,), "affine": (True,), "bias_inside": (True, False), "momentum": (0.5,),
+           "threads": (1,)}
 
 
 def uses(config, key: str) -> bool:
@@ -141,7 +159,7 @@ def uses(config, key: str) -> bool:
     for Adam). The data options never decide that, so they are left out (no file is read)."""
     if key not in _PROBES:
         return True
-    return identity({**config.to_dict(), "options": {}, key: _PROBES[key]})[key] is not None
+    return any(identity({**config.to_dict(), "options": {}, key: value})[key] is not None for value in _PROBES[key])
 
 
 def setting_of(config, key: str) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import yaml
 
 from atnbench.config import ConfigError, RunConfig, build_config, check_values
+from atnbench.identity import drop_stated_defaults
 from atnbench.nn.schemes import get_scheme
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.tasks import get_task
@@ -131,13 +132,9 @@ def _canonicalise(values: dict[str, Any], preset_k: int) -> None:
     k only matters to windowed norms (ATN), so elsewhere it stays the preset's; a
     ``bias_inside`` or ``init`` equal to the norm's default is stored as the default (None).
     """
-    scheme = get_scheme(values["norm"])
-    if not scheme.windowed:
+    if not get_scheme(values["norm"]).windowed:
         values["k"] = preset_k
-    if values.get("bias_inside") is not None and values["bias_inside"] == scheme.bias_inside:
-        values["bias_inside"] = None
-    if values.get("init") == scheme.init:
-        values["init"] = None
+    drop_stated_defaults(values)
 
 
 def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Path] = None,

@@ -218,6 +218,19 @@ def test_the_plain_cell_drops_its_norm_settings_but_not_the_rest():
     assert config(norm="ln", bias_inside=False).run_id != config(norm="ln", bias_inside=True).run_id
 
 
+def test_a_default_written_out_is_the_default():
+    """Through the library as through the command line (``resolve_run``): stating the norm's own
+    bias placement or initialisation names the same run."""
+    assert config(norm="ln", bias_inside=True).run_id == config(norm="ln").run_id
+    assert config(norm="atn-bn", bias_inside=False).run_id == config(norm="atn-bn").run_id
+    assert config(norm="ln", bias_inside=False).run_id != config(norm="ln").run_id
+    assert config(norm="none", init="torch").run_id == config(norm="none").run_id
+    assert config(norm="ln", init="atn").run_id == config(norm="ln").run_id
+    assert config(norm="ln", init="torch").run_id != config(norm="ln").run_id
+    assert resolve_run("adding", {"norm": "ln", "T": 20, "bias_inside": True}).run_id == \
+        resolve_run("adding", {"norm": "ln", "T": 20}).run_id
+
+
 def test_atn_bn_has_a_window_too():
     assert config(norm="atn-bn", k=3).run_id != config(norm="atn-bn", k=7).run_id
     assert config(norm="atn-bn", k=20).run_id == config(norm="atn-bn", k=50).run_id  # T=20: the whole sequence
