@@ -288,8 +288,10 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
             by_settings.setdefault(_key(row_settings(run.record)), []).append(run)
         parts = [row_settings(part[0].record) for part in by_settings.values()]
         varied = [name for name in parts[0] if len({_key(p.get(name)) for p in parts}) > 1]
+        stale_codes = {p.get("code") for p in parts if _is_stale(p.get("code"))}
         for settings, part in sorted(zip(parts, by_settings.values()), key=lambda sp: _settings_order(sp[0], varied)):
-            label = _label(model, norm, settings, varied)
+            label = _label(model, norm, settings, varied, name_stale_code=len(stale_codes) > 1)
+            label = _unique(label, row_runs)
             row = _make_row(label, model, cell, norm, settings.get("k"), part)
             row.settings = settings
             row.stale = _is_stale(settings.get("code"))
@@ -381,14 +383,25 @@ def _settings_order(settings: dict, varied: list[str]) -> tuple:
                  (settings.get("k") is None, settings.get("k") or 0) for name in varied)
 
 
-def _label(model: str, norm: str, settings: dict, varied: list[str]) -> str:
-    """The model name, with the settings that tell its rows apart: "atn (k=25, bias outside)"."""
+def _label(model: str, norm: str, settings: dict, varied: list[str], name_stale_code: bool = False) -> str:
+    """The model name, with the settings that tell its rows apart: "atn (k=25, bias outside)";
+    rows made by two old codes name each by its fingerprint's first digits."""
     parts = [setting_text(name, settings.get(name), norm) for name in varied if name != "code"]
     if _is_stale(settings.get("code")):
-        parts.append(f"stale {STALE_MARK}")
+        parts.append(f"stale {settings['code'][:8]} {STALE_MARK}" if name_stale_code else f"stale {STALE_MARK}")
     elif "code" in varied:
         parts.append("current code" if settings.get("code") else "code unknown")
     return f"{model} ({', '.join(parts)})" if parts else model
+
+
+def _unique(label: str, taken: dict) -> str:
+    """Rows are looked up by label: two that read alike (settings equal to the printed digits)
+    are numbered rather than merged."""
+    number = 2
+    unique = label
+    while unique in taken:
+        unique, number = f"{label} #{number}", number + 1
+    return unique
 
 
 def setting_text(name: str, value, norm: str) -> str:
