@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from atnbench.cli.app import app, err, fail, out, user_errors
@@ -125,7 +126,7 @@ def verify(
         checked += 1
         if problems:
             bad += 1
-            err.print(f"{dataset.name}: [red]FAILED[/] in {folder}: " + "; ".join(problems), soft_wrap=True,
+            err.print(f"{dataset.name}: [red]FAILED[/] in {escape(str(folder))}: " + escape("; ".join(problems)), soft_wrap=True,
                       highlight=False)
         else:
             out.print(f"{dataset.name}: [green]ok[/] ({folder}; {dataset.scope})")

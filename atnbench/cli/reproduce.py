@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from atnbench.cli import options
@@ -73,7 +74,7 @@ def reproduce(
     check_output_dir(out_dir, "--out-dir")
     _check_store(store, write=not (dry_run or report_only), must_exist=report_only)
     for part, why in missing:
-        err.print(f"note: part {part.name} left out: {why}", highlight=False, soft_wrap=True)
+        err.print(f"note: part {part.name} left out: {escape(str(why))}", highlight=False, soft_wrap=True)
     if dry_run:
         _dry_run(planned, store)
         return

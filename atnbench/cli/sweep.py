@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from atnbench.cli import options
@@ -323,8 +324,8 @@ def sweep(
 
         out.print(results_table(_records(runs, store), title=f"sweep {spec.name}: finished runs"))
         for job, outcome in result.failures:  # one line each, whole: error messages get copied
-            out.print(f"[red]failed[/] {job.run_id} {job.label}: {outcome.get('error') or '-'}",
-                      soft_wrap=True, highlight=False)
+            error = escape(str(outcome.get("error") or "-"))  # "pip install 'atnbench[data]'" is not markup
+            out.print(f"[red]failed[/] {job.run_id} {escape(job.label)}: {error}", soft_wrap=True, highlight=False)
     if result.signal is not None:
         import signal as signal_module
 
