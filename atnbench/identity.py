@@ -147,8 +147,8 @@ def _generated_length(task: str, T: int) -> int | None:
     return spec.seq_len(T) if spec.make_source is None else None
 
 
-# values of each setting that ``identity`` may drop, to ask whether it does for a config (both
-# placements: the one equal to the norm's default is dropped as said already)
+# values of each setting that ``identity`` may drop, to ask whether it does for a config; both
+# bias placements, since the one equal to the norm's default is always dropped
 _PROBES = {"k": (1,), "eps": (0.5,), "affine": (True,), "bias_inside": (True, False), "momentum": (0.5,),
            "threads": (1,)}
 

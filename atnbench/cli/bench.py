@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from atnbench.cli import options
-from atnbench.machine import cpu_model
 from atnbench.cli.app import app, out, user_errors
+from atnbench.machine import cpu_model
 
 BASELINES = ("lstm-fused", "ln")
 

@@ -126,10 +126,10 @@ def verify(
         checked += 1
         if problems:
             bad += 1
-            err.print(f"{dataset.name}: [red]FAILED[/] in {escape(str(folder))}: " + escape("; ".join(problems)), soft_wrap=True,
-                      highlight=False)
+            err.print(f"{dataset.name}: [red]FAILED[/] in {escape(str(folder))}: {escape('; '.join(problems))}",
+                      soft_wrap=True, highlight=False)
         else:
-            out.print(f"{dataset.name}: [green]ok[/] ({folder}; {dataset.scope})")
+            out.print(f"{dataset.name}: [green]ok[/] ({escape(str(folder))}; {dataset.scope})")
     if not names and checked == 0:
         fail(f"no dataset found in {base}; see `atnbench data list`")
     if bad:
