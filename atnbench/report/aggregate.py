@@ -362,13 +362,15 @@ def _is_stale(code: Optional[str]) -> bool:
 
 def row_settings(record: RunRecord) -> dict:
     """The settings a row's runs share: their identity less the group's fields and the seed,
-    plus the code fingerprint they were made by (None for runs recorded before fingerprints)."""
+    plus the code fingerprint they were made by (None for runs recorded before fingerprints; the
+    current one for a code a canary vouched for, ``atnbench.equivalence``)."""
+    from atnbench.equivalence import current_equivalent
     from atnbench.identity import identity
 
     columns = {"task": record.task, "T": record.T, "norm": record.norm, "k": record.k, "seed": record.seed}
     config = {**{key: value for key, value in columns.items() if value is not None}, **record.config}
     settings = {key: value for key, value in identity(config).items() if key not in GROUP_FIELDS}
-    settings["code"] = (record.env or {}).get("code")
+    settings["code"] = current_equivalent((record.env or {}).get("code"), config)  # vouched code: current
     return settings
 
 

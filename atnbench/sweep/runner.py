@@ -75,15 +75,17 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
     A finished run found in the store joins this sweep's membership, so ``runs(sweep=...)``
     lists the whole sweep even when its runs came from another sweep or ``atnbench run``.
     A run the store holds only as made by other code (same ``config_key``, another code
-    fingerprint, hence another id) is *stale*: it runs again under its new id, or with
+    fingerprint, hence another id) counts as done where a canary vouched for that code in its
+    class (``atnbench.equivalence``); otherwise it is *stale*: it runs again under its new id, or with
     ``keep_stale`` the stale run joins the sweep instead. Returns (jobs, skipped, stale).
     """
+    from atnbench.equivalence import finished_equivalent
     from atnbench.identity import config_key
 
-    finished_elsewhere: dict[str, RunRecord] = {}
+    finished_elsewhere: dict[str, list[RunRecord]] = {}
     for record in store.runs():
         if record.status in ("done", "diverged"):
-            finished_elsewhere.setdefault(config_key(record.config), record)
+            finished_elsewhere.setdefault(config_key(record.config), []).append(record)
     jobs, skipped, stale = [], [], []
     for run in runs:
         status = store.status(run.run_id)
@@ -91,7 +93,13 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
             store.add_to_sweep(sweep, run.run_id)
             skipped.append((run, status))
             continue
-        old = finished_elsewhere.get(config_key(run.config.to_dict())) if status is None else None
+        others = finished_elsewhere.get(config_key(run.config.to_dict()), []) if status is None else []
+        vouched = finished_equivalent(others, run.config.to_dict())
+        if vouched is not None:  # made by other code that a canary showed computes the same numbers
+            store.add_to_sweep(sweep, vouched.run_id)
+            skipped.append((run, f"{vouched.status} (equivalent code)"))
+            continue
+        old = others[0] if others else None
         if old is not None:
             stale.append(run)
             if keep_stale:

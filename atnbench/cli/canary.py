@@ -1,0 +1,127 @@
+"""``atnbench canary``: are the published runs still current after a code change? (``atnbench.canary``)"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from atnbench.cli.app import EXIT_FAILED, app, err, out, user_errors
+from atnbench.config import ConfigError
+
+DEFAULT_RUNS = Path("results") / "runs.jsonl"
+
+
+def _checkout() -> Path:
+    """The git checkout this atnbench runs from (the canary compares it with an old revision)."""
+    import atnbench
+
+    root = Path(atnbench.__file__).resolve().parents[1]
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ConfigError(f"atnbench at {root} is not a git checkout: the canary needs the old revision's code")
+    return Path(done.stdout.strip())
+
+
+def _revision(repo: Path) -> str:
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", "atnbench"], capture_output=True,
+                           text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
+def _published(path: Path) -> list[dict]:
+    from atnbench.transfer import read_lines
+
+    return [r for r in read_lines(path) if r["status"] in ("done", "diverged")]
+
+
+def _old_tree_for(repo: Path, code: str, revisions: list[str], stack):
+    """A worktree at the first recorded revision whose code has fingerprint ``code``."""
+    from atnbench.canary import fingerprint_of, worktree
+
+    tried = []
+    for revision in revisions:
+        try:
+            tree = stack.enter_context(worktree(repo, revision))
+        except ConfigError as error:
+            tried.append(f"{revision} ({error})")
+            continue
+        found = fingerprint_of(tree)
+        if found == code:
+            return revision, tree
+        tried.append(f"{revision} (code {found})")
+    raise ConfigError(f"no recorded revision has code {code}: tried {', '.join(tried) or 'none'}; give --revision")
+
+
+@app.command()
+@user_errors
+def canary(
+    runs: Path = typer.Option(DEFAULT_RUNS, "--runs", help="JSON Lines file of the runs to vouch for (`atnbench store export`)."),
+    steps: int = typer.Option(10, "--steps", min=2, help="Training steps of each canary run."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="Git revision of the runs' code (default: the revisions the runs recorded)."),
+    write: bool = typer.Option(False, "--record", help="Record the classes whose canaries were bit-identical in atnbench/code_equivalence.json."),
+):
+    """Check that this code computes what the runs' code computed: one short canary run per code
+    path (task, variant, cell, norm, bias placement, init, optimizer, ...) of the runs, under the
+    runs' own revision and under this checkout; losses and final weights must be bit-identical.
+
+    With --record the identical classes are recorded, and reports, sweeps and `atnbench run` count
+    those runs as current; a class that differs stays stale. Exit 1 if any canary differs.
+
+    Example: [bold]atnbench canary --record[/]  (after a refactor of atnbench/nn, from the checkout)
+    """
+    from contextlib import ExitStack
+
+    from atnbench.canary import canaries, check, record
+    from atnbench.identity import code_fingerprint
+
+    published = _published(runs)
+    current = code_fingerprint()
+    by_code: dict[str, list[dict]] = {}
+    for run in published:
+        code = (run.get("env") or {}).get("code")
+        if code and code != current:
+            by_code.setdefault(code, []).append(run)
+    if not by_code:
+        out.print(Text(f"every run in {runs} was made by this code ({current}): nothing to check"))
+        return
+    repo = _checkout()
+    differ = 0
+    for code, members in by_code.items():
+        revisions = [revision] if revision else list(dict.fromkeys(
+            (r.get("env") or {}).get("atnbench_revision") for r in reversed(members)
+            if (r.get("env") or {}).get("atnbench_revision")))
+        found = canaries([r["config"] for r in members], steps)
+        with ExitStack() as stack:
+            old_revision, old_tree = _old_tree_for(repo, code, revisions, stack)
+            err.print(Text(f"{len(members)} runs by code {code} (revision {old_revision}): {len(found)} canaries of "
+                           f"{steps} steps, under that revision and under this checkout ({current})"))
+            outcomes = check(found, old_tree, repo)
+        differ += sum(not o.identical for o in outcomes)
+        out.print(_table(outcomes, code, current))
+        if write:
+            entry = record(outcomes, code, current, old_revision, _revision(repo))
+            err.print(Text(f"recorded: {len(entry['identical'])} of {len(outcomes)} classes of code {code} are "
+                           f"current under {current}"))
+    if differ:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _table(outcomes, old: str, new: str) -> Table:
+    table = Table(title=f"canaries: code {old} against {new}")
+    for column in ("task", "model", "settings", "runs", "result"):
+        table.add_column(column, overflow="fold")
+    for outcome in outcomes:
+        config = outcome.canary.config
+        settings = " ".join(f"{key}={config[key]}" for key in ("variant", "bias_inside", "init", "optimizer")
+                            if config.get(key) is not None)
+        result = "identical" if outcome.identical else f"DIFFERS: {outcome.difference}"
+        table.add_row(config["task"], f"{config.get('cell', 'lstm')} {config.get('norm')}", settings,
+                      str(outcome.canary.runs), result)
+    return table
+

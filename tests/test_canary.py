@@ -1,0 +1,122 @@
+"""The canary check (atnbench.canary) and what its records change (atnbench.equivalence): a
+refactor that computes the same numbers keeps the published runs current; one that does not
+leaves the runs it touches stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from atnbench import canary, equivalence
+from atnbench.canary import Canary, Outcome
+from atnbench.identity import code_fingerprint
+from atnbench.runspec import resolve_run
+
+PACKAGE = Path(equivalence.__file__).resolve().parent
+RESULTS = PACKAGE.parent / "results"
+TINY = dict(T=8, hidden=8, batch_size=4, steps=4, eval_every=2, val_samples=4)
+
+
+def tiny(norm: str, **flags) -> dict:
+    return resolve_run("adding", {**TINY, "norm": norm, **flags}).to_dict()
+
+
+def test_a_class_is_what_picks_a_code_path_not_what_sizes_it():
+    base = tiny("atn")
+    assert equivalence.class_key(base) == equivalence.class_key(tiny("atn", T=12, k=3, hidden=16, lr=0.5, seed=4))
+    for other in (tiny("ln"), tiny("atn", bias_inside=False), tiny("atn", optimizer="adam"), tiny("atn", clip=1.0),
+                  tiny("atn", cell="gru"), tiny("atn", layers=2), {**base, "task": "copying"}):
+        assert equivalence.class_key(other) != equivalence.class_key(base)
+    # a stated default placement is the default (identity's canonical form)
+    assert equivalence.class_key(tiny("atn", bias_inside=True)) == equivalence.class_key(base)
+
+
+def test_one_canary_per_class_from_its_shortest_run():
+    configs = [tiny("atn", T=12, seed=1), tiny("atn", T=8, seed=2), tiny("ln", T=10)]
+    found = canary.canaries(configs, steps=6)
+    assert sorted((c.config["norm"], c.config["T"], c.runs) for c in found) == [("atn", 8, 2), ("ln", 10, 1)]
+    for c in found:
+        assert (c.config["steps"], c.config["eval_every"], c.config["val_samples"], c.config["seed"]) == (6, 3, 4, 0)
+    with pytest.raises(ValueError, match="--steps"):
+        canary.shorten(configs[0], 1)
+
+
+def test_compare_names_the_first_difference():
+    result = {"status": "done", "curve": [[2, 0.5, 0.4, {}], [4, 0.3, 0.2, {}]], "weights": "ab"}
+    assert canary.compare(result, json.loads(json.dumps(result))) is None
+    assert "step 4" in canary.compare(result, {**result, "curve": [result["curve"][0], [4, 0.3, 0.2000001, {}]]})
+    assert "weights" in canary.compare(result, {**result, "weights": "cd"})
+    assert "status" in canary.compare(result, {**result, "status": "diverged"})
+    assert "evaluations" in canary.compare(result, {**result, "curve": result["curve"][:1]})
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    tree = tmp_path / name
+    shutil.copytree(PACKAGE, tree / "atnbench", ignore=shutil.ignore_patterns("__pycache__"))
+    return tree
+
+
+def test_the_driver_tells_a_refactor_from_a_change_of_numbers(tmp_path, monkeypatch):
+    """Two copies of this package, one with a function added (same numbers), one whose layer norm
+    doubles its epsilon (other numbers), each against the original."""
+    monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")  # the loop path: no C++ build in a temporary tree
+    original = _tree(tmp_path, "original")
+    renamed = _tree(tmp_path, "renamed")
+    functional = renamed / "atnbench" / "nn" / "functional.py"
+    source = functional.read_text()
+    assert "def " in source
+    functional.write_text(source + "\n\ndef _unused_helper(value):\n    return value\n")
+    changed = _tree(tmp_path, "changed")
+    changed_functional = changed / "atnbench" / "nn" / "functional.py"
+    text = changed_functional.read_text()
+    assert "weight, bias, eps)" in text
+    changed_functional.write_text(text.replace("weight, bias, eps)", "weight, bias, 2 * eps)", 1))
+    assert canary.fingerprint_of(renamed) != canary.fingerprint_of(original) != canary.fingerprint_of(changed)
+
+    found = canary.canaries([tiny("ln"), tiny("none")], steps=4)
+    same = canary.check(found, original, renamed)
+    assert [o.identical for o in same] == [True, True]
+    moved = {o.canary.config["norm"]: o for o in canary.check(found, original, changed)}
+    assert moved["none"].identical  # the plain LSTM has no normalization: untouched
+    assert not moved["ln"].identical and moved["ln"].difference
+
+
+def test_a_record_makes_vouched_classes_current_and_no_other(tmp_path):
+    records = tmp_path / "equivalence.json"
+    ln, atn = Canary(equivalence.class_key(tiny("ln")), tiny("ln"), 3), Canary(equivalence.class_key(tiny("atn")),
+                                                                                 tiny("atn"), 2)
+    current = code_fingerprint()
+    entry = canary.record([Outcome(ln, True, None), Outcome(atn, False, "step 2 differs")], "0ld0c0de",
+                          current, "abc123", "def456", path=records)
+    assert entry["identical"] == [ln.key] and entry["different"] == [atn.key]
+    assert entry["machine"]["processor"]
+    assert equivalence.is_current("0ld0c0de", tiny("ln", seed=5, T=20), path=records)
+    assert not equivalence.is_current("0ld0c0de", tiny("atn"), path=records)
+    assert not equivalence.is_current("another", tiny("ln"), path=records)
+    assert equivalence.is_current(current, tiny("atn"), path=records)
+    assert not equivalence.is_current(None, tiny("ln"), path=records)
+    # recording the same pair again replaces the record instead of adding a second
+    canary.record([Outcome(atn, True, None)], "0ld0c0de", current, "abc123", "def456", path=records)
+    stored = json.loads(records.read_text())["records"]
+    assert len(stored) == 1 and stored[0]["identical"] == [atn.key]
+
+
+def test_every_published_run_is_current():
+    """A change to the code that computes numbers makes the published runs stale unless `atnbench
+    canary --record` vouched for it (or the runs were made again and republished)."""
+    runs = [json.loads(line) for line in (RESULTS / "runs.jsonl").read_text().splitlines()]
+    stale = [r["run_id"] for r in runs if not equivalence.is_current(r["env"].get("code"), r["config"])]
+    assert not stale, (f"{len(stale)} published runs are stale under code {code_fingerprint()}: run "
+                       f"`atnbench canary --record`, or re-run them and scripts/publish_results.sh")
+
+
+def test_the_driver_runs_on_this_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")
+    out = canary.run_driver(PACKAGE.parent, [tiny("atn")])
+    assert out["code"] == code_fingerprint() and os.environ.get("ATNBENCH_NO_BUILD") == "1"
+    (result,) = out["results"]
+    assert result["status"] == "done" and [p[0] for p in result["curve"]] == [2, 4] and len(result["weights"]) == 64
