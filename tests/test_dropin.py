@@ -407,16 +407,16 @@ def test_batch_first_with_lengths():
     close(h_b.h, h_t.h, 0)
 
 
-def test_readme_use_it_in_your_model_example_runs():
-    """The README's "Use it in your model" example: a bidirectional, packed tagger."""
+def test_docs_use_it_in_your_model_example_runs():
+    """docs/library.md's "Use it in your model" example: a bidirectional, packed tagger."""
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
     section = text[text.index("## Use it in your model"):]
     code = re.search(r"```python\n(.+?)\n```", section, re.S).group(1)
     scope: dict = {}
-    exec(compile(code, "README.md", "exec"), scope)
+    exec(compile(code, "docs/library.md", "exec"), scope)
     assert scope["scores"].shape == (7, 3, 9)
 
 
