@@ -418,13 +418,13 @@ def draw_cost(records: list[dict]) -> Optional[Figure]:
                                 xytext=(3, 0), va="center", fontsize=8)
             ax.set_yticks(range(len(chosen)), [_bench_label(r) for r in chosen])
             ax.set_ylim(len(chosen) - 0.5, -0.5)  # the first model on top, as `atnbench bench` lists them
-            ax.set_ylabel("model (ATN: window k)")
             ax.set_xlim(low, high)
             log_axis(ax, "x", limits=(low, high))
             ax.grid(axis="y", visible=False)
             ax.set_xlabel("ms per step (median, log scale; error bar: quartiles)")
             r0 = chosen[0]
             ax.set_title(f"{workload}: B={r0['batch']}, H={r0['hidden']}, T={r0['T']}")
+        axes[0].set_ylabel("model (ATN: window k)")
         handles = [Patch(facecolor="lightgray", edgecolor="black", lw=0.5, label="training step\n"
                          "(forward, loss, backward, RMSprop)"),
                    Patch(facecolor="lightgray", edgecolor="black", lw=0.5, alpha=0.6, hatch="///",
