@@ -288,7 +288,9 @@ def test_latex_has_a_tabular_per_table(views):
 
 
 def test_report_prints_paper_style_tables(store_path):
-    result = invoke("report", "--store", store_path, "--task", "copying", "--T", 100)
+    # piped with no width asked for (pytest-xdist's workers set COLUMNS=80): as wide as the table
+    result = runner.invoke(app, ["report", "--store", str(store_path), "--task", "copying", "--T", "100"],
+                           env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "attained minima: copying, T=100, full protocol" in out

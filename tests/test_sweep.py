@@ -288,6 +288,7 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
         return real_train(config, *args, **kwargs)
 
     monkeypatch.setattr(atnbench.train, "train", flaky)
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width asked for: every row on one line
     result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
     assert result.exit_code == 1, result.output
     assert "diverged" in result.stdout
