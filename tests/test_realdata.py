@@ -116,13 +116,11 @@ def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root,
     assert result.exit_code == 1 and "ptb.char.valid.txt: 1 lines, expected 3,370" in result.output
 
 
-def test_data_list_shows_what_is_where(root, monkeypatch):
-    from atnbench.cli.app import out
-
-    monkeypatch.setattr(out, "width", 250)  # one line per dataset, whatever terminal the tests run in
-    result = runner.invoke(app, ["data", "list", "--root", str(root)])
+def test_data_list_shows_what_is_where(root):
+    # piped, the table is as wide as it needs: one line per dataset (COLUMNS unset: no width asked for)
+    result = runner.invoke(app, ["data", "list", "--root", str(root)], env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[1].strip(): line for line in result.output.splitlines() if line.count("│") > 5}
+    rows = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
     assert "3 of 3 files" in rows["ptb-char"] and "11.7 MB" in rows["ptb-char"]
     assert "subset" in rows["mnist-5k"] and "2 of 2 files" in rows["mnist-5k"]
     assert "nothing" in rows["imdb"] and "hub" in rows["imdb"]

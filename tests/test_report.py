@@ -288,7 +288,9 @@ def test_latex_has_a_tabular_per_table(views):
 
 
 def test_report_prints_paper_style_tables(store_path):
-    result = invoke("report", "--store", store_path, "--task", "copying", "--T", 100)
+    # piped with no width asked for (pytest-xdist's workers set COLUMNS=80): as wide as the table
+    result = runner.invoke(app, ["report", "--store", str(store_path), "--task", "copying", "--T", "100"],
+                           env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert "attained minima: copying, T=100, full protocol" in out
@@ -440,18 +442,59 @@ def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
                 if line.get_marker() == PAPER_MARKER]
 
 
+def _bench_records(models) -> list[dict]:
+    return [{"workload": w, "model": m, "k": k, "T": 100, "batch": 50, "hidden": 60, "train_ms": ms,
+             "train_ms_p25": ms * 0.9, "train_ms_p75": ms * 1.1, "infer_ms": ms / 3, "ratio_lstm_fused": ms / 10,
+             "reps": 3, "torch": "2", "device": "cpu", "threads": 1, "cpu": "x"}
+            for w in ("adding", "copying") for m, k, ms in models]
+
+
 def test_cost_figure_from_bench_records_is_readable_with_a_free_legend():
     from atnbench.report.plots import draw_cost
 
-    records = [{"workload": w, "model": m, "k": k, "T": 100, "batch": 50, "hidden": 60, "train_ms": ms,
-                "train_ms_p25": ms * 0.9, "train_ms_p75": ms * 1.1, "infer_ms": ms / 3, "ratio_lstm_fused": ms / 10,
-                "reps": 3, "torch": "2", "device": "cpu", "threads": 1, "cpu": "x"}
-               for w in ("adding", "copying") for m, k, ms in (("lstm-fused", None, 10.0), ("atn", 5, 40.0))]
-    fig = draw_cost(records)
+    fig = draw_cost(_bench_records((("lstm-fused", None, 10.0), ("atn", 5, 40.0))))
     _assert_readable(fig)
-    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["lstm-fused", "atn k=5"]
-    assert "ms per step" in fig.axes[0].get_ylabel()
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["lstm-fused", "atn k=5"]
+    assert "ms per step" in fig.axes[0].get_xlabel()
     assert draw_cost([]) is None
+
+
+def _bars(ax) -> dict[str, list]:
+    """Each model row's training bar (the first bar drawn for it), by its tick label."""
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    return dict(zip(labels, [bar for bar in ax.patches if bar.get_alpha() is None]))
+
+
+def test_cost_figure_reads_20_ms_beside_2000_ms_and_gives_each_model_its_own_colour():
+    """Issue 29: on a linear axis the reference ATN's 2,000 ms flattened the 20-30 ms bars, and
+    colours came round again after seven models."""
+    from matplotlib.colors import to_hex
+
+    from atnbench.report.plots import draw_cost
+
+    models = [("lstm-fused", None, 20.0), ("lstm", None, 52.0), ("ln", None, 22.0), ("atn", 5, 23.0),
+              ("atn", 45, 24.0), ("ln-loop", None, 70.0), ("atn-loop", 5, 180.0), ("atn-bn", 5, 30.0),
+              ("bn", None, 28.0), ("bln", None, 40.0), ("bn-input", None, 25.0), ("atn-ref", 5, 300.0),
+              ("atn-ref", 65, 2000.0)]
+    fig = draw_cost(_bench_records(models))
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    low, high = ax.get_xlim()
+    bars = _bars(ax)
+    assert len(bars) == len(models)
+    for bar in bars.values():  # every bar ends inside the axis, the fastest over a readable length
+        assert low < bar.get_x() + bar.get_width() < high
+    fastest, slowest = bars["lstm-fused"], bars["atn-ref k=65"]
+    readable = (math.log(20.0) - math.log(low)) / (math.log(2000.0) - math.log(low))
+    assert readable > 0.2  # on a linear axis from 0 it would be 20/2000 = 1% of the slowest's length
+    assert fastest.get_x() + fastest.get_width() == pytest.approx(20.0)
+    assert slowest.get_x() + slowest.get_width() == pytest.approx(2000.0)
+    colors = {label: to_hex(bar.get_facecolor()) for label, bar in bars.items()}
+    by_model = {}
+    for (model, k, _), label in zip(models, bars):
+        by_model.setdefault(model, set()).add(colors[label])
+    assert all(len(shades) == 1 for shades in by_model.values())  # a model's windows share its colour
+    assert len({next(iter(shades)) for shades in by_model.values()}) == len(by_model)  # no colour twice
 
 
 def test_missing_or_empty_store_is_one_line_and_nonzero(tmp_path):

@@ -61,7 +61,7 @@ def listed_ids(result) -> list[str]:
 
 def test_list_shows_every_run_within_80_columns(trained, filled):
     store, ids = filled
-    result = invoke("runs", "list", "--store", store)
+    result = invoke("runs", "list", "--store", store, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert max(len(line) for line in lines[:-1]) <= 80  # the table; the last line names the store
@@ -166,7 +166,9 @@ def test_compare_marks_the_differing_keys_and_plots(trained, tmp_path):
     rows = {line.split()[1] if line.startswith("*") else line.split()[0]: line
             for line in result.stdout.splitlines() if line.strip()}
     assert rows["norm"].startswith("*") and "ln" in rows["norm"] and "atn" in rows["norm"]
-    assert rows["k"].startswith("*") and rows["min_val_loss"].startswith("*")
+    assert rows["min_val_loss"].startswith("*")
+    # LN has no use for a window: its k is "-" and no difference from ATN's (issue 29)
+    assert not rows["k"].startswith("*") and rows["k"].split()[1:] == ["-", "3"]
     assert not rows["task"].startswith("*") and not rows["hidden"].startswith("*")
     assert ln_id in result.stdout and atn_id in result.stdout
     assert (tmp_path / "cmp.png").read_bytes()[:8] == PNG_MAGIC

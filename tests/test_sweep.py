@@ -288,10 +288,12 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
         return real_train(config, *args, **kwargs)
 
     monkeypatch.setattr(atnbench.train, "train", flaky)
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width asked for: every row on one line
     result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
     assert result.exit_code == 1, result.output
     assert "diverged" in result.stdout
     assert "simulated out of memory: pip install 'atnbench[data]'" in result.stdout  # not read as markup
+    assert any(line.split()[:2] == ["store", str(store)] for line in result.stdout.splitlines())  # its store
     assert any(line.startswith("failed ") and "adding T=8 ln " in line for line in result.stdout.splitlines())
     with ResultsStore(store, create=False) as results:
         assert sorted((run.norm, run.status) for run in results.runs()) == [

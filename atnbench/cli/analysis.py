@@ -8,12 +8,11 @@ from typing import Annotated, Optional
 
 import torch
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, finite, out, user_errors
+from atnbench.tables import FitTable
 
 
 def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
@@ -103,20 +102,27 @@ def stats(
     (out_dir / "stats-summary.json").write_text(json.dumps(rows, indent=2) + "\n")
     written.append(out_dir / "stats-summary.json")
 
-    table = Table(title="post-normalization statistics over time (one training iteration)", box=box.SIMPLE_HEAD,
-                  pad_edge=False,
-                  caption="mean and variance across features at each step (batch-averaged): their std, min "
-                          "and max over the steps t; W_h h from step 1 (step 0 is W_h h_0 + b = b)")
-    for column in ("model", "term", "mean\nstd_t", "mean\nmin", "mean\nmax", "var\nstd_t", "var\nmin", "var\nmax"):
-        table.add_column(column, justify="left" if column in ("model", "term") else "right", no_wrap=True)
-    layers = {r["layer"] for r in rows}
-    for r in rows:
-        term = st.TERMS[r["term"]] + ("" if len(layers) == 1 else f" (layer {r['layer']})")
-        table.add_row(r["model"], term, *(_g(r[key], 2) for key in
-                                          ("mean_std", "mean_min", "mean_max", "var_std", "var_min", "var_max")))
-    out.print(table)
+    out.print(stats_table(rows))
     for path in written:
         out.print(str(path), soft_wrap=True, highlight=False)
+
+
+def stats_table(rows: list[dict]) -> FitTable:
+    """The Fig. 6 summary (``analysis.stats.summarize``): a row per model and normalized term."""
+    from atnbench.analysis.stats import TERMS
+
+    table = FitTable(title="post-normalization statistics over time (one training iteration)", key_columns=2,
+                     lift=False,
+                     caption="mean and variance across features at each step (batch-averaged): their std, min "
+                             "and max over the steps t; W_h h from step 1 (step 0 is W_h h_0 + b = b)")
+    for column in ("model", "term", "mean\nstd_t", "mean\nmin", "mean\nmax", "var\nstd_t", "var\nmin", "var\nmax"):
+        table.add_column(column, justify="left" if column in ("model", "term") else "right")
+    layers = {r["layer"] for r in rows}
+    for r in rows:
+        term = TERMS[r["term"]] + ("" if len(layers) == 1 else f" (layer {r['layer']})")
+        table.add_row(r["model"], term, *(_g(r[key], 2) for key in
+                                          ("mean_std", "mean_min", "mean_max", "var_std", "var_min", "var_max")))
+    return table
 
 
 @app.command()
@@ -141,31 +147,7 @@ def invariances(
         return
     disagreements = [r for r in records if r.agrees is False]
     for level in inv.LEVELS:
-        chosen = [r for r in records if r.level == level]
-        norms = list(dict.fromkeys(r.norm for r in chosen))
-        what = ("norm(W x), Ba et al.'s layer" if level == "layer"
-                else "NormLSTM output h, transformation on W_x and x")
-        table = Table(title=f"Table 6 measured: {level} level ({what})", box=box.SIMPLE_HEAD,
-                      caption=f"each cell: measured / paper's claim (-: none), then the max |output change|; "
-                              f"invariant = change < {inv.TOLERANCE:g}; red: disagrees with the paper")
-        table.add_column("transformation", ratio=1)
-        for norm in norms:
-            table.add_column(norm.upper(), justify="center", no_wrap=True)
-        for transformation in inv.TRANSFORMATIONS:
-            cells = []
-            for norm in norms:
-                r = next(x for x in chosen if x.norm == norm and x.transformation == transformation)
-                measured = "Yes" if r.invariant else "No"
-                paper = "-" if r.paper is None else ("Yes" if r.paper else "No")
-                style = "bold white on red" if r.agrees is False else ("green" if r.agrees else "")
-                cell = Text(measured, style=style)
-                cell.append(f"/{paper}", style=style or "dim")
-                cell.append(f"\n{r.max_deviation:.0e}", style="dim")
-                if not r.clear:
-                    cell.append(" ?", style="yellow")
-                cells.append(cell)
-            table.add_row(transformation, *cells)
-        out.print(table)
+        out.print(invariance_table(level, [r for r in records if r.level == level]))
     if disagreements:
         out.print(Text(f"{len(disagreements)} measured cell(s) disagree with Table 6:", style="bold red"))
         for r in disagreements:
@@ -173,6 +155,36 @@ def invariances(
                       f"{'Yes' if r.invariant else 'No'}, paper {'Yes' if r.paper else 'No'}")
     else:
         out.print("every measured cell with a claim in Table 6 agrees with the paper")
+
+
+def invariance_table(level: str, records: list) -> FitTable:
+    """Table 6 at one level: a row per transformation, a column per norm, each cell measured /
+    the paper's claim over the largest output change."""
+    from atnbench.analysis import invariances as inv
+
+    norms = list(dict.fromkeys(r.norm for r in records))
+    what = "norm(W x), Ba et al.'s layer" if level == "layer" else "NormLSTM output h, transformation on W_x and x"
+    table = FitTable(title=f"Table 6 measured: {level} level ({what})", lift=False,
+                     caption=f"each cell: measured / paper's claim (-: none), then the max |output change|; "
+                             f"invariant = change < {inv.TOLERANCE:g}; red: disagrees with the paper")
+    table.add_column("transformation")
+    for norm in norms:
+        table.add_column(norm.upper(), justify="center")
+    for transformation in inv.TRANSFORMATIONS:
+        cells = []
+        for norm in norms:
+            r = next(x for x in records if x.norm == norm and x.transformation == transformation)
+            measured = "Yes" if r.invariant else "No"
+            paper = "-" if r.paper is None else ("Yes" if r.paper else "No")
+            style = "bold white on red" if r.agrees is False else ("green" if r.agrees else "")
+            cell = Text(measured, style=style)
+            cell.append(f"/{paper}", style=style or "dim")
+            cell.append(f"\n{r.max_deviation:.0e}", style="dim")
+            if not r.clear:
+                cell.append(" ?", style="yellow")
+            cells.append(cell)
+        table.add_row(transformation, *cells)
+    return table
 
 
 @app.command()
@@ -204,9 +216,9 @@ def gradcheck(
     # autograd's full Jacobian dy/da: (T n)^2 float64 entries, plus the closed form's and a copy
     check_fits(Estimate(3 * 8 * (T * n) ** 2, f"T={T}, n={n}: a (T n) x (T n) Jacobian in float64"))
     results = [check(window, T, n, eps, seed) for window in windows]
-    table = Table(title=f"Proposition 1 vs autograd (float64, T={T}, n={n}, eps={eps:g})", box=box.SIMPLE_HEAD,
-                  caption="error = max over t, i of |closed form - autograd|; eq. 13 as typeset "
-                          "(bracket closed early) for comparison")
+    table = FitTable(title=f"Proposition 1 vs autograd (float64, T={T}, n={n}, eps={eps:g})", key_columns=2,
+                     caption="error = max over t, i of |closed form - autograd|; eq. 13 as typeset "
+                             "(bracket closed early) for comparison")
     for column in ("k", "m", "entries", "max error (A10)", "max error (eq. 13 typeset)"):
         table.add_column(column, justify="right")
     worst = 0.0

@@ -5,6 +5,12 @@ Exit codes (also in ``atnbench --help`` and the README's "Exit codes"):
 same run is training in another process); 2 bad usage or input (an unknown option, a value out
 of range, an unusable config, store or output path, no runs matching the filters); 130
 interrupted (Ctrl-C); a sweep stopped by a signal exits 128 + its number (SIGTERM: 143).
+
+Width, one rule for every command (``out`` and ``err``, both :class:`Output`): in a terminal,
+the terminal's width; piped or redirected (a file, ``| less``, ``| grep``), plain text without
+colour codes, as wide as the content: every table row on one line, no text wrapped. $COLUMNS,
+where set, is the width in both cases. Tables fit whatever width they get without cutting a
+value (``atnbench.tables.FitTable``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import sys
 from importlib.metadata import version
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -33,8 +39,34 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, or the same run is "
                    "training elsewhere; 2 bad usage or input; 130 interrupted. ATNBENCH_DEBUG=1 shows tracebacks.")
 
-out = Console()
-err = Console(stderr=True)
+UNBOUNDED = 100_000  # "as wide as the content": rich needs a number, and no line comes near this one
+
+
+class Output(Console):
+    """A console that follows the width rule of the module docstring.
+
+    rich reads $COLUMNS once, when a console is made, and assumes 80 columns off a terminal;
+    this one reads $COLUMNS at each print and gives piped output all the width it needs."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        if "width" not in options:
+            self._width = None  # rich took $COLUMNS here, once; ``size`` reads it at each print
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns = os.environ.get("COLUMNS", "")
+        if self._width is None and not columns.isdigit() and not self.is_terminal:
+            return ConsoleDimensions(UNBOUNDED, Console.size.fget(self).height)
+        return Console.size.fget(self)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+out = Output()
+err = Output(stderr=True)
 
 
 class _NoteHandler(logging.Handler):
@@ -72,6 +104,8 @@ def _metavar(param, ctx) -> None:
     if kind not in ("option", "argument") or display_type is None or param.metavar is not None:
         return
     shown = display_type(ctx).strip("<>")
+    if shown.startswith("list[") and shown.endswith("]"):  # an argument taking several values: their type
+        shown = shown[len("list["):-1]
     word = "" if getattr(param, "is_flag", False) else _TYPE_WORDS.get(
         shown, f"[{shown}]" if "|" in shown else shown.upper())
     if kind == "option":

@@ -10,13 +10,11 @@ from typing import Annotated, Optional
 
 import torch
 import typer
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
 from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
 from atnbench.machine import cpu_model
+from atnbench.tables import FitTable
 
 BASELINES = ("lstm-fused", "ln")
 
@@ -60,17 +58,16 @@ def _f(value, digits=1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def results_table(workload: str, records: list[dict]) -> Table:
+def results_table(workload: str, records: list[dict]) -> FitTable:
     r0 = records[0]
-    table = Table(title=f"atnbench bench {workload}  (B={r0['batch']}, in={r0['input_size']}, "
-                        f"H={r0['hidden']}, T={r0['T']}; median of {r0['reps']} reps)", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
+    table = FitTable(title=f"atnbench bench {workload}  (B={r0['batch']}, in={r0['input_size']}, "
+                           f"H={r0['hidden']}, T={r0['T']}; median of {r0['reps']} reps)",
+                     collapse_padding=True, key_columns=2, lift=False)
     gru = any(r.get("ratio_fused") is not None and r["ratio_fused"] != r["ratio_lstm_fused"] for r in records)
     columns = ("model", "k", "train ms", "±", "steps/s", "infer ms", "mem MB", "×nn.LSTM") + (("×fused",) if gru else ()) \
         + ("×LN",)
-    for column in columns:
-        table.add_column(column, justify="left" if column == "model" else "right", no_wrap=True,
-                         min_width=10 if column == "model" else len(column))
+    for column in columns:  # headers wrap between their words ("train / ms"), values never
+        table.add_column(column, justify="left" if column == "model" else "right")
     for r in records:
         half_iqr = (r["train_ms_p75"] - r["train_ms_p25"]) / 2
         fused = (_f(r.get("ratio_fused"), 2),) if gru else ()  # without a GRU it repeats ×nn.LSTM
@@ -182,11 +179,8 @@ def bench(
     elif fmt == "csv":
         print(to_csv(records), end="")
     else:
-        # piped or redirected: rich would assume 80 columns and cut the last column; a file has no width
-        printer = out if out.is_terminal else Console(width=200)
         for w in workloads:
-            table = results_table(w.name, [r for r in records if r["workload"] == w.name])
-            printer.print(table, width=None if out.is_terminal else max(80, printer.measure(table).maximum))
+            out.print(results_table(w.name, [r for r in records if r["workload"] == w.name]))
         mem = "CUDA max allocated" if torch_device.type == "cuda" else "saved activations (autograd)"
         out.print(f"[dim]torch {torch.__version__}, device {torch_device}, {env['threads']} threads, "
                   f"CPU {env['cpu']}; mem = peak {mem}; ± = half the interquartile range of train ms[/]")

@@ -7,12 +7,13 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.app import Commands, app, err, fail, out, user_errors
+from atnbench.tables import FitTable
 
-data_app = typer.Typer(help="Datasets: where atnbench looks, prepare them offline from packages (or the Hub), verify them.",
-                       no_args_is_help=True)
+data_app = typer.Typer(cls=Commands, no_args_is_help=True,
+                       help="Datasets: where atnbench looks, prepare them offline from packages (or the Hub), verify them.")
 app.add_typer(data_app, name="data")
 
 ROOT_HELP = "Data root to use (default: $ATNBENCH_DATA, else ~/.cache/atnbench/data); each dataset is a folder in it."
@@ -47,19 +48,21 @@ def list_(root: Optional[Path] = typer.Option(None, "--root", help=ROOT_HELP)):
     from atnbench.data.prepare import SOURCES, installed
 
     base = _root(root)
-    table = Table(title=f"atnbench data  (data root {base})")
+    # folders are named under the data root, a path that would fill a narrow table's every row
+    table = FitTable(title="atnbench data", lift=False,
+                     caption="folder: in the data root; `atnbench data verify` checks the copies against their "
+                             "known counts and checksums")
     for column in ("dataset", "tasks", "scope", "folder", "found", "size", "checksum", "prepare from"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=column in ("dataset", "size"))
     for dataset in DATASETS.values():
-        folder = base / dataset.subdir
-        files = copy_files(dataset, folder)
+        files = copy_files(dataset, base / dataset.subdir)
         found = f"{len(files)} of {len(dataset.files)} files" if dataset.files else (f"{len(files)} files" if files else "")
         sources = ", ".join(f"{s} ({'installed' if installed(s) else SOURCES[s].install})" for s in dataset.sources)
-        table.add_row(dataset.name, ", ".join(dataset.tasks), dataset.scope, str(folder),
+        table.add_row(dataset.name, ", ".join(dataset.tasks), escape(dataset.scope), escape(f"{dataset.subdir}/"),
                       found or "[yellow]nothing[/]", _size(files) if files else "-",
-                      copy_checksum(files) if files else "-", sources)
+                      copy_checksum(files) if files else "-", escape(sources))
+    out.print(Text.assemble(("data root: ", "bold"), str(base)), soft_wrap=True)
     out.print(table)
-    out.print("[dim]`atnbench data verify` checks the copies against their known counts and checksums.[/]")
 
 
 @data_app.command()

@@ -6,11 +6,11 @@ import json
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
 from atnbench.store import MODEL_KINDS
+from atnbench.tables import FitTable
 
 
 @app.command()
@@ -53,7 +53,7 @@ def evaluate(
     if fmt == "json":
         print(json.dumps(record))
         return
-    table = Table(title=f"run {restored.record.run_id}: {weights} weights (step {restored.step})")
+    table = FitTable(title=f"run {restored.record.run_id}: {weights} weights (step {restored.step})", lift=False)
     for column in scores[0]:
         table.add_column(column, justify="left" if column == "split" else "right")
     for row in scores:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from atnbench.cli import options
@@ -127,12 +126,7 @@ def report(
     """
     from atnbench.report.aggregate import k_ablations
     from atnbench.report.export import export, format_for
-    from atnbench.report.render import (
-        group_view,
-        k_ablation_view,
-        rich_view,
-        table_width,
-    )
+    from atnbench.report.render import group_view, k_ablation_view, rich_view
 
     from atnbench.outputs import check_output_dir, check_output_file
     from atnbench.report.verdicts import check_margin
@@ -177,22 +171,14 @@ def report(
     elif fmt == "table":
         out.print(Text(f"atnbench report · {path} · {selected} of {total} runs selected "
                        f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
-        printer = out
-        # piped or redirected: rich would assume 80 columns, so the tables get the width they
-        # need; in a terminal a table too wide for it is stacked (render.stacked_table)
-        if not out.is_terminal:
-            widths = [table_width(out, view) for view in views]
-            if claims is not None:
-                from atnbench.report.verdict_tables import verdicts_width
-
-                widths.append(verdicts_width(out, claims[0]))
-            printer = Console(width=max([out.width] + widths))
+        # the one width rule (cli.app): piped, the tables get the width they need; in a
+        # terminal a table too wide for it is stacked (render.stacked_table)
         for view in views:
-            printer.print(rich_view(view, plain=printer.color_system is None, width=printer.width, console=printer))
+            out.print(rich_view(view, plain=out.color_system is None, width=out.width, console=out))
         if claims is not None:
             from atnbench.report.verdict_tables import rich_verdicts
 
-            printer.print(rich_verdicts(*claims))
+            out.print(rich_verdicts(*claims))
     else:
         sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()

@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.reproduce import PARTS
+from atnbench.tables import FitTable
 
 
 @app.command()
@@ -120,10 +120,10 @@ def _dry_run(planned, store: Path) -> None:
     from atnbench.sweep import estimate, measured_rates
 
     rates = measured_rates(store)
-    table = Table(title="atnbench reproduce: the plan")
+    table = FitTable(title="atnbench reproduce: the plan", lift=False)
     for column in ("part", "what", "budget", "runs", "in store", "left", "cost (1 thread)"):
         table.add_column(column, justify="right" if column in ("budget", "runs", "in store", "left") else "left",
-                         overflow="fold", no_wrap=column == "part")
+                         no_wrap=column == "part")
     every_left = []
     for item in planned:
         statuses = _store_statuses(store, [run.run_id for run in item.runs])

@@ -8,13 +8,14 @@ from typing import Annotated, Optional
 
 import torch
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, finite, out, user_errors
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from atnbench.tables import FitTable
 from atnbench.tasks import get_task, task_names
 from atnbench.zoo import MODELS, resolve_device
 
@@ -34,9 +35,10 @@ def window_text(config) -> str:
     return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
 
 
-def summary_table(config, record: dict) -> Table:
-    table = Table(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False)
-    table.add_column(style="bold")
+def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTable:
+    """The result of a run, one line per number, and the store it was written to."""
+    table = FitTable(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False, lift=False)
+    table.add_column(style="bold", no_wrap=True)
     table.add_column()
     status_style = {"done": "green", "diverged": "yellow", "failed": "red"}.get(record["status"], "")
     rows = [
@@ -62,7 +64,9 @@ def summary_table(config, record: dict) -> Table:
         rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of the preset protocol "
                                f"(not comparable to full-protocol numbers)[/]"))
     if record.get("error"):
-        rows.append(("note", record["error"]))
+        rows.append(("note", escape(record["error"])))
+    if store is not None:
+        rows.append(("store", escape(str(store))))
     for key, value in rows:
         table.add_row(key, value)
     return table
@@ -156,6 +160,7 @@ def run(
         check_output_file(out_file, out_name)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
     with ResultsStore(store) as results:
+        store_path = results.path
         finished = results.get_run(run_config.run_id)
         if finished is not None and finished.status in ("done", "diverged"):
             if not force:
@@ -184,7 +189,7 @@ def run(
     if json_out:
         print(json.dumps(record))
     else:
-        out.print(summary_table(run_config, record))
+        out.print(summary_table(run_config, record, store_path))
     if record["status"] != "done":
         raise typer.Exit(1)
 
@@ -193,13 +198,11 @@ def run(
 @user_errors
 def tasks():
     """List the tasks, their presets (paper protocols) and what they measure."""
-    from rich import box
-
     # two columns (a task's name, presets and variants over each other; what it measures over its
-    # source): the long text folds in the one wide column, readable at 80 columns
-    table = Table(title="atnbench tasks", box=box.SIMPLE_HEAD, show_lines=True)
-    table.add_column("task / presets", overflow="fold", max_width=28)
-    table.add_column("what it measures / source", overflow="fold")
+    # source): the long text wraps in the one wide column, readable at 80 columns
+    table = FitTable(title="atnbench tasks", show_lines=True, lift=False)
+    table.add_column("task / presets", max_width=28)
+    table.add_column("what it measures / source")
     presets = set(list_task_presets())
     for name in task_names():
         spec = get_task(name)
@@ -221,14 +224,12 @@ def tasks():
 @user_errors
 def models():
     """List the model zoo: each model, the flags that select it, what it is and its paper."""
-    from rich import box
-
     from atnbench.zoo import model_flags
 
     # two lines per model (name over its flags, description over its paper): readable at 80 columns
-    table = Table(title="atnbench models", box=box.SIMPLE_HEAD, show_lines=True)
+    table = FitTable(title="atnbench models", show_lines=True, lift=False)
     table.add_column("model / flags", no_wrap=True)
-    table.add_column("what it is / reference", overflow="fold")
+    table.add_column("what it is / reference")
     for entry in MODELS.values():
         table.add_row(f"[bold]{entry.name}[/]\n[dim]{model_flags(entry)}[/]",
                       f"{entry.description}\n[dim]{entry.reference}[/]")

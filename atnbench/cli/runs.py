@@ -16,18 +16,18 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.app import Commands, app, err, fail, out, user_errors
 from atnbench.cli.report import parse_since
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.store import ResultsStore, RunRecord, StoreError, check_store_path
+from atnbench.tables import FitTable
 
 runs_app = typer.Typer(
+    cls=Commands,
     help="List, show, compare, delete and export the runs of a results store.",
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -51,7 +51,8 @@ def resolve_ids(results: ResultsStore, given: list[str]) -> list[str]:
 
 
 def fmt(value, digits: int = 5) -> str:
-    """A cell: '-' for missing, short floats, compact JSON for lists and mappings."""
+    """A cell: '-' for missing, short floats, JSON for lists and mappings (a space after each
+    ',' and ':', so that a narrow table wraps it between entries)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -59,7 +60,7 @@ def fmt(value, digits: int = 5) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}g}"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        return json.dumps(value, sort_keys=True)
     return str(value)
 
 
@@ -145,17 +146,17 @@ def list_cmd(
         err.print(Text(f"no runs match ({total} in {path})"), soft_wrap=True)
         return
     reduced = any(run.budget is not None and run.budget < 1 for run in runs)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    table = FitTable(collapse_padding=True, lift=False)  # a list of runs keeps its columns
     table.add_column("id", no_wrap=True)
-    table.add_column("task", overflow="ellipsis", no_wrap=True)
+    table.add_column("task")
     table.add_column("T", justify="right")
-    table.add_column("model", overflow="ellipsis", no_wrap=True)
+    table.add_column("model")
     table.add_column("seed", justify="right")
     if reduced:
         table.add_column("budget", justify="right")
-    table.add_column("status", no_wrap=True)
-    table.add_column("min val", justify="right", no_wrap=True)
-    table.add_column("created", no_wrap=True)
+    table.add_column("status")
+    table.add_column("min val", justify="right")
+    table.add_column("created")
     for run in runs:
         cells = [run.run_id, str(run.task), fmt(run.T), model_label(run), fmt(run.seed)]
         if reduced:
@@ -169,21 +170,20 @@ def list_cmd(
 # -- show ------------------------------------------------------------------------------------------
 
 
-def _pairs_table(title: str, mapping: dict) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", show_header=False, box=None, pad_edge=False)
+def _pairs_table(title: str, mapping: dict) -> FitTable:
+    table = FitTable(title=title, show_header=False, box=None, lift=False)
     table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
+    table.add_column()
     for key in sorted(mapping):
         table.add_row(key, fmt(mapping[key]))
     return table
 
 
-def curve_table(points, limit: int) -> Table:
+def curve_table(points, limit: int) -> FitTable:
     shown = _thin(points, limit)
     metrics = sorted({key for point in points for key in point.metrics})
     note = f" ({len(shown)} of {len(points)} points; --points 0 for all)" if len(shown) < len(points) else ""
-    table = Table(title=f"curve{note}", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  show_edge=False, pad_edge=False)
+    table = FitTable(title=f"curve{note}", lift=False)
     for name in ("step", "wall s", "train loss", "val loss", *metrics):
         table.add_column(name, justify="right")
     for point in shown:
@@ -228,7 +228,7 @@ def show_cmd(
                            f"  {run.task} T={run.T} {model_label(run)} seed={run.seed} budget={fmt(run.budget, 3)}")
     out.print(header)
     out.print(Text(f"created {run.created_at}  updated {run.updated_at}  sweeps: {', '.join(sweeps) or '-'}",
-                   style="dim"), soft_wrap=True)
+                   style="dim"))
     if run.error:
         out.print(Text(f"error: {run.error}", style="red"), soft_wrap=True)
     out.print(_pairs_table("config", run.config))
@@ -248,17 +248,36 @@ def show_cmd(
 # -- compare ---------------------------------------------------------------------------------------
 
 
-def side_by_side(title: str, ids: list[str], mappings: list[dict], only_diff: bool) -> Table:
-    """Keys down, runs across; a key whose values differ is marked '*' and highlighted."""
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False)
+def settings_as_read(run: RunRecord) -> tuple[dict, set[str]]:
+    """A run's config as a reader names it (``identity.setting_of``: the bias placement resolved
+    to the norm's default), and the settings it has no use for (k for a norm without a window,
+    eps and the bias placement for the plain LSTM, momentum for Adam)."""
+    from atnbench.config import build_config
+    from atnbench.identity import setting_of, uses
+
+    try:
+        config = build_config(run.config)
+    except (ValueError, TypeError):  # a config of an older atnbench: every setting shown as stored
+        return dict(run.config), set()
+    unused = {key for key in run.config if hasattr(config, key) and not uses(config, key)}
+    return {key: setting_of(config, key) if hasattr(config, key) and key not in unused else value
+            for key, value in run.config.items()}, unused
+
+
+def side_by_side(title: str, ids: list[str], mappings: list[dict], only_diff: bool,
+                 unused: Optional[list[set[str]]] = None) -> FitTable:
+    """Keys down, runs across; a key whose values differ is marked '*' and highlighted. A key in
+    a run's ``unused`` set shows '-' there and is no difference: only the runs that use a
+    setting can differ in it."""
+    unused = unused or [set() for _ in mappings]
+    table = FitTable(title=title, key_columns=2, lift=False)
     table.add_column("", no_wrap=True, width=1)
     table.add_column("key", style="bold", no_wrap=True)
     for run_id in ids:
-        table.add_column(run_id, overflow="fold")
+        table.add_column(run_id)
     for key in sorted(set().union(*mappings)):
-        values = [fmt(mapping.get(key)) for mapping in mappings]
-        differs = len(set(values)) > 1
+        values = ["-" if key in skip else fmt(mapping.get(key)) for mapping, skip in zip(mappings, unused)]
+        differs = len({value for value, skip in zip(values, unused) if key not in skip}) > 1
         if only_diff and not differs:
             continue
         table.add_row("*" if differs else "", key, *values, style="bold yellow" if differs else None)
@@ -323,11 +342,12 @@ def compare_cmd(
         runs = [results.get_run(run_id) for run_id in ids]
         curves = [results.curve(run_id) for run_id in ids]
         sweeps = [results.sweeps(run_id) for run_id in ids]
-    basics = [{"status": run.status, "sweeps": ", ".join(s) or "-", "created": run.created_at[:19],
+    basics = [{"status": run.status, "sweeps": ", ".join(s) or "-", "created": run.created_at[:19].replace("T", " "),
                "curve points": len(curve)} for run, s, curve in zip(runs, sweeps, curves)]
-    for title, mappings in (("run", basics), ("config", [run.config for run in runs]),
+    settings, unused = zip(*(settings_as_read(run) for run in runs))
+    for title, mappings in (("run", basics), ("config", list(settings)),
                             ("environment", [run.env for run in runs]), ("summary", [run.summary for run in runs])):
-        table = side_by_side(title, ids, mappings, only_diff)
+        table = side_by_side(title, ids, mappings, only_diff, list(unused) if title == "config" else None)
         out.print(table if table.row_count else Text(f"{title}: no differences", style="dim"))
     if plot is not None:
         compare_figure(runs, curves, plot)
@@ -387,7 +407,8 @@ def delete_cmd(
 
 
 def _flat(prefix: str, mapping: dict) -> dict:
-    return {f"{prefix}.{key}": (fmt(value) if isinstance(value, (dict, list)) else value)
+    return {f"{prefix}.{key}": (json.dumps(value, sort_keys=True, separators=(",", ":"))
+                                if isinstance(value, (dict, list)) else value)
             for key, value in mapping.items()}
 
 

@@ -11,13 +11,14 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from atnbench.cli.app import app, err, fail, user_errors
+from atnbench.cli.app import Commands, app, err, fail, user_errors
 from atnbench import transfer
 from atnbench.outputs import check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
 
 store_app = typer.Typer(
+    cls=Commands,
     help="Move results between stores: export to / import from JSON Lines, merge stores.",
     no_args_is_help=True,
     rich_markup_mode="rich",

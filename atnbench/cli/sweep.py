@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
 from atnbench.config import ConfigError
 from atnbench.runspec import check_budget
+from atnbench.tables import FitTable
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
 FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
@@ -72,11 +72,11 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
     if json_out:
         print(json.dumps(rows))
         return
-    table = Table(title="atnbench sweeps", caption="cost: a rough single-thread CPU estimate "
-                  "(steps x T x batch x hidden^2, calibrated on a laptop CPU; a factor 2-3 either way)"
-                  + (f"; budget {budget:g}" if budget else ""))
+    table = FitTable(title="atnbench sweeps", lift=False, show_lines=True,
+                     caption="cost: a rough single-thread CPU estimate (steps x T x batch x hidden^2, calibrated "
+                             "on a laptop CPU; a factor 2-3 either way)" + (f"; budget {budget:g}" if budget else ""))
     for column in ("sweep", "runs", "cost", "what it runs"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=column == "sweep", justify="right" if column == "runs" else "left")
     for row in rows:
         what = row["description"] + (f"\n[dim]{row['citation']}[/]" if row["citation"] else "")
         table.add_row(row["name"], str(row["runs"]), _duration(row["cpu_hours"] * 3600), what)
@@ -125,11 +125,12 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
     left = [run for run in runs if statuses.get(run.run_id) not in ("done", "diverged")]
     cost = estimate([r.config for r in left], measured_rates(store))
-    table = Table(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
-                  caption=f"{spec.description}\n{spec.source}; left to run: "
-                          f"{_duration(cost.seconds)} ({cost.note()})")
+    table = FitTable(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
+                     caption=f"{escape(spec.description)}\n{escape(str(spec.source))}; left to run: "
+                             f"{_duration(cost.seconds)} ({cost.note()})", key_columns=2)
     for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
-        table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left")
+        table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left",
+                         no_wrap=column == "run id")
     from atnbench.zoo import model_name
 
     for i, run in enumerate(runs, 1):
@@ -162,10 +163,11 @@ def _records(runs, store: Path) -> list[dict]:
     return records
 
 
-def _summary(spec, result) -> Table:
-    table = Table(title=f"sweep {spec.name}", show_header=False)
-    table.add_column(style="bold")
-    table.add_column(justify="right")
+def _summary(spec, result, store: Path) -> FitTable:
+    """What the sweep did (its runs counted by outcome) and the store it wrote to."""
+    table = FitTable(title=f"sweep {spec.name}", show_header=False, lift=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
     rows = [("runs in the sweep", result.total),
             ("already in the store (skipped)", len(result.skipped)),
             ("made by other code (re-run)" if not any("stale" in s for _, s in result.skipped)
@@ -177,6 +179,7 @@ def _summary(spec, result) -> Table:
         if value or name in ("runs in the sweep", "done", "failed"):
             style = {"failed": "red", "diverged": "yellow", "interrupted": "yellow"}.get(name, "")
             table.add_row(name, f"[{style}]{value}[/]" if style and value else str(value))
+    table.add_row("store", escape(str(store)))
     return table
 
 
@@ -319,7 +322,7 @@ def sweep(
         print(json.dumps({"sweep": spec.name, "store": str(Path(store).absolute()), "counts": counts,
                           "runs": _records(runs, store)}))
     else:
-        out.print(_summary(spec, result))
+        out.print(_summary(spec, result, Path(store).expanduser().absolute()))
         from atnbench.sweep.view import results_table
 
         out.print(results_table(_records(runs, store), title=f"sweep {spec.name}: finished runs"))

@@ -47,6 +47,7 @@ from atnbench.report.style import (  # noqa: E402
     SeriesStyle,
     log_axis,
     markevery,
+    model_colors,
     styles_for,
 )
 
@@ -385,39 +386,45 @@ def cost_figure(records: list[dict], out_dir: Path) -> list[Path]:
 
 
 def draw_cost(records: list[dict]) -> Optional[Figure]:
-    """From ``atnbench bench`` records: per workload, the median ms of a training step (error
-    bars: the quartiles) and of inference, one bar pair per model (and k), each bar labelled
-    with its cost relative to nn.LSTM. None without records."""
+    """From ``atnbench bench`` records: per workload, a row per model (and k) with the median ms
+    of a training step (error bar: the quartiles) and, hatched under it, of inference, the
+    training step's cost relative to nn.LSTM at its end. The time axis is logarithmic: a fused
+    kernel's 20 ms and the reference ATN's 2,000 ms are read on one axis. Each model has a colour
+    of its own (the same in every panel); its windows k share it. None without records."""
     if not records:
         return None
     workloads = list(dict.fromkeys(r["workload"] for r in records))
+    colors = model_colors(r["model"] for r in records)
+    rows = max(sum(1 for r in records if r["workload"] == w) for w in workloads)
     with matplotlib.rc_context(STYLE):
-        fig = _figure(max(6.5, 3.2 + 4.2 * len(workloads)), 4.8)
+        fig = _figure(max(6.5, 2.6 + 4.4 * len(workloads)), 1.9 + 0.36 * rows)
         axes = fig.subplots(1, len(workloads), squeeze=False)[0]
         for ax, workload in zip(axes, workloads):
             chosen = [r for r in records if r["workload"] == workload]
-            labels = [_bench_label(r) for r in chosen]
-            styles = styles_for((label, r["model"].removesuffix("-fused").split("-loop")[0].split("-function")[0])
-                                for label, r in zip(labels, chosen))
-            width = 0.4
-            for x, (label, r) in enumerate(zip(labels, chosen)):
-                style = styles[label]
-                err = [[r["train_ms"] - r["train_ms_p25"]], [r["train_ms_p75"] - r["train_ms"]]]
-                ax.bar(x - width / 2, r["train_ms"], width, yerr=err, color=style.color, capsize=3,
-                       edgecolor="black", lw=0.5)
-                ax.bar(x + width / 2, r["infer_ms"], width, color=style.color, alpha=0.45, hatch="///",
-                       edgecolor="black", lw=0.5)
+            # the axis starts under the fastest bar and leaves room for the ratios past the slowest
+            low = min(min(r["infer_ms"], r["train_ms_p25"]) for r in chosen) / 2
+            high = max(r["train_ms_p75"] for r in chosen) * 4
+            height = 0.38
+            for y, r in enumerate(chosen):
+                color = colors[r["model"]]
+                spread = [[r["train_ms"] - r["train_ms_p25"]], [r["train_ms_p75"] - r["train_ms"]]]
+                ax.barh(y - height / 2, r["train_ms"] - low, height, left=low, xerr=spread, color=color,
+                        capsize=2, edgecolor="black", lw=0.5, error_kw={"lw": 0.8})
+                ax.barh(y + height / 2, r["infer_ms"] - low, height, left=low, color=color, alpha=0.45,
+                        hatch="///", edgecolor="black", lw=0.5)
                 ratio = r.get("ratio_lstm_fused")
                 if ratio is not None:
-                    ax.annotate(f"{ratio:.1f}×", (x - width / 2, r["train_ms_p75"]), textcoords="offset points",
-                                xytext=(0, 3), ha="center", fontsize=8)
-            ax.set_xticks(range(len(labels)), labels, rotation=30 if len(labels) > 3 else 0, ha="right"
-                          if len(labels) > 3 else "center")
-            ax.set_xlabel("model (ATN: window k)")
+                    ax.annotate(f"{ratio:.1f}×", (r["train_ms_p75"], y - height / 2), textcoords="offset points",
+                                xytext=(3, 0), va="center", fontsize=8)
+            ax.set_yticks(range(len(chosen)), [_bench_label(r) for r in chosen])
+            ax.set_ylim(len(chosen) - 0.5, -0.5)  # the first model on top, as `atnbench bench` lists them
+            ax.set_xlim(low, high)
+            log_axis(ax, "x", limits=(low, high))
+            ax.grid(axis="y", visible=False)
+            ax.set_xlabel("ms per step (median, log scale; error bar: quartiles)")
             r0 = chosen[0]
             ax.set_title(f"{workload}: B={r0['batch']}, H={r0['hidden']}, T={r0['T']}")
-            ax.margins(y=0.12)
-        axes[0].set_ylabel("ms per step (median; error bar: quartiles)")
+        axes[0].set_ylabel("model (ATN: window k)")
         handles = [Patch(facecolor="lightgray", edgecolor="black", lw=0.5, label="training step\n"
                          "(forward, loss, backward, RMSprop)"),
                    Patch(facecolor="lightgray", edgecolor="black", lw=0.5, alpha=0.6, hatch="///",

@@ -22,6 +22,9 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 
 # each model's own slot, so the LSTM, LN and ATN look alike in every figure
 MODEL_SLOT = {"lstm": 0, "ln": 1, "atn": 2, "atn-bn": 3, "bn": 4, "bn-input": 5, "bln": 6}
+# where a figure has more models than Okabe-Ito has colours: Paul Tol's "muted" scheme, also
+# safe for colour-blind readers, without the colours close to Okabe-Ito's
+TOL_MUTED = ("#882255", "#44AA99", "#999933", "#AA4499", "#332288", "#DDCC77", "#CC6677", "#117733", "#88CCEE")
 
 BASELINE_COLOR = "#4D4D4D"
 PAPER_MARKER = "*"
@@ -63,6 +66,33 @@ def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
         used.add(slot)
         styles[label] = _slot_style(slot)
     return styles
+
+
+def model_colors(models: Iterable[str]) -> dict[str, str]:
+    """One colour per model, never two alike: a model's own (``MODEL_SLOT``, the colour it has in
+    every figure) where it is free, else the next free one of Okabe-Ito's, then of Tol's muted
+    colours, then evenly spaced hues. ``lstm-fused`` and ``atn-loop`` are models of their own,
+    drawn apart from ``lstm`` and ``atn``, which keep their colours (they choose first)."""
+    import colorsys
+
+    given = list(dict.fromkeys(models))
+    names = sorted(given, key=lambda name: name not in MODEL_SLOT)  # stable: otherwise in the order given
+    palette = list(OKABE_ITO) + list(TOL_MUTED)
+    extra = len(names) - len(palette)
+    palette += ["#%02X%02X%02X" % tuple(round(255 * c) for c in colorsys.hsv_to_rgb((i + 0.5) / extra, 0.75, 0.7))
+                for i in range(max(extra, 0))]
+    colors: dict[str, str] = {}
+    used: set[int] = set()
+    for name in names:
+        slot = MODEL_SLOT.get(_base_model(name.split("-loop")[0].split("-function")[0].removesuffix("-fused")),
+                              len(OKABE_ITO))
+        while slot in used:
+            slot += 1
+        if slot >= len(palette):  # past the end: the first colour nobody has
+            slot = min(set(range(len(palette))) - used)
+        used.add(slot)
+        colors[name] = palette[slot]
+    return {name: colors[name] for name in given}
 
 
 def markevery(n_points: int, marks: int = 8) -> int:

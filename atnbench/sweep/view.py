@@ -10,10 +10,11 @@ import sys
 import time
 from typing import Optional, TextIO
 
-from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+
+from atnbench.tables import FitTable
 
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "interrupted": "yellow"}
 
@@ -40,15 +41,15 @@ def eta_seconds(elapsed: float, finished: int, left: int) -> Optional[float]:
     return left * elapsed / finished
 
 
-def results_table(records: list[dict], title: str = "finished runs") -> Table:
+def results_table(records: list[dict], title: str = "finished runs") -> FitTable:
     """One row per run of the sweep that finished (done or diverged): its label, status, min
     validation loss and wall time; the lowest min validation loss in bold. Records are the run
     records of ``train.result_record`` (with ``label``); runs not finished are left out."""
     finished = [r for r in records if r.get("status") in ("done", "diverged")]
-    table = Table(title=f"{title} ({len(finished)} of {len(records)})", box=box.SIMPLE_HEAD, title_style="bold")
+    table = FitTable(title=f"{title} ({len(finished)} of {len(records)})", key_columns=2)
     for column in ("run id", "run", "status", "min val loss", "time"):
         table.add_column(column, justify="right" if column in ("min val loss", "time") else "left",
-                         overflow="fold", no_wrap=column in ("run id", "min val loss", "time"))
+                         no_wrap=column == "run id")
     losses = [r["min_val_loss"] for r in finished if r.get("min_val_loss") is not None]
     best = min(losses) if losses else None
     for r in finished:
@@ -56,7 +57,7 @@ def results_table(records: list[dict], title: str = "finished runs") -> Table:
         loss_text = _num(loss) if loss is None or loss != best else f"[bold green]{_num(loss)}[/]"
         status = r["status"] if r["status"] == "done" else f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]"
         wall = r.get("wall_s")
-        table.add_row(r.get("run_id", "-"), r.get("label", "-"), status, loss_text,
+        table.add_row(r.get("run_id", "-"), escape(r.get("label", "-")), status, loss_text,
                       "-" if wall is None else duration(wall))
     return table
 
