@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from atnbench.cli.app import EXIT_FAILED, app, err, out, user_errors
 from atnbench.config import ConfigError
+from atnbench.tables import FitTable
 
 DEFAULT_RUNS = Path("results") / "runs.jsonl"
 
@@ -112,10 +112,10 @@ def canary(
         raise typer.Exit(EXIT_FAILED)
 
 
-def _table(outcomes, old: str, new: str) -> Table:
-    table = Table(title=f"canaries: code {old} against {new}")
+def _table(outcomes, old: str, new: str) -> FitTable:
+    table = FitTable(title=f"canaries: code {old} against {new}", key_columns=2)
     for column in ("task", "model", "settings", "runs", "result"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, justify="right" if column == "runs" else "left")
     for outcome in outcomes:
         config = outcome.canary.config
         settings = " ".join(f"{key}={config[key]}" for key in ("variant", "bias_inside", "init", "optimizer")
