@@ -8,7 +8,8 @@ Stopping: SIGINT and SIGTERM set a flag (``StopRequest``); the backend passes it
 runs, which stop at their next training step by raising ``SweepInterrupted`` inside ``train``
 (a ``KeyboardInterrupt``: the run is recorded as failed/"interrupted" with its checkpoint kept),
 and no new run starts. A second signal aborts at once. The sweep exits with 128 + the signal
-number; the same command resumes it.
+number; the same command resumes it. (The local backend's worker processes also end when the
+sweep process dies, however it dies: ``local``, ``lifeline``.)
 """
 
 from __future__ import annotations
@@ -135,10 +136,14 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
             store.start_run(job.run_id, config.to_dict(), environment(device), sweep=job.sweep)
             store.finish_run(job.run_id, "failed", {}, error=message)
         return {"run_id": job.run_id, "status": "failed", "error": message}
-    outcome = {"run_id": job.run_id, "status": record["status"], "min_val_loss": record.get("min_val_loss"),
-               "steps": record.get("steps"), "wall_s": record.get("wall_s")}
-    if record.get("error"):
-        outcome["error"] = record["error"]
+    return outcome_of(job.run_id, record["status"], record, record.get("error"))
+
+
+def outcome_of(run_id: str, status: str, summary: dict, error: Optional[str] = None) -> dict:
+    """A finished run's outcome as ``execute`` returns it, from its summary (or result record)."""
+    outcome = {"run_id": run_id, "status": status, **{key: summary.get(key) for key in ("min_val_loss", "steps", "wall_s")}}
+    if error:
+        outcome["error"] = error
     return outcome
 
 
