@@ -462,6 +462,39 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
         assert not (results.checkpoint_dir(interrupted.run_id) / "checkpoint.pt").exists()
 
 
+@pytest.mark.ray
+def test_a_ray_address_where_no_cluster_answers_fails_in_one_line(tmp_path, monkeypatch):
+    import socket
+
+    ray = pytest.importorskip("ray")
+
+    def ray_init(*args, **kwargs):
+        raise AssertionError("ray.init was reached: where nothing answers it retries for minutes")
+
+    monkeypatch.setattr(ray, "init", ray_init)
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+
+    def one_line(address: str) -> str:
+        result = invoke("sweep", path, "--backend", "ray", "--address", address, "--store", store)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert f"cannot connect to a Ray cluster at {address}" in lines[0] and not store.exists()
+        return lines[0]
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    one_line(f"127.0.0.1:{port}")
+
+    # a host that takes no connection: the wait is bounded by a setting (30 s unless told)
+    monkeypatch.setenv("ATNBENCH_RAY_CONNECT_TIMEOUT", "0.5")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        with socket.create_connection(server.getsockname()):  # fills the backlog: the next SYN goes unanswered
+            assert "no answer within 0.5 s" in one_line("127.0.0.1:%d" % server.getsockname()[1])
+
+
 def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
