@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 from atnbench.config import build_config
 from atnbench.store import ResultsStore, RunRecord, environment
 from atnbench.sweep.expand import PlannedRun
+from atnbench.warmup import load_fast_path
 
 # outcomes of one attempt, besides the store's statuses done / diverged / failed
 INTERRUPTED = "interrupted"  # stopped mid-run by a signal: recorded as failed, resumable
@@ -124,6 +125,7 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
         raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
     try:
+        load_fast_path(config)  # a one-time build before the run's clock starts, not inside its timing
         # wait=True: the same run training in another process (a second identical sweep) is
         # waited for, and its result kept, instead of trained twice
         record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep,
