@@ -18,7 +18,7 @@ One writer per run: while a run trains, its process holds an OS lock on
 ``<store>-checkpoints/<run_id>.lock`` (``flock``; the kernel releases it when the holder dies,
 ``kill -9`` included, so a crash never blocks a later run). ``atnbench run`` refuses a run that
 another process is training (``RunBusy``); a sweep waits for it and then skips it if it
-finished.
+finished; ``atnbench runs delete`` refuses to delete it.
 
 Clean-up: a run that finishes (done or diverged) deletes its checkpoint and stale temporary
 files; releasing the lock removes the lock file and then the run's folder and the store's
@@ -55,7 +55,11 @@ class CorruptCheckpoint(Exception):
 
 
 class RunBusy(RuntimeError):
-    """Another process is training the same run into the same store."""
+    """Another process (``pid`` where known) is training the run ``run_id`` into the same store."""
+
+    def __init__(self, message: str, run_id: Optional[str] = None, pid: Optional[int] = None):
+        super().__init__(message)
+        self.run_id, self.pid = run_id, pid
 
 
 # -- where ----------------------------------------------------------------------------------------
@@ -217,12 +221,14 @@ class RunLock:
 
 @contextmanager
 def hold_run(store_path: PathLike, run_id: str, wait: bool = False,
-             should_stop: Optional[Callable[[], bool]] = None, poll_s: float = 0.2) -> Iterator[bool]:
+             should_stop: Optional[Callable[[], bool]] = None, poll_s: float = 0.2,
+             quiet: bool = False) -> Iterator[bool]:
     """Hold the run's lock for the block; yields whether we had to wait for another process.
 
     ``wait=False``: another holder means ``RunBusy`` at once. ``wait=True``: poll until it is
-    free (``should_stop()`` returning True interrupts the wait with KeyboardInterrupt). On exit
-    the lock file goes, then the run's folder and the store's checkpoint folder if empty.
+    free (``should_stop()`` returning True interrupts the wait with KeyboardInterrupt), saying
+    so in one line unless ``quiet``. On exit the lock file goes, then the run's folder and the
+    store's checkpoint folder if empty.
     """
     lock = RunLock(lock_file(store_path, run_id))
     waited = False
@@ -231,8 +237,8 @@ def hold_run(store_path: PathLike, run_id: str, wait: bool = False,
         by = f"another process (pid {pid})" if pid else "another process"
         if not wait:
             raise RunBusy(f"run {run_id} is being trained by {by} on {store_path}; wait for it to finish "
-                          f"(its result lands in the same store) or use another --store")
-        if not waited:
+                          f"(its result lands in the same store) or use another --store", run_id, pid)
+        if not waited and not quiet:
             log.warning(f"run {run_id} is being trained by {by}; waiting for it")
         waited = True
         if should_stop is not None and should_stop():

@@ -40,3 +40,87 @@ def fill_store(path, runs):
                                                           "min_val_loss": level / 2, "min_train_loss": level})
             ids.append(config.run_id)
     return ids
+
+
+# -- processes: the CLI in a process of its own, watched through the store and by pid ----------------
+
+
+class CliProcess:
+    """``atnbench ARGS`` in a new process and session (a signal sent to it reaches it alone),
+    stdout and stderr in ``folder/log.txt``. As a context manager: on leaving, it and the
+    processes it started (as last seen by ``children()``) are killed where still running, so a
+    failed test leaves nothing training."""
+
+    def __init__(self, args, folder):
+        import subprocess
+        import sys
+
+        self.log_path = folder / "log.txt"
+        self._log = open(self.log_path, "w")
+        command = [sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')", *map(str, args)]
+        self.popen = subprocess.Popen(command, cwd=folder, stdout=self._log, stderr=subprocess.STDOUT,
+                                      start_new_session=True)
+        self.seen: list = []
+
+    def children(self) -> list:
+        """Its descendants now (psutil processes): workers, a resource tracker."""
+        import psutil
+
+        self.seen = psutil.Process(self.popen.pid).children(recursive=True)
+        return self.seen
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for process in still_running(self.seen, within=0):
+            process.kill()
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+        self._log.close()
+        return False
+
+
+def poll_store(db, condition, process, timeout: float = 120.0):
+    """Wait until ``condition(connection)`` holds on the (read-only) store; fail if the process ends first."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the process ended before it could be caught at work"
+        if db.exists():
+            try:
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                    if condition(conn):
+                        return
+            except sqlite3.Error:
+                pass  # the schema is not there yet
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for the store")
+
+
+def still_running(processes, within: float) -> list:
+    """The psutil ``processes`` still running after up to ``within`` seconds (a zombie, ended but
+    not yet reaped by whoever adopted it, has ended)."""
+    import time
+
+    import psutil
+
+    def running(process) -> bool:
+        try:
+            return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + within
+    while True:
+        left = [process for process in processes if running(process)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)

@@ -131,6 +131,7 @@ def test_divergence_is_recorded_not_a_crash(tmp_path):
     (["run", "adding", "--lr", "-0.1"], "lr must be > 0"),
     (["run", "adding", "--budget", "2"], "budget"),
     (["run", "copying", "--variant", "nope"], "variant"),
+    (["run", "adding", "--resume", "--force"], "--force starts it over: give one"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, args, message):
     store = tmp_path / "results.db"
@@ -170,3 +171,102 @@ def test_init_option_reaches_the_model():
     assert not torch.equal(weights["torch"], weights["atn"])
     with pytest.raises(ConfigError, match="unknown init"):
         resolve_run("adding", {"init": "xavier"})
+
+
+# --- interrupted runs: SIGTERM as Ctrl-C, the same command resumes, --force starts over --------------------
+
+LONGER = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "300", "--eval-every", "10",
+          "--val-samples", "8", "--norm", "atn", "--k", "3", "--device", "cpu"]
+
+
+def curve_and_minima(store, run_id) -> tuple:
+    with ResultsStore(store, create=False) as results:
+        run = results.get_run(run_id)
+        curve = [(p.step, p.train_loss, p.val_loss) for p in results.curve(run_id)]
+    return run.status, curve, run.summary["min_train_loss"], run.summary["min_val_loss"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The LONGER run from start to end: (run id, what its interrupted copies must reach)."""
+    store = tmp_path_factory.mktemp("whole") / "r.db"
+    result = invoke("run", "adding", *LONGER, "--store", store, "--format", "json")
+    assert result.exit_code == 0, result.output
+    run_id = json.loads(result.stdout)["run_id"]
+    return run_id, curve_and_minima(store, run_id)
+
+
+def test_sigterm_records_the_run_as_failed_and_the_same_command_resumes_it(tmp_path, uninterrupted):
+    import signal
+
+    from helpers import CliProcess, poll_store
+
+    run_id, whole = uninterrupted
+    store = tmp_path / "r.db"
+    with CliProcess(["run", "adding", *LONGER, "--store", store], tmp_path) as run:
+        poll_store(store, lambda conn: conn.execute("SELECT COUNT(*) FROM evals").fetchone()[0] >= 3, run.popen)
+        run.popen.send_signal(signal.SIGTERM)  # a checkpoint was taken at the 2nd evaluation
+        code = run.popen.wait(timeout=30)
+        log_text = run.log()
+    assert code == 143, log_text
+    assert f"interrupted: run {run_id} recorded as failed; continue it with the same command" in log_text
+    with ResultsStore(store, create=False) as results:
+        row = results.get_run(run_id)
+        assert (row.status, row.error) == ("failed", "interrupted")
+        assert (results.checkpoint_dir(run_id) / "checkpoint.pt").exists()
+
+    rerun = invoke("run", "adding", *LONGER, "--store", store)  # no --resume
+    assert rerun.exit_code == 0, rerun.output
+    notes = [line for line in rerun.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and f"run {run_id} did not finish: resuming it from its checkpoint at step" in notes[0]
+    assert curve_and_minima(store, run_id) == whole
+
+
+def test_force_starts_an_interrupted_run_over(tmp_path, uninterrupted):
+    run_id, whole = uninterrupted
+    config = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 300, "eval_every": 10,
+                                    "val_samples": 8, "norm": "atn", "k": 3, "threads": 1, "device": "cpu"})
+    assert config.run_id == run_id
+    store = tmp_path / "r.db"
+    with ResultsStore(store) as results, pytest.raises(KeyboardInterrupt):
+        train(config, results, torch.device("cpu"), Interrupt(at=35))  # checkpoint at step 20
+    forced = invoke("run", "adding", *LONGER, "--store", store, "--force")
+    assert forced.exit_code == 0, forced.output
+    assert f"starting run {run_id} over; its checkpoint is discarded" in forced.stderr
+    assert "resuming" not in forced.stderr and "note:" not in forced.stderr
+    assert curve_and_minima(store, run_id) == whole
+
+
+@pytest.mark.parametrize("norm, builds", [("ln", True), ("none", False)])
+def test_the_fast_path_is_loaded_before_the_run_is_timed(tmp_path, monkeypatch, norm, builds):
+    """The one-time C++ build happens before ``_train`` starts the clock, for ``atnbench run`` and
+    for a sweep's runs, and only for a norm the C++ kernels cover."""
+    import atnbench.train
+    from atnbench.nn import fastpath
+    from atnbench.sweep.runner import Job, execute
+    from atnbench.train import SilentReporter
+
+    events = []
+    real_build, real_train = fastpath.build_cpp, atnbench.train._train
+
+    def build(*args, **kwargs):
+        events.append("build")
+        return real_build(*args, **kwargs)
+
+    def timed_training(*args, **kwargs):
+        events.append("train")
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(fastpath, "build_cpp", build)
+    monkeypatch.setattr(atnbench.train, "_train", timed_training)
+    result = invoke("run", "adding", *TINY, "--norm", norm, "--store", tmp_path / "run.db")
+    assert result.exit_code == 0, result.output
+    assert events[:2] == (["build", "train"] if builds else ["train"])
+
+    events.clear()
+    config = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 6, "eval_every": 2,
+                                    "val_samples": 8, "norm": norm, "seed": 1})
+    with ResultsStore(tmp_path / "sweep.db") as results:
+        outcome = execute(Job(config.run_id, config.to_dict(), "tiny", "tiny"), results, "cpu", SilentReporter())
+    assert outcome["status"] == "done"
+    assert events[:2] == (["build", "train"] if builds else ["train"])

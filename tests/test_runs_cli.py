@@ -223,6 +223,32 @@ def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled)
     assert _rows(store, "evals", ids[3]) == 3  # the others keep their curves
 
 
+def test_a_run_that_is_training_is_not_deleted_and_finishes(tmp_path):
+    from helpers import CliProcess, poll_store
+
+    store = tmp_path / "r.db"
+    finished = invoke("run", "adding", *TINY, "--store", store, "--json")
+    assert finished.exit_code == 0, finished.output
+    other = json.loads(finished.stdout)["run_id"]
+    long_run = ["run", "adding", *TINY, "--iters", "300", "--eval-every", "25", "--seed", "1", "--store", store, "--json"]
+    with CliProcess(long_run, tmp_path) as run:
+        poll_store(store, lambda conn: conn.execute("SELECT COUNT(*) FROM evals JOIN runs USING (run_id) "
+                                                    "WHERE status = 'running'").fetchone()[0] >= 1, run.popen)
+        with sqlite3.connect(store) as conn:
+            training = conn.execute("SELECT run_id FROM runs WHERE status = 'running'").fetchone()[0]
+        refused = invoke("runs", "delete", other, training, "--yes", "--store", store)
+        asked = invoke("runs", "delete", training, "--store", store, input="y\n")
+        code = run.popen.wait(timeout=60)
+        assert code == 0, run.log()
+    assert refused.exit_code == 1 and refused.stdout == "", refused.output  # refused before listing anything
+    lines = refused.stderr.splitlines()
+    assert len(lines) == 1 and f"run {training} is training (by process {run.popen.pid}" in lines[0]
+    assert "none of the 2 runs named is deleted" in lines[0]
+    assert asked.exit_code == 1 and "Delete" not in asked.output  # refused before the question
+    with ResultsStore(store, create=False) as results:
+        assert results.status(training) == "done" and results.status(other) == "done"  # all or nothing
+
+
 def test_export_csv_runs_and_curves_and_json(trained, tmp_path):
     store, ln_id, atn_id = trained
     with ResultsStore(store) as results:

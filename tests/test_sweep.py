@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +22,7 @@ from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
+from helpers import CliProcess, poll_store, still_running
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
@@ -306,22 +304,6 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
 
 # --- interrupt and resume -------------------------------------------------------------------------------
 
-def poll_store(db: Path, condition, process, timeout: float = 120.0):
-    """Wait until ``condition(connection)`` holds on the (read-only) store; fail if the process ends first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "the sweep ended before it could be interrupted"
-        if db.exists():
-            try:
-                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                    if condition(conn):
-                        return
-            except sqlite3.Error:
-                pass  # the schema is not there yet
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for the sweep")
-
-
 def one_done_and_ln_checkpointed(conn) -> bool:
     statuses = dict(conn.execute("SELECT norm, status FROM runs").fetchall())
     evals = conn.execute("SELECT COUNT(*) FROM evals JOIN runs USING (run_id) WHERE runs.norm = 'ln'").fetchone()[0]
@@ -339,18 +321,11 @@ def kill_reference(tmp_path_factory):
 @pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 1), (signal.SIGTERM, 2)], ids=["SIGINT-serial", "SIGTERM-workers"])
 def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_reference, signum, workers):
     path, store = write(tmp_path, "kill.yaml", KILL), tmp_path / "r.db"
-    command = [sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')", "sweep", str(path),
-               "--store", str(store), "--workers", str(workers), "--device", "cpu"]
-    with open(tmp_path / "log.txt", "w") as log:
-        process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            poll_store(store, one_done_and_ln_checkpointed, process)
-            process.send_signal(signum)
-            code = process.wait(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-    log_text = (tmp_path / "log.txt").read_text()
+    with CliProcess(["sweep", path, "--store", store, "--workers", workers, "--device", "cpu"], tmp_path) as sweep:
+        poll_store(store, one_done_and_ln_checkpointed, sweep.popen)
+        sweep.popen.send_signal(signum)
+        code = sweep.popen.wait(timeout=60)
+        log_text = sweep.log()
     assert code == 128 + signum, log_text
     assert "run the same command again to resume" in log_text
     with ResultsStore(store, create=False) as results:
@@ -364,6 +339,86 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_re
     assert rerun.exit_code == 0, rerun.output
     assert "resuming at step" in rerun.output and 3 <= steps_before < 3000 // 25
     assert snapshot(store) == kill_reference
+
+
+# --- worker processes end with the sweep ------------------------------------------------------------------
+
+# two runs far longer than the tests wait for, and a third that waits for a free worker
+TWO_LONG = """\
+name: two-long
+description: kill me
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, eval_every: 25, val_samples: 8}
+runs:
+  - {norm: ln, steps: 100000}
+  - {norm: atn, k: 3, steps: 100000}
+  - {norm: none, steps: 20}
+seeds: [0]
+"""
+
+# a short run whose worker then waits, idle, beside a long run
+LONG_AND_SHORT = """\
+name: long-and-short
+description: one worker idles
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, eval_every: 25, val_samples: 8}
+runs:
+  - {norm: ln, steps: 100000}
+  - {norm: none, steps: 20}
+seeds: [0]
+"""
+
+
+def checkpointed(conn, norm: str) -> bool:
+    """The run of ``norm`` is training and has a checkpoint (taken at its 2nd evaluation)."""
+    row = conn.execute("SELECT status, (SELECT COUNT(*) FROM evals e WHERE e.run_id = r.run_id) FROM runs r "
+                       "WHERE norm = ?", (norm,)).fetchone()
+    return row is not None and row[0] == "running" and row[1] >= 3
+
+
+def interrupted_with_checkpoint(store: Path, norms: tuple[str, ...]) -> None:
+    with ResultsStore(store, create=False) as results:
+        for run in results.runs():
+            if run.norm in norms:  # the same sweep command resumes them
+                assert (run.status, run.error) == ("failed", "interrupted"), run.norm
+                assert (results.checkpoint_dir(run.run_id) / "checkpoint.pt").exists()
+
+
+def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(tmp_path):
+    path, store = write(tmp_path, "two-long.yaml", TWO_LONG), tmp_path / "r.db"
+    with CliProcess(["sweep", path, "--store", store, "--workers", 2, "--device", "cpu"], tmp_path) as sweep:
+        poll_store(store, lambda conn: checkpointed(conn, "ln") and checkpointed(conn, "atn"), sweep.popen)
+        children = sweep.children()  # two workers and multiprocessing's resource tracker
+        sweep.popen.kill()
+        sweep.popen.wait(timeout=10)
+        left = still_running(children, within=10)
+        assert len(children) >= 2 and left == [], (left, sweep.log())
+    interrupted_with_checkpoint(store, ("ln", "atn"))
+
+
+def test_an_idle_worker_ends_on_sigterm(tmp_path):
+    import os
+
+    from atnbench.checkpoint import RunLock, checkpoint_root
+
+    def short_done_long_checkpointed(conn):
+        done = conn.execute("SELECT status FROM runs WHERE norm = 'none'").fetchone()
+        return done == ("done",) and checkpointed(conn, "ln")
+
+    path, store = write(tmp_path, "long-and-short.yaml", LONG_AND_SHORT), tmp_path / "r.db"
+    with CliProcess(["sweep", path, "--store", store, "--workers", 2, "--device", "cpu"], tmp_path) as sweep:
+        poll_store(store, short_done_long_checkpointed, sweep.popen)
+        children = sweep.children()
+        trainer = RunLock(next(checkpoint_root(store).glob("*.lock"))).holder()  # the pid training ln
+        idle = [child for child in children if "spawn_main" in " ".join(child.cmdline()) and child.pid != trainer]
+        assert len(idle) == 1 and trainer in [child.pid for child in children]
+        os.kill(idle[0].pid, signal.SIGTERM)
+        assert still_running(idle, within=5) == [], sweep.log()
+        code = sweep.popen.wait(timeout=30)  # the pool lost a worker: the sweep stops its other run and ends
+        assert still_running(children, within=10) == [], sweep.log()
+        log_text = sweep.log()
+    assert code == 1 and "interrupted: worker process died" in log_text, log_text
+    interrupted_with_checkpoint(store, ("ln",))
 
 
 # --- Ray -------------------------------------------------------------------------------------------------
@@ -407,6 +462,39 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
     assert snapshot(store) == tiny_reference
     with ResultsStore(store, create=False) as results:
         assert not (results.checkpoint_dir(interrupted.run_id) / "checkpoint.pt").exists()
+
+
+@pytest.mark.ray
+def test_a_ray_address_where_no_cluster_answers_fails_in_one_line(tmp_path, monkeypatch):
+    import socket
+
+    ray = pytest.importorskip("ray")
+
+    def ray_init(*args, **kwargs):
+        raise AssertionError("ray.init was reached: where nothing answers it retries for minutes")
+
+    monkeypatch.setattr(ray, "init", ray_init)
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+
+    def one_line(address: str) -> str:
+        result = invoke("sweep", path, "--backend", "ray", "--address", address, "--store", store)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert f"cannot connect to a Ray cluster at {address}" in lines[0] and not store.exists()
+        return lines[0]
+
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    one_line(f"127.0.0.1:{port}")
+
+    # a host that takes no connection: the wait is bounded by a setting (30 s unless told)
+    monkeypatch.setenv("ATNBENCH_RAY_CONNECT_TIMEOUT", "0.5")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(0)
+        with socket.create_connection(server.getsockname()):  # fills the backlog: the next SYN goes unanswered
+            assert "no answer within 0.5 s" in one_line("127.0.0.1:%d" % server.getsockname()[1])
 
 
 def test_ray_missing_says_how_to_install(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ Exit codes (also in ``atnbench --help`` and the README's "Exit codes"):
 0 success; 1 a run failed or diverged, a check failed, or the work could not be done now (the
 same run is training in another process); 2 bad usage or input (an unknown option, a value out
 of range, an unusable config, store or output path, no runs matching the filters); 130
-interrupted (Ctrl-C); a sweep stopped by a signal exits 128 + its number (SIGTERM: 143).
+interrupted (Ctrl-C); a run or sweep stopped by a signal exits 128 + its number (SIGTERM: 143).
 
 Width, one rule for every command (``out`` and ``err``, both :class:`Output`): in a terminal,
 the terminal's width; piped or redirected (a file, ``| less``, ``| grep``), plain text without
@@ -19,9 +19,14 @@ import functools
 import logging
 import math
 import os
+import signal
 import sqlite3
 import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib.metadata import version
+from typing import Iterator
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -37,7 +42,8 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, or the same run is "
-                   "training elsewhere; 2 bad usage or input; 130 interrupted. ATNBENCH_DEBUG=1 shows tracebacks.")
+                   "training elsewhere; 2 bad usage or input; 130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows "
+                   "tracebacks.")
 
 UNBOUNDED = 100_000  # "as wide as the content": rich needs a number, and no line comes near this one
 
@@ -201,6 +207,34 @@ def _failures() -> tuple[type[BaseException], ...]:
     from atnbench.checkpoint import RunBusy
 
     return (RunBusy, OSError, sqlite3.OperationalError)
+
+
+@dataclass
+class Interrupt:
+    """Which signal interrupted the block of ``sigterm_interrupts`` (Ctrl-C's SIGINT unless told)."""
+
+    signum: int = signal.SIGINT
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[Interrupt]:
+    """SIGTERM interrupts the block as Ctrl-C does (a KeyboardInterrupt where the main thread is),
+    so whatever the block records on Ctrl-C it records on ``kill`` too; the exit code is then
+    128 + ``interrupt.signum``. Outside the main thread (no handlers there) it changes nothing."""
+    interrupt = Interrupt()
+
+    def raise_interrupt(signum, frame):
+        interrupt.signum = signum
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupt
+        return
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
+    try:
+        yield interrupt
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _print_error(message: str) -> None:

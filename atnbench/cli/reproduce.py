@@ -65,6 +65,8 @@ def reproduce(
         from atnbench.sweep import ray_backend
 
         ray_backend.import_ray()  # the install hint now, not after the first part's header
+        if not (dry_run or report_only):
+            ray_backend.check_address(address)  # and an address where no cluster listens
     overrides = {"threads": threads, "device": resolve_device(device).type}
     # a report needs only the store: the real-data parts' data matters only for running them
     parts, missing = (selected, []) if report_only else available(selected)

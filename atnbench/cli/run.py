@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,14 +11,18 @@ import torch
 import typer
 from rich.markup import escape
 
+from atnbench.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.cli import options
-from atnbench.cli.app import app, err, finite, out, user_errors
+from atnbench.cli.app import app, err, fail, finite, out, sigterm_interrupts, user_errors
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 from atnbench.tasks import get_task, task_names
+from atnbench.warmup import load_fast_path
 from atnbench.zoo import MODELS, resolve_device
+
+log = logging.getLogger("atnbench")  # its warnings print as "note:" lines (cli.app)
 
 
 def _fmt(value, digits: int = 5) -> str:
@@ -90,6 +95,32 @@ def task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
     return extras or None
 
 
+class ResumeNote:
+    """A reporter that says, in one note line, that the run resumes from its checkpoint.
+
+    Said at ``start``, when the checkpoint has been read and restored (a corrupt one is set aside
+    and the run starts from step 0 instead, with its own note), and not where the run is busy
+    elsewhere (refused before it starts)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def start(self, run_id, total, done):
+        if done:
+            log.warning(f"run {run_id} did not finish: resuming it from its checkpoint at step {done} of {total} "
+                        f"(a resumed run reaches the numbers of an uninterrupted one; --force starts it over)")
+        self.inner.start(run_id, total, done)
+
+    def step(self, step, loss):
+        self.inner.step(step, loss)
+
+    def evaluated(self, step, train_loss, val_loss):
+        self.inner.evaluated(step, train_loss, val_loss)
+
+    def finish(self, status):
+        self.inner.finish(status)
+
+
 @app.command()
 @user_errors
 def run(
@@ -123,10 +154,10 @@ def run(
     device: options.Device = options.DEVICE,
     threads: options.Threads = options.THREADS,
     store: options.Store = options.STORE,
-    resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint."),
-    force: bool = typer.Option(False, "--force", help="Train again although the store holds this config's finished run, replacing its row."),
+    resume: bool = typer.Option(False, "--resume", help="Continue this config's interrupted run from its checkpoint: the default wherever one exists (it reaches the numbers of an uninterrupted run); given, a missing checkpoint is a note and the run starts from scratch."),
+    force: bool = typer.Option(False, "--force", help="Train from scratch: again although the store holds this config's finished run (replacing its row), or over an interrupted run's checkpoint."),
     keep_model: bool = typer.Option(True, "--keep-model/--no-keep-model", help="Keep the final and the best-validation weights in the store (for `atnbench evaluate` and `stats --from-run`)."),
-    checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (for --resume)."),
+    checkpoint_every: int = typer.Option(2, "--checkpoint-every", min=1, help="Checkpoint every N evaluations (what an interrupted run resumes from)."),
     fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json prints only the result "
                                                                            "record")] = None,
     output: Annotated[Optional[Path], options.output_file("the result record as JSON (as well as printing)")] = None,
@@ -143,6 +174,8 @@ def run(
     from atnbench.resources import check_fits, config_estimate
     from atnbench.train import train
 
+    if resume and force:
+        fail("--resume continues the interrupted run from its checkpoint, --force starts it over: give one")
     fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                ("table", "json"))
     json_out = fmt == "json"
@@ -175,14 +208,24 @@ def run(
                 return
             err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
                       soft_wrap=True, highlight=False)
+        has_checkpoint = checkpoint_file(results.path, run_config.run_id).exists()
+        if force and has_checkpoint:
+            with hold_run(results.path, run_config.run_id):  # RunBusy (exit 1) while it trains elsewhere
+                discard(results.path, run_config.run_id)  # a later rerun must not resume the old attempt
+            err.print(f"--force: starting run {run_config.run_id} over; its checkpoint is discarded",
+                      soft_wrap=True, highlight=False)
         reporter = reporter_for(run_label(run_config), quiet=quiet)
-        try:
-            record = train(run_config, results, torch_device, reporter, resume=resume and not force,
-                           checkpoint_every=checkpoint_every, keep_model=keep_model)
-        except KeyboardInterrupt:
-            err.print(f"interrupted: run {run_config.run_id} recorded as failed; "
-                      f"continue it with the same command and --resume")
-            raise typer.Exit(130)
+        if has_checkpoint and not (resume or force):
+            reporter = ResumeNote(reporter)
+        load_fast_path(run_config)  # a one-time build before the run's clock starts, not inside its timing
+        with sigterm_interrupts() as interrupt:
+            try:
+                record = train(run_config, results, torch_device, reporter, resume=resume or (has_checkpoint and not force),
+                               checkpoint_every=checkpoint_every, keep_model=keep_model)
+            except KeyboardInterrupt:
+                err.print(f"interrupted: run {run_config.run_id} recorded as failed; continue it with the same command",
+                          soft_wrap=True, highlight=False)
+                raise typer.Exit(128 + interrupt.signum)
     if out_file is not None:
         out_file.parent.mkdir(parents=True, exist_ok=True)
         out_file.write_text(json.dumps(record, indent=2) + "\n")

@@ -12,6 +12,7 @@ import json
 import math
 import shutil
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,7 +20,8 @@ import typer
 from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import Commands, app, err, fail, out, user_errors
+from atnbench.checkpoint import RunBusy, hold_run
+from atnbench.cli.app import EXIT_FAILED, Commands, app, err, fail, out, user_errors
 from atnbench.cli.report import parse_since
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
@@ -366,7 +368,9 @@ def delete_cmd(
 ):
     """Delete runs: their rows, curves, sweep memberships, checkpoints and kept models.
 
-    Asks first unless --yes; answering no deletes nothing and exits with 1.
+    Asks first unless --yes; answering no deletes nothing and exits with 1. A run that is
+    training now (by `atnbench run` or a sweep) cannot be deleted: the command then deletes
+    none of the runs it names and exits with 1, naming the run and the process training it.
 
     Example: [bold]atnbench runs delete $(atnbench runs list -q --status failed) --yes[/]
     """
@@ -378,6 +382,8 @@ def delete_cmd(
         ids = resolve_ids(reading, run_ids)
         runs = [reading.get_run(run_id) for run_id in ids]
         where = reading.path
+    with ExitStack() as locks:  # a run training now: refused before the list and the question
+        _hold_runs(locks, where, ids)
     for run in runs:
         out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
     if not yes:
@@ -389,7 +395,8 @@ def delete_cmd(
         if not confirmed:
             err.print("nothing deleted")
             raise typer.Exit(1)
-    with open_store(store, write=True) as results:
+    with ExitStack() as locks, open_store(store, write=True) as results:
+        _hold_runs(locks, results.path, ids)  # held while deleting: none of them starts training meanwhile
         folders = 0
         for run_id in ids:
             checkpoints = results.checkpoint_dir(run_id)
@@ -401,6 +408,19 @@ def delete_cmd(
     out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
                    + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
               soft_wrap=True)
+
+
+def _hold_runs(locks: ExitStack, store_path: Path, ids: list[str]) -> None:
+    """Take every run's lock (``checkpoint.hold_run``) into ``locks``. A run another process is
+    training refuses the whole command in one line, exit 1 (the locks taken so far go back)."""
+    for run_id in ids:
+        try:
+            locks.enter_context(hold_run(store_path, run_id))
+        except RunBusy as busy:
+            by = f"process {busy.pid}" if busy.pid else "another process"
+            others = f"; none of the {len(ids)} runs named is deleted" if len(ids) > 1 else ""
+            fail(f"run {run_id} is training (by {by} on {store_path}): not deleted{others}; stop that process "
+                 f"or let the run finish first", code=EXIT_FAILED)
 
 
 # -- export ----------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
         from atnbench.sweep import ray_backend
 
         ray_backend.import_ray()  # the install hint before the store is touched
+        ray_backend.check_address(address)  # and an address where no cluster listens
     with ResultsStore(store_path) as store:
         jobs, skipped, stale = plan(runs, store, spec.name, keep_stale)
     result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)

@@ -15,19 +15,30 @@ workers. On CPU some kernels (LayerNorm's backward among them) sum in a thread-c
 order, so a run's numbers depend, in the last bits, on its thread count; fixing it per run keeps
 serial, ``--workers N`` and Ray results identical and a resumed run equal to an uninterrupted
 one. Processes use the spawn start method (no forked torch/OpenMP state).
+
+Worker processes end with the sweep, however it ends (``lifeline``): after ``kill -9`` of the
+sweep each stops its run cleanly (recorded "interrupted", checkpoint kept) and exits; an idle
+worker exits on SIGTERM at once. A worker that ends while the sweep lives breaks the pool
+(ProcessPoolExecutor then terminates the others, which record their runs as interrupted); the
+sweep reads each lost job's outcome from the store, after waiting for the run's lock, which a
+worker holds until it has recorded its run.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue as queue_module
-import signal
 from concurrent.futures import FIRST_COMPLETED, CancelledError, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import Optional
 
+from atnbench.checkpoint import hold_run
 from atnbench.store import ResultsStore
-from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, SweepInterrupted, execute, mark_lost
+from atnbench.sweep.lifeline import Lifeline
+from atnbench.sweep.runner import (INTERRUPTED, NOT_STARTED, EventReporter, Job, StopRequest, SweepInterrupted, execute,
+                                   mark_lost, outcome_of)
 
 
 def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:
@@ -59,27 +70,28 @@ def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, vie
 
 _EVENTS = None  # the parent's event queue
 _STOP = None  # the parent's stop event
-_SIGNALLED = False  # this worker itself got SIGINT/SIGTERM (e.g. Ctrl-C reaches the whole group)
+_LIFELINE: Optional[Lifeline] = None  # this worker's signals and tie to the sweep process
 
 
-def _on_signal(signum, frame):
-    global _SIGNALLED
-    _SIGNALLED = True
+def _flush_events() -> None:
+    _EVENTS.close()
+    _EVENTS.join_thread()
 
 
-def _init_worker(events, stop, threads: int) -> None:
-    global _EVENTS, _STOP
+def _init_worker(events, stop, threads: int, parent_pid: int) -> None:
+    global _EVENTS, _STOP, _LIFELINE
     _EVENTS, _STOP = events, stop
-    # The parent coordinates the stop; a signal here only makes the current run stop cleanly.
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    # The parent coordinates the stop; a signal here makes the current run stop cleanly, and
+    # SIGTERM or the parent's death also ends this process (see lifeline).
+    _LIFELINE = Lifeline(parent_pid, flush=_flush_events)
+    _LIFELINE.install()
     import torch
 
     torch.set_num_threads(threads)
 
 
 def _should_stop() -> bool:
-    return _SIGNALLED or _STOP.is_set()
+    return _LIFELINE.stop_run or _STOP.is_set()
 
 
 def _emit(*event) -> None:
@@ -87,10 +99,35 @@ def _emit(*event) -> None:
 
 
 def _work(job: Job, store_path: str, device: str) -> dict:
-    if _should_stop():
-        return {"run_id": job.run_id, "status": NOT_STARTED}
-    with ResultsStore(store_path) as store:
-        return execute(job, store, device, EventReporter(job.run_id, _emit, _should_stop))
+    with _LIFELINE.running():
+        if _should_stop():
+            return {"run_id": job.run_id, "status": NOT_STARTED}
+        with ResultsStore(store_path) as store:
+            return execute(job, store, device, EventReporter(job.run_id, _emit, _should_stop))
+
+
+def lost_outcome(store_path: Path, job: Job, message: str, stop: StopRequest) -> dict:
+    """The outcome of a job whose worker process ended without returning it, read from the store.
+
+    Waits for the run's lock first: a worker stopped by a signal records its run, then releases
+    the lock (the kernel releases it for a worker that was killed). A finished run keeps its
+    result; a run interrupted, or never started, while the sweep is stopping is reported so
+    (resumable); anything else is a failure: a row still 'running' (or none) is marked failed
+    with ``message``.
+    """
+    with hold_run(store_path, job.run_id, wait=True, quiet=True):  # no other process records it meanwhile
+        with ResultsStore(store_path) as store:
+            row = store.get_run(job.run_id)
+        if row is None or row.status == "running":
+            if stop.requested and row is None:
+                return {"run_id": job.run_id, "status": NOT_STARTED}
+            mark_lost(store_path, job, message)
+            return {"run_id": job.run_id, "status": "failed", "error": message}
+    if row.status == "failed" and row.error == INTERRUPTED:
+        if stop.requested:
+            return {"run_id": job.run_id, "status": INTERRUPTED}
+        return {"run_id": job.run_id, "status": "failed", "error": f"{INTERRUPTED}: {message}"}
+    return outcome_of(job.run_id, row.status, row.summary, row.error)
 
 
 def _drain(events, view) -> None:
@@ -109,7 +146,7 @@ def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, th
     events, stop_event = context.Queue(), context.Event()
     outcomes: dict[str, dict] = {}
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                               initializer=_init_worker, initargs=(events, stop_event, threads))
+                               initializer=_init_worker, initargs=(events, stop_event, threads, os.getpid()))
     futures = {pool.submit(_work, job, str(store_path), device): job for job in jobs}
     pending = set(futures)
     aborted = False
@@ -124,9 +161,7 @@ def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, th
                 except CancelledError:
                     outcome = {"run_id": job.run_id, "status": NOT_STARTED}
                 except BrokenProcessPool as err:
-                    message = f"worker process died: {err}".splitlines()[0]
-                    mark_lost(store_path, job, message)
-                    outcome = {"run_id": job.run_id, "status": "failed", "error": message}
+                    outcome = lost_outcome(store_path, job, f"worker process died: {err}".splitlines()[0], stop)
                 outcomes[job.run_id] = outcome
                 view.finished(job.run_id, outcome)
             if stop.requested and not stop_event.is_set():
@@ -136,7 +171,7 @@ def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, th
             if stop.hard:
                 aborted = True
                 for process in list(getattr(pool, "_processes", {}).values()):
-                    process.terminate()  # their runs stay 'running' and resume from the last checkpoint
+                    process.terminate()  # they record their runs as interrupted (resumable) and exit
                 for future in pending:
                     outcomes[futures[future].run_id] = {"run_id": futures[future].run_id, "status": "interrupted"}
                 break

@@ -13,10 +13,17 @@ and ask it, about twice a second, whether the sweep is stopping.
 Set-up across machines: ``ray start --head`` on one, ``ray start --address HEAD:6379`` on the
 others (each with atnbench and torch installed), then ``atnbench sweep NAME --backend ray
 --address HEAD:6379`` on the head (or any machine that can reach it).
+
+An ``--address`` is tried with a plain TCP connection first (``check_address``), bounded by
+``ATNBENCH_RAY_CONNECT_TIMEOUT`` seconds (default 30), before the store is touched: where
+nothing listens, ``ray.init`` retries for minutes, ignoring SIGTERM, instead of failing.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -27,6 +34,7 @@ from atnbench.store import ResultsStore
 from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost
 
 INSTALL_HINT = "pip install 'atnbench[ray]'"
+CONNECT_TIMEOUT_S = 30.0
 
 
 def import_ray():
@@ -35,6 +43,49 @@ def import_ray():
     except ImportError:
         raise ConfigError(f"--backend ray needs Ray, which is not installed here: {INSTALL_HINT}") from None
     return ray
+
+
+def connect_timeout_s() -> float:
+    """How long ``check_address`` waits for the cluster's address to answer (seconds)."""
+    text = os.environ.get("ATNBENCH_RAY_CONNECT_TIMEOUT", "")
+    try:
+        value = float(text) if text.strip() else CONNECT_TIMEOUT_S
+    except ValueError:
+        raise ConfigError(f"ATNBENCH_RAY_CONNECT_TIMEOUT must be a number of seconds, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise ConfigError(f"ATNBENCH_RAY_CONNECT_TIMEOUT must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def host_and_port(address: str) -> Optional[tuple[str, int]]:
+    """``HOST:PORT`` (or ``ray://HOST:PORT``, ``[IPv6]:PORT``) split; None for the addresses Ray
+    resolves itself (``auto``, ``local``)."""
+    text = address.strip()
+    if text in ("auto", "local"):
+        return None
+    text = text.split("://", 1)[1] if "://" in text else text
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"--address {address!r} is not HOST:PORT (e.g. head:6379)")
+    return host.strip("[]"), int(port)
+
+
+def check_address(address: Optional[str], timeout_s: Optional[float] = None) -> None:
+    """One-line ``ConfigError`` naming ``address`` unless something accepts a connection there
+    within ``timeout_s`` (default ``connect_timeout_s()``)."""
+    where = host_and_port(address) if address else None
+    if where is None:
+        return
+    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
+    try:
+        socket.create_connection(where, timeout=timeout_s).close()
+    except socket.timeout:
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: no answer within {timeout_s:g} s "
+                          f"(ATNBENCH_RAY_CONNECT_TIMEOUT)") from None
+    except OSError as err:
+        reason = err.strerror or str(err) or type(err).__name__
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason} "
+                          f"(is `ray start --head` running there?)") from None
 
 
 def connect(address: Optional[str]) -> bool:

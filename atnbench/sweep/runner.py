@@ -8,7 +8,8 @@ Stopping: SIGINT and SIGTERM set a flag (``StopRequest``); the backend passes it
 runs, which stop at their next training step by raising ``SweepInterrupted`` inside ``train``
 (a ``KeyboardInterrupt``: the run is recorded as failed/"interrupted" with its checkpoint kept),
 and no new run starts. A second signal aborts at once. The sweep exits with 128 + the signal
-number; the same command resumes it.
+number; the same command resumes it. (The local backend's worker processes also end when the
+sweep process dies, however it dies: ``local``, ``lifeline``.)
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Callable, Optional
 from atnbench.config import build_config
 from atnbench.store import ResultsStore, RunRecord, environment
 from atnbench.sweep.expand import PlannedRun
+from atnbench.warmup import load_fast_path
 
 # outcomes of one attempt, besides the store's statuses done / diverged / failed
 INTERRUPTED = "interrupted"  # stopped mid-run by a signal: recorded as failed, resumable
@@ -123,6 +125,7 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
         raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
     try:
+        load_fast_path(config)  # a one-time build before the run's clock starts, not inside its timing
         # wait=True: the same run training in another process (a second identical sweep) is
         # waited for, and its result kept, instead of trained twice
         record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep,
@@ -135,10 +138,14 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
             store.start_run(job.run_id, config.to_dict(), environment(device), sweep=job.sweep)
             store.finish_run(job.run_id, "failed", {}, error=message)
         return {"run_id": job.run_id, "status": "failed", "error": message}
-    outcome = {"run_id": job.run_id, "status": record["status"], "min_val_loss": record.get("min_val_loss"),
-               "steps": record.get("steps"), "wall_s": record.get("wall_s")}
-    if record.get("error"):
-        outcome["error"] = record["error"]
+    return outcome_of(job.run_id, record["status"], record, record.get("error"))
+
+
+def outcome_of(run_id: str, status: str, summary: dict, error: Optional[str] = None) -> dict:
+    """A finished run's outcome as ``execute`` returns it, from its summary (or result record)."""
+    outcome = {"run_id": run_id, "status": status, **{key: summary.get(key) for key in ("min_val_loss", "steps", "wall_s")}}
+    if error:
+        outcome["error"] = error
     return outcome
 
 
