@@ -120,3 +120,39 @@ def test_the_driver_runs_on_this_code(tmp_path, monkeypatch):
     assert out["code"] == code_fingerprint() and os.environ.get("ATNBENCH_NO_BUILD") == "1"
     (result,) = out["results"]
     assert result["status"] == "done" and [p[0] for p in result["curve"]] == [2, 4] and len(result["weights"]) == 64
+
+
+def test_run_and_sweep_skip_a_run_made_by_vouched_code(tmp_path, monkeypatch):
+    """A finished run made by code a canary vouched for is not trained again by `atnbench run`
+    or a sweep; made by unvouched code, the sweep re-runs it (stale)."""
+    from typer.testing import CliRunner
+
+    from atnbench.cli import app
+    from atnbench.store import ResultsStore
+    from atnbench.sweep.expand import PlannedRun
+    from atnbench.sweep.runner import plan
+
+    flags = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "4", "--eval-every", "2",
+             "--val-samples", "4", "--norm", "ln"]
+    config = resolve_run("adding", {**TINY, "norm": "ln"})
+    store_path = tmp_path / "s.db"
+    with ResultsStore(store_path) as store:
+        store.start_run("0123456789ab", config.to_dict(), {"code": "0ld0c0de"})
+        store.finish_run("0123456789ab", "done", {"min_val_loss": 0.5})
+    records = tmp_path / "equivalence.json"
+    monkeypatch.setattr(equivalence, "RECORDS_FILE", records)
+
+    def planned():
+        with ResultsStore(store_path) as store:
+            return plan([PlannedRun(config, "ln")], store, "s")
+
+    jobs, skipped, stale = planned()
+    assert len(jobs) == 1 and stale  # not vouched: stale, trained again
+    canary.record([Outcome(Canary(equivalence.class_key(config.to_dict()), config.to_dict(), 1), True, None)],
+                  "0ld0c0de", code_fingerprint(), "abc", "def", path=records)
+    jobs, skipped, stale = planned()
+    assert not jobs and skipped[0][1] == "done (equivalent code)"
+    result = CliRunner().invoke(app, ["run", "adding", *flags, "--store", str(store_path)])
+    assert result.exit_code == 0 and "not training again" in result.output and "0123456789ab" in result.output
+    with ResultsStore(store_path) as store:
+        assert [r.run_id for r in store.runs()] == ["0123456789ab"]

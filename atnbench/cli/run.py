@@ -14,6 +14,7 @@ from rich.markup import escape
 from atnbench.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, sigterm_interrupts, user_errors
+from atnbench.equivalence import finished_equivalent
 from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
@@ -195,11 +196,17 @@ def run(
     with ResultsStore(store) as results:
         store_path = results.path
         finished = results.get_run(run_config.run_id)
+        if (finished is None or finished.status not in ("done", "diverged")) and not force:
+            # the same experiment finished by other code that a canary vouched for (atnbench.equivalence)
+            finished = finished_equivalent(results.runs(task=run_config.task, T=run_config.T),
+                                           run_config.to_dict()) or finished
         if finished is not None and finished.status in ("done", "diverged"):
             if not force:
-                err.print(f"run {run_config.run_id} is already in {results.path} ({finished.status}, "
+                vouched = "" if finished.run_id == run_config.run_id else \
+                    f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
+                err.print(f"run {run_config.run_id} is already in {results.path}{vouched} ({finished.status}, "
                           f"{finished.updated_at[:19]} UTC): not training again. See it with "
-                          f"`atnbench runs show {run_config.run_id}`; --force trains again and replaces it.",
+                          f"`atnbench runs show {finished.run_id}`; --force trains again and replaces it.",
                           soft_wrap=True, highlight=False)
                 if json_out:
                     from atnbench.train import result_record
