@@ -520,6 +520,11 @@ CASES += [
     ("sweep", ["{sweep}", "--dry-run", "--bias-outside", "--bias-inside"], USAGE, "--bias-inside and --bias-outside both"),
     ("sweep", ["{sweep}", "--dry-run", "--affine", "--no-affine"], USAGE, "--affine and --no-affine both given"),
     ("runs", ["show", "run0", "--chart", "--no-chart", "--store", "{good}"], USAGE, "--chart and --no-chart both given"),
+    ("stats", ["--from-run", "run0", "--k", "5", "--T", "50", "--store", "{good}"], USAGE,
+     "--k, --T would be ignored with --from-run; give one or the other"),
+    ("stats", ["--from-run=run0", "--seed=3", "--store", "{good}"], USAGE, "--seed would be ignored with --from-run"),
+    ("reproduce", ["--dry-run", "--report-only"], USAGE, "--report-only would be ignored with --dry-run"),
+    ("sweep", ["{sweep}", "--list"], USAGE, "--list shows every sweep; give it no name"),
 ]
 
 

@@ -1,9 +1,10 @@
 """What click's parser lets through, refused before a command starts.
 
-click keeps the last of an on/off pair (``--affine --no-affine`` is ``--no-affine``) and takes
+click keeps the last of an on/off pair (``--affine --no-affine`` is ``--no-affine``), takes
 whatever follows an option as its value (``--variant --store x.db`` sets the variant to
-``--store`` and leaves ``x.db`` as a stray argument). Both are mistakes a user would rather hear
-about than have silently resolved; each is one line naming the flags.
+``--store`` and leaves ``x.db`` as a stray argument), and runs a command with flags it then
+ignores (``stats --from-run X --k 5``: the run's own k). Each is a mistake a user would rather
+hear about than have silently resolved: one line naming the flags.
 """
 
 from __future__ import annotations
@@ -39,6 +40,23 @@ def option_as_value(command, args: list[str]) -> Optional[str]:
     return None
 
 
+# flags that another flag makes idle, by command: given together, one of them would be ignored
+IDLE_BESIDE: dict[str, dict[str, tuple[str, ...]]] = {
+    "stats": {"--from-run": ("--k", "--T", "--iters", "--seed", "--hidden", "--batch-size")},  # the run's own
+    "reproduce": {"--dry-run": ("--report-only",)},  # the plan, or the report: one at a time
+}
+
+
+def idle(words: list[str], args: list[str]) -> Optional[str]:
+    """Why ``args`` are refused when they give a flag that another one makes idle."""
+    given = {arg.split("=", 1)[0] for arg in (args[:args.index("--")] if "--" in args else args)}
+    for flag, idled in IDLE_BESIDE.get(" ".join(words), {}).items():
+        ignored = [name for name in idled if name in given]
+        if flag in given and ignored:
+            return f"{', '.join(ignored)} would be ignored with {flag}; give one or the other"
+    return None
+
+
 def leaf_command(command, args: list[str], ctx) -> tuple:
     """The command ``args`` name under a group (``runs show``), the arguments left for it and
     the words that named it."""
@@ -55,5 +73,5 @@ def refusal(name: str, command, args: list[str], ctx) -> Optional[str]:
     """The first reason to refuse ``args`` for the command ``name`` (a group: the sub-command
     they name), with where to read its help."""
     leaf, rest, words = leaf_command(command, list(args), ctx)
-    reason = both_ways(leaf, rest) or option_as_value(leaf, rest)
+    reason = both_ways(leaf, rest) or option_as_value(leaf, rest) or idle([name, *words], rest)
     return reason and f"{reason} (see {' '.join([ctx.command_path, name, *words])} --help)"

@@ -245,6 +245,8 @@ def sweep(
     if budget is not None:
         check_budget(budget)
     if list_:
+        if name is not None:
+            fail(f"--list shows every sweep; give it no name (`atnbench sweep {name} --dry-run` shows that sweep's runs)")
         _list_sweeps(budget, seed_list, json_out)
         return
     if name is None:
