@@ -18,10 +18,12 @@ from typing import Annotated, Any, Optional
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
+from atnbench.limits import FLOAT32_MAX, INT_MAX, MAX_THREADS, SEED_MAX
+
 OPTIMIZERS = ("rmsprop", "adam", "sgd", "asgd")
 FLOAT_AS_TEXT_HINT = " (YAML reads 1e-3 as text: write 1.0e-3)"
 
-Positive = Annotated[int, Field(ge=1)]
+Positive = Annotated[int, Field(ge=1, le=INT_MAX)]  # stored as an SQLite integer
 
 
 class ConfigError(ValueError):
@@ -45,18 +47,18 @@ class RunConfig:
     layers: Positive = 1
     batch_size: Positive = 64
     optimizer: str = "rmsprop"
-    lr: Annotated[float, Field(gt=0)] = 1e-3
-    momentum: Annotated[float, Field(ge=0)] = 0.0
+    lr: Annotated[float, Field(gt=0, le=FLOAT32_MAX)] = 1e-3  # the optimizer steps in float32
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.0  # at 1 and above the velocity never decays
     steps: Positive = 1000
     steps_per_epoch: Optional[Positive] = None
     eval_every: Positive = 100
     val_samples: Positive = 1000
     clip: Optional[Annotated[float, Field(gt=0)]] = None
-    seed: Annotated[int, Field(ge=0)] = 0  # as --seeds: torch would take -1, numpy's generators not
+    seed: Annotated[int, Field(ge=0, le=SEED_MAX)] = 0  # as --seeds: torch would take -1, numpy's generators not
     budget: Annotated[float, Field(gt=0, le=1)] = 1.0
     variant: Optional[str] = None
     options: dict = field(default_factory=dict)  # task-specific extras (data paths, permute, ...)
-    threads: Positive = 1  # torch CPU threads: reductions, hence the last bits, depend on it
+    threads: Annotated[int, Field(ge=1, le=MAX_THREADS)] = 1  # torch CPU threads: reductions, hence the last bits, depend on it
     device: str = "cpu"  # the device type the run trains on: cpu, cuda or mps
 
     def __post_init__(self):
@@ -132,6 +134,11 @@ FLAG_NAMES = {"steps": "--iters", "batch_size": "--batch-size", "eval_every": "-
               "val_samples": "--val-samples", "bias_inside": "--bias-inside/--bias-outside"}
 
 
+def number_text(value) -> str:
+    """A bound as written: whole numbers in full (9223372036854775807, not 9.22337e+18)."""
+    return str(value) if isinstance(value, int) else f"{value:g}"
+
+
 def explain(error: ValidationError, name: Optional[str] = None) -> str:
     """pydantic's first complaint as one line in atnbench's words: ``k must be >= 1, got 0``."""
     first = error.errors()[0]
@@ -141,7 +148,7 @@ def explain(error: ValidationError, name: Optional[str] = None) -> str:
     kind, value = first["type"], first.get("input")
     if kind in _BOUNDS:
         symbol, key = _BOUNDS[kind]
-        return f"{name} must be {symbol} {first['ctx'][key]:g}, got {value!r}"
+        return f"{name} must be {symbol} {number_text(first['ctx'][key])}, got {value!r}"
     if kind in ("missing", "missing_argument"):
         return f"{name} is required"
     if kind == "value_error":  # one of our own checks (__post_init__): its message as it is

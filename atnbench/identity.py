@@ -65,7 +65,7 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     fields = {f.name: f for f in dataclasses.fields(RunConfig)}
     values = {name: _default(field) for name, field in fields.items()}
     values.update({key: value for key, value in config.items() if key in fields})
-    hints = typing.get_type_hints(RunConfig)
+    hints = _field_types()
     values = {name: _normalise(value, hints[name]) for name, value in values.items()}
 
     norm = values.get("norm") or "none"
@@ -85,6 +85,14 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
         values["threads"] = None
     values["options"] = _options_identity(values.get("options") or {})
     return values
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """RunConfig's field types, resolved once (typing.get_type_hints was half of a sweep's expansion)."""
+    from atnbench.config import RunConfig
+
+    return typing.get_type_hints(RunConfig)
 
 
 def drop_stated_defaults(values: dict[str, Any]) -> None:

@@ -1,11 +1,27 @@
 """Output paths checked before any work: a long run must not fail at its last line because
-``--out`` names a folder, sits under a file, or cannot be written. Nothing is created here."""
+``--out`` names a folder, sits under a file, or cannot be written. Nothing is left behind here.
+
+Writability is tried, not looked up: ``os.access`` answers yes to root everywhere, also on a
+read-only file system or in ``/proc``, where the write would still fail after the work. So the
+folder that would receive the file gets a temporary file, removed at once, and an existing file
+is opened for appending (which changes neither its bytes nor its modification time).
+"""
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Union
+
+
+def _why_not_writable(folder: Path) -> str:
+    """Why no file can be created in ``folder`` ("" when one can)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".atnbench-write-check-"):
+            return ""
+    except OSError as error:
+        return error.strerror or type(error).__name__
 
 
 def _check_parents(path: Path, flag: str) -> None:
@@ -13,8 +29,9 @@ def _check_parents(path: Path, flag: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
-            if not os.access(parent, os.W_OK | os.X_OK):
-                raise ValueError(f"{flag} {path}: cannot write into {parent} (permission denied)")
+            why = _why_not_writable(parent)
+            if why:
+                raise ValueError(f"{flag} {path}: cannot write into {parent} ({why})")
             return
 
 
@@ -23,8 +40,12 @@ def check_output_file(path: Union[str, Path], flag: str) -> None:
     path = Path(path).expanduser()
     if path.is_dir():
         raise ValueError(f"{flag} {path} is a folder; give a file name")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{flag} {path} cannot be written (permission denied)")
+    if path.exists():
+        try:  # non-blocking: a FIFO nobody reads is refused now instead of hanging the write at the end
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+        except OSError as error:
+            raise ValueError(f"{flag} {path} cannot be written ({error.strerror or type(error).__name__})") from None
+        return
     _check_parents(path, flag)
 
 
@@ -34,7 +55,8 @@ def check_output_dir(path: Union[str, Path], flag: str) -> None:
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {path} is a file; give a folder")
     if path.is_dir():
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise ValueError(f"{flag} {path} cannot be written (permission denied)")
+        why = _why_not_writable(path)
+        if why:
+            raise ValueError(f"{flag} {path} cannot be written ({why})")
         return
     _check_parents(path, flag)

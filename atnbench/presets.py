@@ -8,6 +8,7 @@ time rather than as a confusing failure halfway through a sweep.
 
 from __future__ import annotations
 
+import functools
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,18 @@ def check_top_level(path: Path, data: dict[str, Any], allowed: tuple[str, ...], 
 
 
 def load_task_preset(name_or_path: str | Path) -> TaskPreset:
+    path = find_preset_file("tasks", name_or_path)
+    stat = path.stat()
+    return _read_task_preset(path, path.resolve(), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int) -> TaskPreset:
+    """One version of a preset file (where it is, modification time, size), read and checked
+    once: a sweep resolves it for every run, and parsing the YAML each time was most of its
+    expansion. An edited file is read again."""
     from atnbench.tasks import task_names  # late: the task registry imports torch
 
-    path = find_preset_file("tasks", name_or_path)
     data = read_yaml_mapping(path)
     check_top_level(path, data, TOP_LEVEL, REQUIRED)
     if data["task"] not in task_names():

@@ -27,12 +27,13 @@ class Part:
         """Why this part cannot run here (its data is not prepared in the data root), or None."""
         if self.dataset is None:
             return None
-        from atnbench.data.catalog import get_dataset, verify
+        from atnbench.data.catalog import get_dataset
         from atnbench.data.common import data_root
+        from atnbench.datacheck import verify_copy
 
         dataset = get_dataset(self.dataset)
         folder = data_root() / dataset.subdir
-        if verify(dataset, folder) is None:
+        if verify_copy(dataset, folder) is None:
             return f"no {dataset.name} data in {folder} (`atnbench data prepare {dataset.name}`)"
         return None
 
@@ -62,23 +63,32 @@ class PlannedPart:
 
 
 def parse_budgets(text: Optional[str]) -> tuple[Optional[float], dict[str, float]]:
-    """``0.25`` (every part) or ``0.25,table1-copying=1`` (a default, then per part)."""
+    """``0.25`` (every part) or ``0.25,table1-copying=1`` (a default, then per part): one default
+    at most and one budget per part, or a ConfigError saying which was given twice."""
     if text is None:
         return None, {}
     default, per_part = None, {}
-    for item in (piece.strip() for piece in text.split(",") if piece.strip()):
-        name, _, value = item.rpartition("=")
+    items = [piece.strip() for piece in text.split(",") if piece.strip()]
+    if not items:
+        raise ConfigError(f"--budget: no budget in {text!r} (give e.g. 0.25 or table3-denoise=0.25)")
+    for item in items:
+        name, equals, value = item.rpartition("=")
         try:
             budget = float(value)
         except ValueError:
             raise ConfigError(f"--budget: {value!r} is not a number (give e.g. 0.25 or table3-denoise=0.25)") from None
         check_budget(budget)
-        if name:
-            if name not in PARTS:
-                raise ConfigError(f"--budget: unknown part {name!r}; parts: {', '.join(PARTS)}")
-            per_part[name] = budget
-        else:
+        if not equals:
+            if default is not None:
+                raise ConfigError(f"--budget: two budgets for every part ({default:g} and {budget:g}); give one, "
+                                  f"and PART=VALUE for a part that differs")
             default = budget
+        elif name not in PARTS:
+            raise ConfigError(f"--budget: unknown part {name!r}; parts: {', '.join(PARTS)}")
+        elif name in per_part:
+            raise ConfigError(f"--budget: two budgets for {name} ({per_part[name]:g} and {budget:g}); give one")
+        else:
+            per_part[name] = budget
     return default, per_part
 
 
@@ -95,6 +105,8 @@ def select_parts(only: Optional[str]) -> list[Part]:
     if not only:
         return list(PARTS.values())
     names = [name.strip() for name in only.split(",") if name.strip()]
+    if not names:
+        raise ConfigError(f"--only: no part in {only!r}; parts: {', '.join(PARTS)}")
     unknown = [name for name in names if name not in PARTS]
     if unknown:
         raise ConfigError(f"--only: unknown part(s) {', '.join(unknown)}; parts: {', '.join(PARTS)}")
@@ -106,10 +118,15 @@ def plan(parts: list[Part], seeds: Optional[tuple[int, ...]], budget: Optional[f
     """Every part's runs, checked before anything runs (parts whose data is missing are left
     out: see ``available``)."""
     from atnbench.sweep import expand, load_sweep
+    from atnbench.sweep.expand import points
+    from atnbench.sweep.spec import check_plan_size
 
+    sweeps = {part.name: load_sweep(part.name) for part in parts}
+    check_plan_size(sum(len(seeds or spec.seeds) * len(points(spec)) for spec in sweeps.values()),
+                    "the reproduce plan")  # counted before any part is expanded
     planned = []
     for part in parts:
         part_budget = per_part.get(part.name, budget if budget is not None else part.budget)
-        runs = expand(load_sweep(part.name), budget=part_budget, seeds=seeds, overrides=overrides)
+        runs = expand(sweeps[part.name], budget=part_budget, seeds=seeds, overrides=overrides)
         planned.append(PlannedPart(part, part_budget, runs))
     return planned

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from atnbench.config import RunConfig, build_config
+from atnbench.resources import check_fits, config_estimate
 from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
 from atnbench.tasks import get_task
 from atnbench.tasks.source import DataSource, make_source
@@ -27,6 +28,17 @@ class RestoredRun:
     source: DataSource
     kind: str  # which weights: best or final
     step: int  # the training step those weights are from
+
+
+class UnreadableWeights(ValueError):
+    """A run's kept weights cannot be loaded into its model: damaged bytes, or another model's.
+    Bad input (exit 2), as a damaged store is: the run has to be trained again."""
+
+    def __init__(self, run_id: str, kind: str, error: Exception):
+        # the first sentence: torch goes on to suggest weights_only=False, wrong advice for damaged bytes
+        reason = str(error).strip().replace("\n", " ").split(". ")[0].rstrip(".")[:160] or type(error).__name__
+        super().__init__(f"run {run_id}: its kept {kind} weights are unreadable ({type(error).__name__}: {reason}); "
+                         f"train it again with `atnbench run ... --force`")
 
 
 def find_run(store: ResultsStore, run_id: str) -> RunRecord:
@@ -48,8 +60,16 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
                          f"with `atnbench run ... --force`")
     step, weights = kept
     config = build_config({**record.config, "device": torch.device(device).type})
+    check_fits(config_estimate(config), str(device), what=f"the model of run {record.run_id}")  # before it is built
+    try:
+        state = torch.load(io.BytesIO(weights), map_location=device, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - pickle, zip, EOF: every way stored bytes can be damaged
+        raise UnreadableWeights(record.run_id, kind, error) from None
     source = make_source(get_task(config.task), config, device)
     model = build_model(config, source).to(device)
-    model.load_state_dict(torch.load(io.BytesIO(weights), map_location=device, weights_only=True))
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as error:  # other shapes or names, or not a state dict
+        raise UnreadableWeights(record.run_id, kind, error) from None
     model.eval()
     return RestoredRun(record, config, model, source, kind, step)

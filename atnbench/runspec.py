@@ -19,6 +19,7 @@ import yaml
 
 from atnbench.config import ConfigError, RunConfig, build_config, check_values
 from atnbench.identity import drop_stated_defaults
+from atnbench.limits import INT_MAX
 from atnbench.nn.schemes import get_scheme
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.tasks import get_task
@@ -89,7 +90,12 @@ def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
         per_epoch = values.get("steps_per_epoch")
         if not per_epoch:
             raise ConfigError("epochs given, but this task has no steps_per_epoch; give --iters instead")
-        values["steps"] = int(round(float(epochs) * per_epoch))
+        steps = float(epochs) * per_epoch
+        if not steps <= INT_MAX:  # inf too: int(round(inf)) would raise OverflowError
+            raise ConfigError(f"epochs must be at most {INT_MAX // per_epoch} ({per_epoch} steps each), got {epochs!r}")
+        if round(steps) < 1:
+            raise ConfigError(f"epochs {epochs!r} is less than one step ({per_epoch} steps per epoch)")
+        values["steps"] = int(round(steps))
     return values
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import sqlite3
 import subprocess
@@ -56,6 +57,10 @@ CONFIGS = {
     "batch_dash_bad": "batch-size: 2.5\n",
     "seed": "seed: 3\n",
     "data_dir": "data-dir: /nowhere\n",
+    "lr_huge": "lr: 1.0e+308\n",
+    "seed_huge": "seed: 4294967296\n",
+    "k_huge": "k: 1000000000000000000000\n",
+    "momentum_one": "momentum: 1\n",
 }
 RECORD = {"run_id": "new0", "status": "done", "config": {"task": "adding", "T": 8, "norm": "ln"}, "curve": [],
           "sweeps": []}
@@ -131,7 +136,7 @@ CASES = [
     ("run", ["adding", "--budget", "-inf"], USAGE, "finite"),
     ("run", ["adding", "--seed", "abc"], USAGE, "'--seed'"),
     ("run", ["adding", "--seed", "-1"], USAGE, "seed must be >= 0, got -1"),  # as --seeds
-    ("run", ["adding", "--threads", "0"], USAGE, "--threads must be >= 1"),  # as sweep, stats, bench
+    ("run", ["adding", "--threads", "0"], USAGE, "--threads must be between 1 and 1024"),  # as sweep, stats, bench
     ("run", ["adding", "--checkpoint-every", "0"], USAGE, "'--checkpoint-every'"),
     ("run", ["adding", "--device", "quantum"], USAGE, "quantum"),
     ("run", ["adding", "--data-dir", "{dir}"], USAGE, "generates its data"),
@@ -176,7 +181,7 @@ CASES = [
     ("sweep", ["{sweep}", "--backend", "slurm"], USAGE, "unknown --backend"),
     ("sweep", ["{sweep}", "--address", "head:6379"], USAGE, "--address is for --backend ray"),
     ("sweep", ["{sweep}", "--workers", "0"], USAGE, "--workers must be >= 1"),
-    ("sweep", ["{sweep}", "--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("sweep", ["{sweep}", "--threads", "0"], USAGE, "--threads must be between 1 and 1024"),
     ("sweep", ["{sweep}", "--config", "{dir}"], USAGE, "is a folder"),
     ("sweep", ["{sweep}", "--config", "{cfg:unknown}"], USAGE, "unknown config key(s): hiden"),
     ("sweep", ["{sweep}", "--config", "{cfg:seed}"], USAGE, "not a config file's seed"),
@@ -233,7 +238,7 @@ CASES = [
     ("stats", ["--batch-size", "0"], USAGE, "must be >= 1"),
     ("stats", ["--hidden", "100000"], USAGE, "needs ~"),
     ("stats", ["--out-dir", "{file}"], USAGE, "is a file; give a folder"),
-    ("stats", ["--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("stats", ["--threads", "0"], USAGE, "--threads must be between 1 and 1024"),
     ("stats", ["--device", "quantum"], USAGE, "quantum"),
     ("stats", ["--from-run", "nosuchrun", "--store", "{good}"], USAGE, "nosuchrun"),
     *[("stats", ["--from-run", "abc", "--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
@@ -261,7 +266,7 @@ CASES = [
     ("bench", ["--k", "x"], USAGE, "--k takes whole numbers"),
     ("bench", ["--reps", "0"], USAGE, "--reps must be >= 1"),
     ("bench", ["--warmup", "-1"], USAGE, "--warmup must be >= 0"),
-    ("bench", ["--threads", "0"], USAGE, "--threads must be >= 1"),
+    ("bench", ["--threads", "0"], USAGE, "--threads must be between 1 and 1024"),
     ("bench", ["--json", "--csv"], USAGE, "choose one of --json and --csv"),
     ("bench", ["--output", "{dir}"], USAGE, "is a folder"),
     ("bench", ["--output", "{file}/b.json"], USAGE, "is a file, not a folder"),
@@ -357,7 +362,7 @@ CASES = [
     ("reproduce", ["--dry-run", "--budget", "half"], USAGE, "'half' is not a number"),
     ("reproduce", ["--dry-run", "--seeds", "a,b"], USAGE, "--seeds"),
     ("reproduce", ["--dry-run", "--seeds", ""], USAGE, "--seeds"),
-    ("reproduce", ["--dry-run", "--threads", "0"], USAGE, "--threads must be >= 1"),  # as sweep, stats, bench
+    ("reproduce", ["--dry-run", "--threads", "0"], USAGE, "--threads must be between 1 and 1024"),  # as sweep, stats, bench
     ("reproduce", ["--dry-run", "--workers", "0"], USAGE, "--workers must be >= 1"),
     ("reproduce", ["--dry-run", "--backend", "slurm"], USAGE, "unknown --backend"),
     ("reproduce", ["--dry-run", "--address", "head:6379"], USAGE, "--address is for --backend ray"),
@@ -399,6 +404,127 @@ CASES = [
     ("models", ["--nosuch"], USAGE, "No such option"),
     ("nosuch", [], USAGE, "No such command"),
     ("--nosuch", [], USAGE, "No such option"),
+]
+
+# Round two (issue 29): what used to end in a traceback, a hang, an unhelpful line or a silent
+# accept. {corrupt}: a store whose run bad0 kept damaged best weights and another model's final
+# ones; {huge}: a store whose run big0 is far too big to rebuild; {data}: garbled data files;
+# {garbled_root}: a data root whose PTB copy is not text.
+OVER_INT64, OVER_SEED = "1" + "0" * 21, str(2**32)
+UNWRITABLE = "/proc/atnbench-no-such-dir"  # even root cannot create files in /proc
+CASES += [
+    # -- 1. tracebacks: overflowing numbers, out-of-range seeds, damaged kept weights --------------
+    ("run", ["adding", "--lr", "1e308"], USAGE, "lr must be <= 3.40282e+38, got 1e+308"),
+    ("run", ["adding", "--lr", "1e39"], USAGE, "lr must be <= 3.40282e+38"),
+    ("run", ["adding", "--config", "{cfg:lr_huge}"], USAGE, "cfg-lr_huge.yaml: lr must be <= 3.40282e+38"),
+    ("sweep", ["{sweep}", "--dry-run", "--lr", "1e308"], USAGE, "lr must be <= 3.40282e+38"),
+    ("run", ["adding", "--seed", OVER_SEED], USAGE, f"seed must be <= 4294967295, got {OVER_SEED}"),
+    ("run", ["adding", "--seed", OVER_INT64], USAGE, "seed must be <= 4294967295"),
+    ("run", ["adding", "--config", "{cfg:seed_huge}"], USAGE, "seed must be <= 4294967295"),
+    ("stats", ["--seed", OVER_SEED], USAGE, "seed must be <= 4294967295"),
+    ("invariances", ["--seed", OVER_SEED], USAGE, "seed must be <= 4294967295"),
+    ("invariances", ["--seed", "-1"], USAGE, "seed must be >= 0, got -1"),
+    ("gradcheck", ["--seed", OVER_INT64], USAGE, "seed must be <= 4294967295"),
+    ("sweep", ["{sweep}", "--dry-run", "--seeds", OVER_SEED], USAGE, "--seeds: seeds go from 0 to 4294967295"),
+    ("sweep", ["{sweep}", "--dry-run", "--seeds", f"0-{OVER_INT64}"], USAGE, "--seeds: seeds go from 0 to"),
+    ("sweep", ["{sweep}", "--dry-run", "--seeds", "5-3"], USAGE, "low <= high"),
+    ("reproduce", ["--dry-run", "--seeds", f"1,{OVER_SEED}"], USAGE, "--seeds: seeds go from 0 to 4294967295"),
+    ("run", ["adding", "--k", OVER_INT64], USAGE, f"--k {OVER_INT64} is out of range: whole numbers go up to"),
+    ("run", ["adding", "--iters", OVER_INT64], USAGE, "--iters 1000000000000000000000 is out of range"),
+    ("run", ["adding", "--config", "{cfg:k_huge}"], USAGE, "k must be <= 9223372036854775807"),
+    ("run", ["adding", "--epochs", "1e308"], USAGE, "epochs must be at most"),
+    ("run", ["adding", "--epochs", "0.0001"], USAGE, "epochs 0.0001 is less than one step (2000 steps per epoch)"),
+    ("sweep", ["{sweep}", "--dry-run", "--eval-every", OVER_INT64], USAGE, "--eval-every 1000000000000000000000 is out"),
+    ("report", ["--store", "{good}", "--T", OVER_INT64], USAGE, "--T 1000000000000000000000 is out of range"),
+    ("runs", ["list", "--store", "{good}", "--T", "-" + OVER_INT64], USAGE, "is out of range"),
+    ("runs", ["export", "--store", "{good}", "--T", OVER_INT64], USAGE, "is out of range"),
+    ("report", ["--store", "{good}", "--since", "99999999999d"], USAGE, "--since 99999999999d: too long ago"),
+    ("runs", ["list", "--store", "{good}", "--since", "9999999999999w"], USAGE, "too long ago"),
+    ("gradcheck", ["--k", OVER_INT64], USAGE, "--k values must be <= 9223372036854775807"),
+    ("bench", ["--k", OVER_INT64], USAGE, "--k values must be <= 9223372036854775807"),
+    ("stats", ["--k", f"5,{OVER_INT64}"], USAGE, "--k values must be <= 9223372036854775807"),
+    *[(command, [*args, "--threads", "100000"], USAGE, "--threads must be between 1 and 1024, got 100000")
+      for command, args in (("run", ["adding"]), ("sweep", ["{sweep}", "--dry-run"]), ("stats", []), ("bench", []),
+                            ("reproduce", ["--dry-run"]))],
+    ("evaluate", ["bad0", "--store", "{corrupt}"], USAGE, "run bad0: its kept best weights are unreadable"),
+    ("evaluate", ["bad0", "--store", "{corrupt}", "--weights", "final"], USAGE, "its kept final weights are unreadable"),
+    ("stats", ["--from-run", "bad0", "--store", "{corrupt}", "--out-dir", "{dir}/stats"], USAGE,
+     "run bad0: its kept best weights are unreadable"),
+    # -- 2. hangs: sizes refused by the memory estimate before anything is built; plans capped ------
+    ("evaluate", ["big0", "--store", "{huge}"], USAGE, "the model of run big0 needs ~"),
+    ("stats", ["--from-run", "big0", "--store", "{huge}", "--out-dir", "{dir}/stats"], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--dry-run", "--layers", BIG], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--dry-run", "--hidden", "100000"], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--dry-run", "--batch-size", BIG], USAGE, "needs ~"),
+    ("run", ["adding", "--layers", BIG, "--hidden", "1"], USAGE, "needs ~"),
+    ("sweep", ["{sweep}", "--dry-run", "--seeds", "0-1000000"], USAGE, "names 1,000,001 seeds; a plan holds at most 1,000"),
+    ("sweep", ["{sweep}", "--seeds", "0-100000"], USAGE, "a plan holds at most 1,000 runs"),
+    ("sweep", ["{sweep}", "--dry-run", "--seeds", "0-999"], USAGE, "sweep tiny is 2,000 runs"),
+    ("reproduce", ["--dry-run", "--seeds", "0-100000"], USAGE, "a plan holds at most 1,000 runs"),
+    ("reproduce", ["--dry-run", "--seeds", "0-99"], USAGE, "the reproduce plan is"),
+    ("reproduce", ["--seeds", "0-99"], USAGE, "the reproduce plan is"),
+    # -- 3. unhelpful messages: one line naming the flag or the file ---------------------------------
+    ("run", ["adding", "--variant", "--store", "{good}"], USAGE, "--variant needs a value, got the option --store"),
+    ("runs", ["show", "run0", "--points", "--store", "{good}"], USAGE, "--points needs a value, got the option --store"),
+    ("runs", ["show", "run0", "--points", "-1", "--store", "{good}"], USAGE, "--points must be >= 0"),
+    ("reproduce", ["--dry-run", "--budget", ","], USAGE, "--budget: no budget in ','"),
+    ("reproduce", ["--dry-run", "--budget", "=0.5"], USAGE, "--budget: unknown part ''"),
+    ("reproduce", ["--dry-run", "--only", ","], USAGE, "--only: no part in ','"),
+    ("run", ["ptb-char", "--data-files", "train={data}/bin.txt,validation={data}/ok.txt,test={data}/ok.txt"], USAGE,
+     "bin.txt: is not UTF-8 text (byte 0xff at offset 0)"),
+    ("run", ["ptb-char", "--data-files", "train={data}/ok.txt,validation={data}/empty.txt,test={data}/ok.txt"], USAGE,
+     "/data/empty.txt: is empty"),
+    ("run", ["ptb-char", "--data-files", "train={data}/blank.txt,validation={data}/ok.txt,test={data}/ok.txt"], USAGE,
+     "blank.txt: holds only white space"),
+    ("run", ["ptb-char", "--data-files", "train={data}/bad.parquet,validation={data}/bad.parquet,"
+                                         "test={data}/bad.parquet"], USAGE, "bad.parquet: is not a Parquet file"),
+    ("run", ["ptb-char", "--data-files", "train={data}/bad.json,validation={data}/bad.json,test={data}/bad.json"], USAGE,
+     "bad.json: is not JSON (line 2:"),
+    ("run", ["smnist-noise", "--data-files", "train={data}/short.csv,test={data}/short.csv"], USAGE,
+     "short.csv: row 3 has 1 field(s), the header 3"),
+    ("run", ["ptb-char", "--data-files", "train={data}/nosuffix,validation={data}/ok.txt,test={data}/ok.txt"], USAGE,
+     "nosuffix: no suffix a reader knows"),
+    ("run", ["ptb-char", "--data-files", "train={data},validation={data}/ok.txt,test={data}/ok.txt"], USAGE,
+     "is a folder, not a file"),
+    ("run", ["wikitext2", "--data-dir", "{data}/saved"], USAGE, "saved/dataset_dict.json: is not JSON"),
+    ("run", ["smnist-noise", "--data-dir", "{data}/mnist"], USAGE, "mnist/test.csv: row 3 has 1 field(s), the header 3"),
+    ("run", ["smnist-noise", "--data-files", "train={data}/narrow.csv,test={data}/narrow.csv"], USAGE,
+     "smnist-noise data (--data-files): MNIST: expected 28 x 28 = 784 pixels per image, got 2"),
+    ("sweep", ["{ptb_sweep}", "--data-files", "train={data}/ok.txt,validation={data}/empty.txt,test={data}/ok.txt"],
+     USAGE, "empty.txt: is empty"),
+    ("data", ["verify", "--root", "{garbled_root}"], FAILED, "ptb.char.train.txt: is not UTF-8 text"),
+    ("data", ["verify", "ptb-char", "--root", "{garbled_root}"], FAILED, "ptb-char: FAILED in"),
+    *([(command, [*args, flag, f"{UNWRITABLE}/{name}"], USAGE, f"{flag} {UNWRITABLE}/{name}: cannot write into /proc")
+       for command, args, flag, name in (
+           ("run", ["adding", *SMALL], "--output", "r.json"), ("bench", ["--T", "4"], "--output", "b.json"),
+           ("report", ["--store", "{good}"], "--output", "r.md"), ("report", ["--store", "{good}"], "--out-dir", "figs"),
+           ("plot", ["--store", "{good}"], "--out-dir", "figs"), ("stats", ["--iters", "1"], "--out-dir", "stats"),
+           ("runs", ["export", "--store", "{good}"], "--output", "r.csv"),
+           ("runs", ["compare", "run0", "run1", "--store", "{good}"], "--plot", "c.png"),
+           ("reproduce", ["--dry-run"], "--out-dir", "report"), ("data", ["prepare", "ptb-char"], "--to", "data"))]
+      + [("store", ["export", f"{UNWRITABLE}/x.jsonl", "--store", "{good}"], USAGE, "cannot write into /proc")]
+      if Path("/proc/self").is_dir() else []),
+    # -- 4. questionable accepts, refused ------------------------------------------------------------
+    ("reproduce", ["--dry-run", "--budget", "0.25,0.5"], USAGE, "--budget: two budgets for every part (0.25 and 0.5)"),
+    ("reproduce", ["--dry-run", "--budget", "table1-copying=1,table1-copying=0.5"], USAGE,
+     "--budget: two budgets for table1-copying (1 and 0.5)"),
+    ("reproduce", ["--dry-run", "--budget", "0.5,table2-adding=0.25,0.5"], USAGE, "two budgets for every part"),
+    ("run", ["adding", "--momentum", "2"], USAGE, "momentum must be < 1, got 2.0"),
+    ("run", ["adding", "--momentum", "1"], USAGE, "momentum must be < 1, got 1.0"),
+    ("run", ["adding", "--config", "{cfg:momentum_one}"], USAGE, "cfg-momentum_one.yaml: momentum must be < 1"),
+    ("sweep", ["{sweep}", "--dry-run", "--momentum", "1.5"], USAGE, "momentum must be < 1"),
+    ("run", ["adding", "--bias-inside", "--bias-outside"], USAGE, "--bias-inside and --bias-outside both given; give one"),
+    ("run", ["adding", "--no-affine", "--affine"], USAGE, "--affine and --no-affine both given; give one"),
+    ("run", ["adding", "--keep-model", "--no-keep-model"], USAGE, "--keep-model and --no-keep-model both given"),
+    ("run", ["smnist-noise", "--permute", "--no-permute"], USAGE, "--permute and --no-permute both given"),
+    ("sweep", ["{sweep}", "--dry-run", "--bias-outside", "--bias-inside"], USAGE, "--bias-inside and --bias-outside both"),
+    ("sweep", ["{sweep}", "--dry-run", "--affine", "--no-affine"], USAGE, "--affine and --no-affine both given"),
+    ("runs", ["show", "run0", "--chart", "--no-chart", "--store", "{good}"], USAGE, "--chart and --no-chart both given"),
+    ("stats", ["--from-run", "run0", "--k", "5", "--T", "50", "--store", "{good}"], USAGE,
+     "--k, --T would be ignored with --from-run; give one or the other"),
+    ("stats", ["--from-run=run0", "--seed=3", "--store", "{good}"], USAGE, "--seed would be ignored with --from-run"),
+    ("reproduce", ["--dry-run", "--report-only"], USAGE, "--report-only would be ignored with --dry-run"),
+    ("sweep", ["{sweep}", "--list"], USAGE, "--list shows every sweep; give it no name"),
 ]
 
 
@@ -446,6 +572,7 @@ def world(tmp_path_factory):
     paths["dropped"].write_bytes(good.read_bytes())
     with sqlite3.connect(paths["dropped"]) as conn:
         conn.execute("DROP TABLE evals")
+    paths.update(_round_two_world(root))
     for name, text in CONFIGS.items():
         (root / f"cfg-{name}.yaml").write_text(text)
         (root / f"cfg-{name}.json").write_text(text)
@@ -456,6 +583,51 @@ def world(tmp_path_factory):
     for name, text in JSONL.items():
         (root / f"jsonl-{name}.jsonl").write_text(text)
     return root, {key: str(value) for key, value in paths.items()}
+
+
+DATA_FILES = {"bin.txt": b"\xff\xfe\x00" + bytes(range(256)), "ok.txt": b"a b c\nd e f\n", "empty.txt": b"",
+              "blank.txt": b"  \n\n", "bad.parquet": b"PAR1 not really parquet", "nosuffix": b"a b\n",
+              "bad.json": b'{"text": "a"}\n{broken\n', "short.csv": b"label,a,b\n1,2,3\n4\n",
+              "narrow.csv": b"label,a,b\n1,2,3\n0,4,5\n",
+              "saved/dataset_dict.json": b"{not json", "mnist/train.csv": b"label,a,b\n1,2,3\n4\n",
+              "mnist/test.csv": b"label,a,b\n1,2,3\n4\n"}
+PTB_SWEEP = "description: tiny ptb\ntask: ptb-char\nbase: {T: 8, steps: 1, hidden: 4, batch_size: 2}\ngrid: {norm: [ln]}\n"
+
+
+def _store_with_kept_weights(path: Path, run_id: str, config: dict, weights: dict[str, bytes]) -> None:
+    with ResultsStore(path) as store:
+        store.import_record({"run_id": run_id, "status": "done", "config": config, "summary": {}, "curve": []})
+        for kind, blob in weights.items():
+            store.save_model(run_id, kind, 2, blob)
+    with sqlite3.connect(path) as conn:  # out of WAL, as the good store: any write would show
+        conn.execute("PRAGMA journal_mode = DELETE")
+
+
+def _round_two_world(root: Path) -> dict[str, Path]:
+    """{corrupt} and {huge} stores, garbled data files {data}, a data root {garbled_root} whose PTB
+    copy is not text, and a tiny ptb-char sweep {ptb_sweep}."""
+    import io
+
+    import torch
+
+    from atnbench.runspec import resolve_run
+
+    tiny = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 2, "val_samples": 8}).to_dict()
+    other_model = io.BytesIO()
+    torch.save({"not.this.model": torch.zeros(3)}, other_model)
+    _store_with_kept_weights(root / "corrupt.db", "bad0", tiny,
+                             {"best": b"\x00\x01 not a torch file", "final": other_model.getvalue()})
+    _store_with_kept_weights(root / "huge.db", "big0", {**tiny, "hidden": 10**6, "layers": 1000},
+                             {"best": other_model.getvalue()})
+    for name, blob in DATA_FILES.items():
+        (root / "data" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "data" / name).write_bytes(blob)
+    (root / "garbled-root" / "ptb").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (root / "garbled-root" / "ptb" / f"ptb.char.{split}.txt").write_bytes(DATA_FILES["bin.txt"])
+    (root / "ptb-sweep.yaml").write_text(PTB_SWEEP)
+    return {"corrupt": root / "corrupt.db", "huge": root / "huge.db", "data": root / "data",
+            "garbled_root": root / "garbled-root", "ptb_sweep": root / "ptb-sweep.yaml"}
 
 
 def _expand(args: list[str], root: Path, paths: dict[str, str]) -> list[str]:
@@ -520,7 +692,7 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
 
 
 def test_the_matrix_is_big_enough():
-    assert len(CASES) >= 150
+    assert len(CASES) >= 450
     assert {command for command, *_ in CASES} >= {"run", "sweep", "report", "plot", "stats", "invariances",
                                                     "gradcheck", "bench", "tasks", "models", "runs", "store",
                                                     "evaluate", "reproduce", "data", "build"}
@@ -528,6 +700,23 @@ def test_the_matrix_is_big_enough():
     assert verbs >= {("runs", verb) for verb in ("list", "show", "compare", "delete", "export")}
     assert verbs >= {("store", verb) for verb in ("export", "import", "merge")}
     assert verbs >= {("data", verb) for verb in ("list", "prepare", "verify")}
+
+
+def test_sweep_list_counts_a_thousand_seeds_by_one():
+    """`sweep --list --seeds 0-999` prices one seed's runs and multiplies (every seed has the same
+    runs but for the seed): the count is the expansion's, without expanding 1,000 seeds."""
+    from atnbench.sweep import expand, load_sweep
+
+    def listed(seeds: str) -> dict:
+        result = CliRunner().invoke(app, ["sweep", "--list", "--seeds", seeds, "--format", "json"])
+        assert result.exit_code == 0, _dump(result)
+        return {row["name"]: row for row in json.loads(result.stdout)}
+
+    three, thousand = listed("0-2"), listed("0-999")
+    for name, row in three.items():
+        assert row["runs"] == len(expand(load_sweep(name), seeds=(0, 1, 2)))
+        assert thousand[name]["runs"] == row["runs"] // 3 * 1000
+        assert math.isclose(thousand[name]["cpu_hours"], row["cpu_hours"] / 3 * 1000)
 
 
 ATNBENCH = str(Path(sys.executable).parent / "atnbench")

@@ -169,6 +169,16 @@ def test_working_folder_overrides_the_package(tmp_path, monkeypatch):
     assert load_task_preset("adding").default_T == 50
 
 
+def test_an_edited_preset_file_is_read_again(tmp_path):
+    """Presets are read once per version of the file (a sweep resolves one for every run), and
+    an edit is a new version."""
+    path = write(tmp_path, "mini.yaml", MINIMAL)
+    first = load_task_preset(path)
+    assert load_task_preset(path) is first  # the same version: not parsed again
+    write(tmp_path, "mini.yaml", MINIMAL.replace("default_T: 50", "default_T: 125"))
+    assert load_task_preset(path).default_T == 125 and first.default_T == 50
+
+
 def test_an_existing_path_wins(tmp_path, monkeypatch):
     write(tmp_path / "tasks", "adding.yaml", MINIMAL)
     monkeypatch.chdir(tmp_path)

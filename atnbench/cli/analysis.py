@@ -15,23 +15,6 @@ from atnbench.cli.app import app, err, finite, out, user_errors
 from atnbench.tables import FitTable
 
 
-def _ints(text: str, what: str, minimum: int = 1) -> list[int]:
-    values = []
-    for item in (s.strip() for s in text.split(",")):
-        if not item:
-            continue
-        try:
-            value = int(item)
-        except ValueError:
-            raise ValueError(f"--{what} takes whole numbers separated by commas, got {item!r}") from None
-        if value < minimum:
-            raise ValueError(f"--{what} values must be >= {minimum}, got {value}")
-        values.append(value)
-    if not values:
-        raise ValueError(f"--{what} needs at least one value")
-    return list(dict.fromkeys(values))
-
-
 def _g(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
@@ -69,8 +52,7 @@ def stats(
 
     if iters < 0:
         raise ValueError(f"--iters must be >= 0, got {iters}")
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
+    options.check_threads(threads)
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"
     torch_device = resolve_device(device)
     torch.set_num_threads(threads)
@@ -82,7 +64,7 @@ def stats(
                 models.append(st.load_run(results, run_id, torch_device))
     else:
         configs = [(norm, window, st.stats_config(norm, window, T, iters, seed, hidden, batch_size))
-                   for norm, window in [("ln", 1)] + [("atn", w) for w in _ints(k, "k")]]
+                   for norm, window in [("ln", 1)] + [("atn", w) for w in options.whole_numbers(k, "--k")]]
         for *_, config in configs:  # every model checked before any trains
             check_fits(config_estimate(config), str(torch_device))
         for norm, window, config in configs:
@@ -212,7 +194,7 @@ def gradcheck(
         raise ValueError(f"--eps must be >= 0, got {eps}")
     if tol < 0:
         raise ValueError(f"--tol must be >= 0, got {tol}")
-    windows = _ints(k, "k")
+    windows = options.whole_numbers(k, "--k")
     # autograd's full Jacobian dy/da: (T n)^2 float64 entries, plus the closed form's and a copy
     check_fits(Estimate(3 * 8 * (T * n) ** 2, f"T={T}, n={n}: a (T n) x (T n) Jacobian in float64"))
     results = [check(window, T, n, eps, seed) for window in windows]

@@ -3,8 +3,9 @@
 Exit codes (also in ``atnbench --help`` and the README's "Exit codes"):
 0 success; 1 a run failed or diverged, a check failed, or the work could not be done now (the
 same run is training in another process); 2 bad usage or input (an unknown option, a value out
-of range, an unusable config, store or output path, no runs matching the filters); 130
-interrupted (Ctrl-C); a run or sweep stopped by a signal exits 128 + its number (SIGTERM: 143).
+of range, an on/off flag given both ways, an unusable config, store, data file, kept model or
+output path, no runs matching the filters); 130 interrupted (Ctrl-C); a run or sweep stopped by
+a signal exits 128 + its number (SIGTERM: 143).
 
 Width, one rule for every command (``out`` and ``err``, both :class:`Output`): in a terminal,
 the terminal's width; piped or redirected (a file, ``| less``, ``| grep``), plain text without
@@ -34,6 +35,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from atnbench.config import ConfigError
+from atnbench.limits import INT_MAX
 
 try:  # typer >= 0.17 carries its own copy of click; older typer uses the click package
     from typer._click import exceptions as click_errors
@@ -140,6 +142,15 @@ class Commands(TyperGroup):
             for param in command.get_params(ctx):
                 _metavar(param, ctx)
         return command
+
+    def resolve_command(self, ctx, args):
+        name, command, rest = super().resolve_command(ctx, args)
+        from atnbench.cli.arguments import refusal
+
+        reason = refusal(name, command, rest, ctx) if command is not None else None
+        if reason:  # what click would silently resolve (an on/off pair both ways): a usage error
+            raise click_errors.UsageError(reason)
+        return name, command, rest
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode or debugging():
@@ -250,6 +261,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
 def user_errors(command):
     """Turn a user's mistake into one line and exit code 2 (ATNBENCH_DEBUG=1 keeps tracebacks).
 
+    Every command's whole numbers are checked first (:func:`check_whole_numbers`): click takes
+    any Python int, SQLite and torch only 64-bit ones.
+
     A run refused because it is training elsewhere, a full disk or another OS failure while
     working is one line and exit code 1: the input was fine, the work could not be done.
     """
@@ -257,6 +271,7 @@ def user_errors(command):
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
+            check_whole_numbers(kwargs)
             return command(*args, **kwargs)
         except _user_errors() as error:
             if debugging():
@@ -268,6 +283,14 @@ def user_errors(command):
             fail(_first_line(error), code=EXIT_FAILED)
 
     return wrapper
+
+
+def check_whole_numbers(values: dict) -> None:
+    """A command's whole numbers within what SQLite and torch take (64 bits), named by flag: click
+    takes --k 1000000000000000000000, and something deep inside would overflow with a traceback."""
+    for name, value in values.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_MAX:
+            raise ConfigError(f"--{name.replace('_', '-')} {value} is out of range: whole numbers go up to {INT_MAX}")
 
 
 def _first_line(error: BaseException) -> str:

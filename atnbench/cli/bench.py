@@ -26,19 +26,6 @@ def _names(text: str, what: str) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _ks(text: str) -> list[int]:
-    ks = []
-    for item in _names(text, "k"):
-        try:
-            k = int(item)
-        except ValueError:
-            raise ValueError(f"--k takes whole numbers separated by commas, got {item!r}") from None
-        if k < 1:
-            raise ValueError(f"--k values must be >= 1, got {k}")
-        ks.append(k)
-    return ks
-
-
 def entries_for(models: list[str], ks: list[int], reference: bool) -> list[tuple[str, Optional[int]]]:
     """(model, k) pairs to time: the baselines first, then the requested models, k-expanded."""
     from atnbench.bench.workloads import check_model, uses_k
@@ -142,10 +129,9 @@ def bench(
         raise ValueError(f"--reps must be >= 1, got {reps}")
     if warmup < 0:
         raise ValueError(f"--warmup must be >= 0, got {warmup}")
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
+    options.check_threads(threads)
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
-    entries = entries_for(_names(models, "models"), _ks(k), reference)
+    entries = entries_for(_names(models, "models"), options.whole_numbers(k, "--k"), reference)
     torch_device = resolve_device(device)
     if output is not None:
         check_output_file(output, "--output")  # now, not after the timing

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from atnbench.cli.app import Commands, app, err, fail, out, user_errors
+from atnbench.outputs import check_output_dir
 from atnbench.tables import FitTable
 
 data_app = typer.Typer(cls=Commands, no_args_is_help=True,
@@ -80,23 +81,28 @@ def prepare(
     from atnbench.data.catalog import copy_checksum, get_dataset
     from atnbench.data.prepare import installed
     from atnbench.data.prepare import prepare as prepare_dataset
+    from atnbench.datacheck import quiet_loaders, verify_copy
 
     root = _root(to, "--to")
     dataset = get_dataset(name)  # an unknown name: one line, before any note
+    check_output_dir(root, "--to" if to is not None else "data root")
     chosen = source or dataset.sources[0]
-    origin = f"{chosen} (a download from the Hugging Face Hub)" if chosen == "hub" else chosen
     folder = root / dataset.subdir
+    # a copy its checks cannot even read fails them too: written again, as any failing copy is
+    force = force or bool(verify_copy(dataset, folder))
+    origin = f"{chosen} (a download from the Hugging Face Hub)" if chosen == "hub" else chosen
     doing = (f"{dataset.name}: writing {folder} from {origin} ..." if force else
              f"{dataset.name}: checking the copy in {folder}; writing it from {origin} where it is missing or "
              f"fails its checks ...")
-    if chosen not in dataset.sources or not installed(chosen):  # a one-line refusal (or the kept copy): no note
-        done = prepare_dataset(name, root, source, force=force)
-    elif err.is_terminal:
-        with err.status(doing):
+    with quiet_loaders():  # the Hub's retries and warnings: the one error line says what failed
+        if chosen not in dataset.sources or not installed(chosen):  # a one-line refusal (or the kept copy): no note
             done = prepare_dataset(name, root, source, force=force)
-    else:
-        err.print(doing, soft_wrap=True, highlight=False)
-        done = prepare_dataset(name, root, source, force=force)
+        elif err.is_terminal:
+            with err.status(doing):
+                done = prepare_dataset(name, root, source, force=force)
+        else:
+            err.print(doing, soft_wrap=True, highlight=False)
+            done = prepare_dataset(name, root, source, force=force)
     what = "already there and good" if done.source is None else f"written from {done.source}"
     out.print(f"{done.dataset.name}: {what} in {done.folder} ({_size(done.files)}, checksum "
               f"{copy_checksum(done.files)}; {done.dataset.scope}); checks passed")
@@ -112,7 +118,7 @@ def verify(
 ):
     """Check copies against their known line/token/row counts and checksums; exit 1 if one fails."""
     from atnbench.data.catalog import DATASETS, get_dataset
-    from atnbench.data.catalog import verify as verify_copy
+    from atnbench.datacheck import verify_copy
 
     base = _root(root)
     chosen = [get_dataset(n) for n in names] if names else list(DATASETS.values())

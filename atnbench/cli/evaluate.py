@@ -26,7 +26,9 @@ def evaluate(
     """Score a finished run's kept model on the task's validation (and test) data.
 
     The model is rebuilt from the run's stored config and its kept weights; the validation set
-    is the one the run was scored on during training, so `best` reproduces its minimum.
+    is the one the run was scored on during training, so `best` reproduces its minimum. Kept
+    weights that cannot be read (damaged, or another model's) are an error naming the run, exit
+    code 2 as for a damaged store: train the run again with `atnbench run ... --force`.
 
     Example: [bold]atnbench evaluate 3f2a9c --weights final[/]
     """

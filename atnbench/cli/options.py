@@ -46,6 +46,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from atnbench.limits import INT_MAX, MAX_THREADS, SEED_MAX
 from atnbench.store import DEFAULT_STORE, STATUSES
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -94,13 +95,43 @@ def k_list(what: str = "") -> typer.models.OptionInfo:
     return typer.Option("--k", metavar="K[,K...]", help=f"ATN windows in time steps, comma-separated{what}.")
 
 
+def whole_numbers(text: str, flag: str, minimum: int = 1) -> list[int]:
+    """A comma list of whole numbers (``--k 5,25,55``), each in [minimum, INT_MAX], duplicates dropped."""
+    values = []
+    for item in (s.strip() for s in text.split(",")):
+        if not item:
+            continue
+        try:
+            value = int(item)
+        except ValueError:
+            raise ValueError(f"{flag} takes whole numbers separated by commas, got {item!r}") from None
+        if not minimum <= value <= INT_MAX:
+            raise ValueError(f"{flag} values must be >= {minimum}, got {value}" if value < minimum else
+                             f"{flag} values must be <= {INT_MAX}, got {value}")
+        values.append(value)
+    if not values:
+        raise ValueError(f"{flag} needs at least one value")
+    return list(dict.fromkeys(values))
+
+
+def seed_in_range(value: Optional[int]) -> Optional[int]:
+    """typer callback for every ``--seed``: the RunConfig's range (0 to SEED_MAX) and words, where
+    it is typed; invariances and gradcheck build no RunConfig, and a seed past 2**64 overflowed
+    deep inside torch."""
+    if value is not None and not 0 <= value <= SEED_MAX:
+        raise typer.BadParameter(f"seed must be {'>= 0' if value < 0 else f'<= {SEED_MAX}'}, got {value}")
+    return value
+
+
 Device = Annotated[str, typer.Option("--device", metavar=_choices(DEVICES),
                                      help="auto (CUDA, then Apple MPS, then the CPU), cpu, cuda or mps.")]
 Threads = Annotated[int, typer.Option("--threads", help="torch CPU threads. Results differ in the last bits "
                                       "between thread counts; sweeps use 1 per run, so the default matches them.")]
-Seed = Annotated[int, typer.Option("--seed", help="Random seed (model initialisation and data).")]
-OptionalSeed = Annotated[Optional[int], typer.Option("--seed", help="Random seed (model initialisation and data); "
-                                                     "default: the preset's.")]
+Seed = Annotated[int, typer.Option("--seed", callback=seed_in_range,
+                                   help="Random seed (model initialisation and data).")]
+OptionalSeed = Annotated[Optional[int], typer.Option("--seed", callback=seed_in_range,
+                                                     help="Random seed (model initialisation and data); "
+                                                          "default: the preset's.")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",
                                               help="Seeds, e.g. 0,1,2 or a range 0-4.")]
 # no dir_okay=False: runspec.read_config_file words a folder (and every other bad file) in one line
@@ -116,8 +147,8 @@ OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence l
 
 def check_threads(threads: int) -> int:
     """``--threads`` as every command words a bad count (one line, exit 2)."""
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
+    if not 1 <= threads <= MAX_THREADS:
+        raise ValueError(f"--threads must be between 1 and {MAX_THREADS}, got {threads}")
     return threads
 
 

@@ -26,7 +26,10 @@ def parse_since(text: Optional[str]) -> Optional[str | datetime]:
         return None
     match = RELATIVE_SINCE.match(text)
     if match:
-        return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
+        try:
+            return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
+        except OverflowError:  # before the year 1: every run is younger
+            raise ValueError(f"--since {text}: too long ago (ages reach back to the year 1)") from None
     return text
 
 

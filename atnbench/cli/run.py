@@ -170,6 +170,7 @@ def run(
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
+    from atnbench.datacheck import check_task_data
     from atnbench.outputs import check_output_file
     from atnbench.progress import reporter_for, run_label
     from atnbench.resources import check_fits, config_estimate
@@ -193,6 +194,7 @@ def run(
     if out_file is not None:
         check_output_file(out_file, out_name)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
+    check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
     with ResultsStore(store) as results:
         store_path = results.path
         finished = results.get_run(run_config.run_id)

@@ -223,6 +223,8 @@ def show_cmd(
 
     Example: [bold]atnbench runs show 3fa2[/]
     """
+    if points < 0:
+        raise ValueError(f"--points must be >= 0 (0: every point), got {points}")
     with open_store(store) as results:
         (full,) = resolve_ids(results, [run_id])
         run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)

@@ -65,9 +65,12 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
     rows = []
     for name in list_sweeps():
         spec = load_sweep(name)
-        runs = expand(spec, budget=budget, seeds=seeds)
+        # every seed gives the same runs but for the seed: one seed's, times the seeds, however many
+        runs = expand(spec, budget=budget, seeds=seeds[:1] if seeds else None)
+        per_seed = len(seeds) if seeds else 1
         rows.append({"name": spec.name, "description": spec.description, "citation": spec.citation,
-                     "task": spec.task, "runs": len(runs), "cpu_hours": estimate_seconds([r.config for r in runs]) / 3600,
+                     "task": spec.task, "runs": len(runs) * per_seed,
+                     "cpu_hours": estimate_seconds([r.config for r in runs]) * per_seed / 3600,
                      "source": str(spec.source)})
     if json_out:
         print(json.dumps(rows))
@@ -245,6 +248,8 @@ def sweep(
     if budget is not None:
         check_budget(budget)
     if list_:
+        if name is not None:
+            fail(f"--list shows every sweep; give it no name (`atnbench sweep {name} --dry-run` shows that sweep's runs)")
         _list_sweeps(budget, seed_list, json_out)
         return
     if name is None:
@@ -298,14 +303,19 @@ def sweep(
         if not chosen:
             fail(f"sweep {spec.name} has no run with {asked} (it holds {_held(runs, picks)})")
         runs = chosen
-    if dry_run:
-        _dry_run(spec, runs, store, json_out)
-        return
     if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
         from atnbench.resources import check_fits, config_estimate
 
         biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
+    if dry_run:
+        _dry_run(spec, runs, store, json_out)
+        return
+    if backend == "local":  # each data location read once now (Ray's workers may see other files)
+        from atnbench.datacheck import check_task_data
+
+        for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+            check_task_data(config)
 
     if backend == "local" and workers is not None:
         from atnbench.machine import available_cores

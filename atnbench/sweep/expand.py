@@ -22,7 +22,7 @@ from typing import Any, Optional
 from atnbench.config import ConfigError, RunConfig
 from atnbench.identity import uses
 from atnbench.progress import run_label
-from atnbench.sweep.spec import SweepSpec
+from atnbench.sweep.spec import SweepSpec, check_plan_size
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -85,10 +85,13 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
     the file's. Any run that cannot be configured is a ConfigError naming the sweep file.
     """
     overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
+    seeds = seeds or spec.seeds
+    settings_points = points(spec)
+    check_plan_size(len(seeds) * len(settings_points), f"sweep {spec.name}")
     extra = tuple(key for key in spec.varied if key not in ("T", "norm", "k", "seed", "task"))
     planned: dict[str, PlannedRun] = {}
-    for seed in (seeds or spec.seeds):
-        for point in points(spec):
+    for seed in seeds:
+        for point in settings_points:
             settings = merge_layers(spec.base, point, overrides, {"seed": seed})
             try:
                 config = canonical_config(spec.task, settings, budget)

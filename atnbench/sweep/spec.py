@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from atnbench.config import FIELDS, ConfigError
+from atnbench.limits import MAX_PLANNED_RUNS, SEED_MAX
 from atnbench.presets import FIELD_TYPES, check_top_level, find_preset_file, list_presets, read_yaml_mapping, type_ok
 
 TOP_LEVEL = ("name", "description", "citation", "task", "base", "grid", "runs", "seeds")
@@ -169,8 +170,8 @@ def load_sweep(name_or_path: str | Path) -> SweepSpec:
     if not isinstance(seeds, list) or not seeds:
         raise _fail(path, "seeds", f"expected a non-empty list of seeds, got {seeds!r}")
     for seed in seeds:
-        if type(seed) is not int or seed < 0:
-            raise _fail(path, "seeds", f"expected integers >= 0, got {seed!r}")
+        if type(seed) is not int or not 0 <= seed <= SEED_MAX:
+            raise _fail(path, "seeds", f"expected integers from 0 to {SEED_MAX}, got {seed!r}")
     if len(set(seeds)) != len(seeds):
         raise _fail(path, "seeds", f"a seed appears twice in {seeds}")
 
@@ -182,20 +183,36 @@ def load_sweep(name_or_path: str | Path) -> SweepSpec:
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
-    """``--seeds 0,1,2`` (also ``0-4`` ranges) -> (0, 1, 2)."""
-    seeds: list[int] = []
+    """``--seeds 0,1,2`` (also ``0-4`` ranges) -> (0, 1, 2); every seed in [0, SEED_MAX], and no
+    more seeds than a plan may hold (a range is counted before it is listed)."""
+    ranges: list[tuple[int, int]] = []
     try:
         for part in (p.strip() for p in text.split(",")):
             if "-" in part[1:]:
                 low, high = (int(x) for x in part.split("-", 1))
-                seeds += range(low, high + 1)
+                ranges.append((low, high))
             elif part:
-                seeds.append(int(part))
+                ranges.append((int(part), int(part)))
     except ValueError:
         raise ConfigError(f"--seeds: expected integers like 0,1,2 or 0-4, got {text!r}") from None
-    if not seeds or any(s < 0 for s in seeds):
-        raise ConfigError(f"--seeds: expected integers >= 0 like 0,1,2, got {text!r}")
-    return tuple(dict.fromkeys(seeds))
+    if not ranges or any(low < 0 or low > high for low, high in ranges):
+        raise ConfigError(f"--seeds: expected integers >= 0 like 0,1,2 (a range low-high with low <= high), "
+                          f"got {text!r}")
+    if any(high > SEED_MAX for _, high in ranges):
+        raise ConfigError(f"--seeds: seeds go from 0 to {SEED_MAX}, got {text!r}")
+    count = sum(high - low + 1 for low, high in ranges)
+    if count > MAX_PLANNED_RUNS:
+        raise ConfigError(f"--seeds {text} names {count:,} seeds; a plan holds at most {MAX_PLANNED_RUNS:,} runs: "
+                          f"give fewer seeds at a time")
+    return tuple(dict.fromkeys(seed for low, high in ranges for seed in range(low, high + 1)))
+
+
+def check_plan_size(runs: int, what: str) -> None:
+    """ConfigError unless ``runs`` (before duplicates are merged) fits one plan (MAX_PLANNED_RUNS):
+    a plan is listed, priced and checked run by run, so a bigger one would take minutes to say anything."""
+    if runs > MAX_PLANNED_RUNS:
+        raise ConfigError(f"{what} is {runs:,} runs; a sweep or reproduce plan holds at most "
+                          f"{MAX_PLANNED_RUNS:,}: give fewer seeds (--seeds) or settings at a time")
 
 
 def list_sweeps() -> list[str]:
