@@ -27,9 +27,14 @@ window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The bac
 once-differentiable, which cannot be detected in advance: double backward through the
 recurrence raises an error on the fast path; use ``backend="loop"`` for it.
 
-``backend="auto"`` picks ``"cpp"`` on CPU, and the loop path on other devices (not measured
-there) or when the extension cannot be built (with a warning). ``"function"`` is never chosen
-automatically. Set ``ATNBENCH_NO_BUILD=1`` to never compile.
+- ``"triton"``: every norm of NormLSTM and NormGRU in Triton kernels (``atnbench/nn/gpu``),
+  run by ``fastpath_rnn`` as the C++ norm_rnn kernel is: CUDA (or a CPU under Triton's
+  interpreter, for tests).
+
+``backend="auto"`` picks ``"cpp"`` on CPU, ``"triton"`` on CUDA (the loop there, with a warning,
+when Triton is not installed), and the loop path on other devices or when the extension cannot be
+built (with a warning). ``"function"`` is never chosen automatically. Set ``ATNBENCH_NO_BUILD=1``
+to never compile.
 """
 
 from __future__ import annotations

@@ -163,8 +163,9 @@ class NormRecurrent(nn.Module):
     """Stack of normalized recurrent layers with the ``nn.LSTM``/``nn.GRU`` calling convention.
 
     ``backend``: ``"auto"`` (default), ``"loop"`` (the plain Python recurrence, the reference
-    path, always available), ``"fused"`` (torch's kernel, norm="none" only), ``"cpp"`` or
-    ``"function"`` (the fast path of ``fastpath.py``, for the norms in ``fast_norms``).
+    path, always available), ``"fused"`` (torch's kernel, norm="none" only), ``"cpp"``,
+    ``"function"`` or ``"triton"`` (the fast path of ``fastpath.py``, for the norms in
+    ``fast_norms``; ``"triton"``: the GPU kernels of ``atnbench.nn.gpu``).
     """
 
     layer_class: type = NormRecurrentLayer

@@ -35,6 +35,18 @@ def _gate(x, q3, which: tl.constexpr):
 
 
 @triton.jit
+def _incoming(dh_in, dout, rows, hid, rmask, H, G):
+    """(B, H) and (B, G) offsets of the tile's units, their mask, and dL/dh_t: what the step
+    above sent back (``dh_in``) plus the output's own gradient (``dout``, None: none)."""
+    at2 = rows[:, None] * H + hid[None, :]
+    m2 = rmask[:, None] & (hid < H)[None, :]
+    dh = tl.load(dh_in + at2, mask=m2, other=0.0)
+    if dout is not None:
+        dh += tl.load(dout + at2, mask=m2, other=0.0)
+    return at2, m2, rows[:, None] * G + hid[None, :], dh
+
+
+@triton.jit
 def lstm_forward(xn, ah, cprev, c, act, ty, h, t, B, H,
                  hm, hk, heps, hgain, hshift, hst, href, htot, hgmean, hgrstd, hbmean, hbstd, hfmean, hfstd, hbl,
                  cm, ck, ceps, cgain, cshift, cst, cref, ctot, cgmean, cgrstd, cbmean, cbstd, cfmean, cfstd, cbl,
@@ -105,12 +117,7 @@ def lstm_backward(dh_in, dout, act, ty, c, cprev, dc, ah, dxn, dah, t, step, Tn,
     rows, hid, q, feats, rmask, fmask = _tile(B, H, 4, BB, BH)
     G = 4 * H
     m3 = rmask[:, None, None] & fmask[None, :, :]
-    at2 = rows[:, None] * H + hid[None, :]
-    m2 = rmask[:, None] & (hid < H)[None, :]
-    dh = tl.load(dh_in + at2, mask=m2, other=0.0)
-    if dout is not None:
-        dh += tl.load(dout + at2, mask=m2, other=0.0)
-    row_at = rows[:, None] * G + hid[None, :]
+    at2, m2, row_at, dh = _incoming(dh_in, dout, rows, hid, rmask, H, G)
     ig = tl.load(act + row_at, mask=m2, other=0.0)
     fg = tl.load(act + row_at + H, mask=m2, other=0.0)
     gg = tl.load(act + row_at + 2 * H, mask=m2, other=0.0)
@@ -155,12 +162,7 @@ def gru_backward(dh_in, dout, act, hn, hprev, ah, dxn, dah, dh_direct, t, step, 
     rows, hid, q, feats, rmask, fmask = _tile(B, H, 3, BB, BH)
     G = 3 * H
     m3 = rmask[:, None, None] & fmask[None, :, :]
-    at2 = rows[:, None] * H + hid[None, :]
-    m2 = rmask[:, None] & (hid < H)[None, :]
-    dh = tl.load(dh_in + at2, mask=m2, other=0.0)
-    if dout is not None:
-        dh += tl.load(dout + at2, mask=m2, other=0.0)
-    row_at = rows[:, None] * G + hid[None, :]
+    at2, m2, row_at, dh = _incoming(dh_in, dout, rows, hid, rmask, H, G)
     r = tl.load(act + row_at, mask=m2, other=0.0)
     zg = tl.load(act + row_at + H, mask=m2, other=0.0)
     n = tl.load(act + row_at + 2 * H, mask=m2, other=0.0)

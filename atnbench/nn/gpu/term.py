@@ -89,7 +89,7 @@ def window_push(mu, v, slot, smask, t, j, k, eps, S, st, ref, tot):
     s2 = tl.where(leaving, s2 - (old_v + d_old * d_old), s2)
     tl.store(tot + (p_out * 2) * S + slot, s1, mask=smask)
     tl.store(tot + (p_out * 2 + 1) * S + slot, s2, mask=smask)
-    w = tl.minimum(k, j + 1).to(tl.float64)
+    w = tl.minimum(k, j + 1) + tl.full((), 0.0, tl.float64)
     shift = s1 / w
     var = s2 / w - shift * shift
     clamped = var < 0.0
@@ -125,7 +125,7 @@ def window_adjoint(sg, sgx, slot, smask, t, j, step, Tn, L, m, k, S, st, ref, xs
     mu = tl.load(e, mask=smask, other=0.0)
     dmean = -r * sg
     dvar = tl.where(clamped, 0.0, -0.5 * r * r * sgx)
-    w = tl.minimum(k, j + 1).to(tl.float64)
+    w = tl.minimum(k, j + 1) + tl.full((), 0.0, tl.float64)
     xa = (dmean - 2.0 * dvar * shift) / w
     xb = dvar / w
     x = xs + (t * S + slot) * 2
@@ -233,8 +233,9 @@ def bln_forward(a, rows, feats, rmask, fmask, m3, t, B, n, eps_ptr, bmean, bstd,
 @triton.jit
 def bln_weights(B, n, eps):
     """eq. 16's mixing weights over sqrt(d), in float64: (1 - (1/m + eps)) / sqrt(n), (1/m - eps) / sqrt(n)."""
-    inv_b = 1.0 / B.to(tl.float64)
-    root = tl.sqrt(n.to(tl.float64))
+    zero = tl.full((), 0.0, tl.float64)  # + B: a float64 even where Triton made B (= 1) a constant
+    inv_b = 1.0 / (zero + B)
+    root = tl.sqrt(zero + n)
     return (1.0 - (inv_b + eps)) / root, (inv_b - eps) / root
 
 
@@ -312,34 +313,25 @@ def bln_backward(a, dy, g, rows, feats, rmask, fmask, m3, t, B, n, eps_ptr, bmea
     # batch part, per feature
     w = gh * ca
     d = tl.where(m3, x - mb, 0.0)
-    P = col_sum(w * d)[None, :, :]
-    Q = col_sum(w)[None, :, :]
-    R = col_sum(d)[None, :, :]
-    if bstd is None:
-        coef = -P * isb * isb * isb / B
-    else:
-        coef = tl.zeros_like(P)
-    if bmean is None:
-        mean_dd = (Q * isb + coef * R) / B
-    else:
-        mean_dd = tl.zeros_like(Q)
+    coef, mean_dd = _bln_part(col_sum(w * d)[None, :, :], col_sum(w)[None, :, :], col_sum(d)[None, :, :], isb, B,
+                              bmean is None, bstd is None)
     da = w * isb + coef * (x - mb) - mean_dd
     # feature part, per row
     w = gh * cf
     d = tl.where(m3, x - mf, 0.0)
-    p = row_sum(w * d)[:, None, None]
-    q = row_sum(w)[:, None, None]
-    r = row_sum(d)[:, None, None]
-    if fstd is None:
-        coef = -p * isf * isf * isf / n
-    else:
-        coef = tl.zeros_like(p)
-    if fmean is None:
-        mean_dd = (q * isf + coef * r) / n
-    else:
-        mean_dd = tl.zeros_like(q)
+    coef, mean_dd = _bln_part(row_sum(w * d)[:, None, None], row_sum(w)[:, None, None], row_sum(d)[:, None, None],
+                              isf, n, fmean is None, fstd is None)
     da += w * isf + coef * (x - mf) - mean_dd
     return da, dgx
+
+
+@triton.jit
+def _bln_part(P, Q, R, inv, N, MEAN: tl.constexpr, STD: tl.constexpr):
+    """dsigma's coefficient and mean(dd) of one BLN part from P = sum w d, Q = sum w, R = sum d
+    (``MEAN``/``STD``: the statistic is the current batch's, not given)."""
+    coef = -P * inv * inv * inv / N if STD else tl.zeros_like(P)
+    mean_dd = (Q * inv + coef * R) / N if MEAN else tl.zeros_like(Q)
+    return coef, mean_dd
 
 
 @triton.jit
