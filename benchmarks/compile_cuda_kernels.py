@@ -22,6 +22,7 @@ import sys
 import time
 
 NORMS = ["ln", "atn", "bn", "bn-input", "bln", "atn-bn"]
+PER_STEP = ("t", "step", "chunk")
 
 
 def record() -> None:
@@ -43,7 +44,9 @@ def record() -> None:
                     for arg_name, a in zip(kernel.arg_names, args):
                         if isinstance(a, torch.Tensor):
                             types.append((arg_name, "*" + {torch.float32: "fp32", torch.float64: "fp64"}[a.dtype], None))
-                        elif a is None or (isinstance(a, int) and a == 1):  # Triton makes these constants
+                        elif a is None or (isinstance(a, int) and a == 1 and arg_name not in PER_STEP):
+                            # Triton makes these constants (a step index that is 1 too, but that
+                            # variant differs in nothing that could fail: not compiled separately)
                             types.append((arg_name, "constexpr", a))
                         elif isinstance(a, int):
                             types.append((arg_name, "i32", None))
