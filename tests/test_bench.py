@@ -127,6 +127,7 @@ def test_cli_table_default_output():
     (["--k", "5,0"], "--k values must be >= 1"),
     (["--k", "five"], "--k takes whole numbers"),
     (["--reps", "0"], "--reps must be >= 1"),
+    *([(["--device", "cuda"], "torch sees no CUDA GPU here")] if not torch.cuda.is_available() else []),
 ])
 def test_cli_bad_input_is_one_line(args, message):
     result = _bench(*args)

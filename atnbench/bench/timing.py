@@ -104,7 +104,8 @@ def infer_step(c: Candidate, x: Tensor) -> None:
 
 
 def path_of(model: BenchModel) -> str:
-    """Which implementation ran: "fused" (nn.LSTM), "cpp"/"function" (the fast path), "loop", or "other"."""
+    """Which implementation ran: "fused" (nn.LSTM, cuDNN on a GPU), "cpp"/"function"/"triton" (the fast
+    path: C++ on a CPU, Triton on a GPU), "loop", or "other"."""
     rnn = model.rnn
     if getattr(rnn, "fused", False):
         return "fused"

@@ -27,9 +27,14 @@ window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The bac
 once-differentiable, which cannot be detected in advance: double backward through the
 recurrence raises an error on the fast path; use ``backend="loop"`` for it.
 
-``backend="auto"`` picks ``"cpp"`` on CPU, and the loop path on other devices (not measured
-there) or when the extension cannot be built (with a warning). ``"function"`` is never chosen
-automatically. Set ``ATNBENCH_NO_BUILD=1`` to never compile.
+- ``"triton"``: every norm of NormLSTM and NormGRU in Triton kernels (``atnbench/nn/gpu``),
+  run by ``fastpath_rnn`` as the C++ norm_rnn kernel is: CUDA (or a CPU under Triton's
+  interpreter, for tests).
+
+``backend="auto"`` picks ``"cpp"`` on CPU, ``"triton"`` on CUDA (the loop there, with a warning,
+when Triton is not installed), and the loop path on other devices or when the extension cannot be
+built (with a warning). ``"function"`` is never chosen automatically. Set ``ATNBENCH_NO_BUILD=1``
+to never compile.
 """
 
 from __future__ import annotations
@@ -43,9 +48,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from atnbench.nn import build, fast_python, fastpath_rnn
+from atnbench.nn import build, fast_python, fastpath_rnn, gpu
 
-FAST_BACKENDS = ("cpp", "function")
+FAST_BACKENDS = ("cpp", "function", "triton")
 # The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
 GRAD_NAMES = ("x", "w_ih", "b_ih", "h0", "c0", "w_hh", "b_hh", "bias", "gx", "sx", "gh", "sh", "gc", "sc",
               "hist_x", "hist_h", "hist_c")
@@ -171,6 +176,8 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
     LN/ATN-LSTM layers run this module's kernel (the input term fused in); every other covered
     norm runs ``fastpath_rnn`` (csrc/norm_rnn.cpp)."""
     _require_build(path)
+    if path == "triton":
+        return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths, gpu.load_ops())
     if not _ln_atn_layer(layer):
         return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths)
     impl = IMPLS[path]
@@ -187,13 +194,16 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
 
 
 def gru_layer(layer, x: Tensor, h0: Tensor, windows: tuple, path: str, lengths: Optional[Tensor] = None):
-    """``NormGRULayer.forward`` on the C++ fast path (``fastpath_rnn``); same returns."""
+    """``NormGRULayer.forward`` on the C++ or Triton fast path (``fastpath_rnn``); same returns."""
     _require_build(path)
-    out, h, _, new_windows = fastpath_rnn.layer(layer, x, h0, None, windows, lengths)
+    ops = gpu.load_ops() if path == "triton" else None
+    out, h, _, new_windows = fastpath_rnn.layer(layer, x, h0, None, windows, lengths, ops)
     return out, h, new_windows
 
 
 def _require_build(path: str) -> None:
+    if path == "triton" and not gpu.installed():
+        raise RuntimeError(f"backend='triton' needs Triton: {gpu.INSTALL_HINT}")
     if path == "cpp" and not build_cpp():
         raise RuntimeError("backend='cpp': the C++ extension could not be built:\n" + _cpp_state.get("error", ""))
 
@@ -243,6 +253,21 @@ def _tracing() -> bool:
     return bool((compiling is not None and compiling()) or torch.jit.is_tracing() or torch.jit.is_scripting())
 
 
+def _triton_or_loop(backend: str, device: torch.device) -> str:
+    """The Triton path where its kernels run (CUDA; a CPU under Triton's interpreter), the loop
+    elsewhere. ``"triton"`` asked for where it would run but Triton is missing is an error;
+    ``"auto"`` on CUDA without Triton warns once and takes the loop."""
+    if gpu.runs_on(device):
+        return "triton"
+    if backend == "triton" and not gpu.installed() and (device.type == "cuda" or gpu.interpreting()):
+        raise RuntimeError(f"backend='triton' needs Triton: {gpu.INSTALL_HINT}")
+    if backend == "auto" and not gpu.installed() and not _cpp_state.get("triton_warned"):
+        _cpp_state["triton_warned"] = True
+        warnings.warn_explicit(f"Triton is not installed: NormLSTM/NormGRU on CUDA use the slower loop path "
+                               f"({gpu.INSTALL_HINT})", RuntimeWarning, "atnbench", 0)
+    return "loop"
+
+
 def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
     """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
 
@@ -261,6 +286,8 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"
     if backend == "function":
         return "function" if kernel == "norm_lstm" else "loop"
+    if backend == "triton" or (backend == "auto" and x.device.type == "cuda"):
+        return _triton_or_loop(backend, x.device)
     if x.device.type != "cpu":
         return "loop"
     if backend == "cpp":

@@ -171,16 +171,17 @@ N_DIFF_OPTS = (GAIN, SHIFT, HIST)  # the optional inputs that can receive a grad
 
 
 class NormRNNRecurrence(torch.autograd.Function):
-    """``apply(cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts_h, *opts_c)``; ``th``/``tc`` are
-    (kind, k, eps) of the hidden and cell terms. Returns ``(out, c_n, hist_h, hist_c,
-    records_h, records_c, bln_h, bln_c)``; the last four carry no gradient."""
+    """``apply(ops, cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts_h, *opts_c)``; ``ops`` the kernels
+    (``torch.ops.atnbench_fast`` or the Triton ones), ``th``/``tc`` (kind, k, eps) of the hidden and
+    cell terms. Returns ``(out, c_n, hist_h, hist_c, records_h, records_c, bln_h, bln_c)``; the
+    last four carry no gradient."""
 
     @staticmethod
-    def forward(ctx, cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts):
+    def forward(ctx, ops, cell, th, tc, xn, h0, c0, w_hh, b_hh, *opts):
         opts_h, opts_c = list(opts[:9]), list(opts[9:])
-        res = torch.ops.atnbench_fast.norm_rnn_forward(xn, h0, c0, w_hh, b_hh, cell, *th, opts_h, *tc, opts_c, True)
+        res = ops.norm_rnn_forward(xn, h0, c0, w_hh, b_hh, cell, *th, opts_h, *tc, opts_c, True)
         out, cn, hh, hc, sth, stc, blh, blc, refh, refc, *saved = res
-        ctx.cell, ctx.th, ctx.tc = cell, th, tc
+        ctx.ops, ctx.cell, ctx.th, ctx.tc = ops, cell, th, tc
         ctx.n_opts = len(opts)
         ctx.present = [t is not None for t in (c0, b_hh, *opts)]
         ctx.save_for_backward(h0, *(t for t in (c0, *opts) if t is not None), w_hh, out, sth, stc, blh, blc, refh,
@@ -198,7 +199,7 @@ class NormRNNRecurrence(torch.autograd.Function):
         opts = [stored.pop(0) if present else None for present in ctx.present[2:]]
         w_hh, out, sth, stc, blh, blc, refh, refc, ah, act, ch, ty = stored
         opts_h, opts_c = opts[:9], opts[9:]
-        (dxn, dh0, dc0, dw, db, dgh, dsh, dgc, dsc, dhist_h, dhist_c) = torch.ops.atnbench_fast.norm_rnn_backward(
+        (dxn, dh0, dc0, dw, db, dgh, dsh, dgc, dsc, dhist_h, dhist_c) = ctx.ops.norm_rnn_backward(
             dout, dcn, dhh, dhc, h0, c0, w_hh, ctx.cell, *ctx.th, opts_h, *ctx.tc, opts_c, out, sth, stc, blh, blc,
             refh, refc, ah, act, ch, ty)
         needs = ctx.needs_input_grad
@@ -211,19 +212,19 @@ class NormRNNRecurrence(torch.autograd.Function):
             return g
 
         rest = grads_of(opts_h, dgh, dsh, dhist_h) + grads_of(opts_c, dgc, dsc, dhist_c)
-        rest = [g if need else None for g, need in zip(rest, needs[8:])]
-        return (None, None, None, dxn, dh0, dc0 if c0 is not None else None, dw,
+        rest = [g if need else None for g, need in zip(rest, needs[9:])]
+        return (None, None, None, None, dxn, dh0, dc0 if c0 is not None else None, dw,
                 db if ctx.present[1] else None, *rest)
 
 
-def _project_and_normalize(spec, x: Tensor, w_ih: Tensor, b_ih: Optional[Tensor], opts) -> tuple[Tensor, list]:
+def _project_and_normalize(ops, spec, x: Tensor, w_ih: Tensor, b_ih: Optional[Tensor], opts) -> tuple[Tensor, list]:
     x2 = x.reshape(-1, x.shape[-1])
     wx = (x2 @ w_ih.t() if b_ih is None else torch.addmm(b_ih, x2, w_ih.t())).view(x.shape[0], x.shape[1], -1)
-    return wx, torch.ops.atnbench_fast.norm_seq_forward(wx, *spec, list(opts))
+    return wx, ops.norm_seq_forward(wx, *spec, list(opts))
 
 
 class NormSequence(torch.autograd.Function):
-    """``apply((kind, k, eps), x, w_ih, b_ih, *opts)``: the input term ``N(W_ih x + b_ih)`` of
+    """``apply(ops, (kind, k, eps), x, w_ih, b_ih, *opts)``: the input term ``N(W_ih x + b_ih)`` of
     every step of ``x`` (T, B, D), the norm on the kernel with no recurrence. Returns ``(y, hist,
     records, bln)``; the last two carry no gradient.
 
@@ -232,9 +233,9 @@ class NormSequence(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, spec, x, w_ih, b_ih, *opts):
-        wx, (y, hist, records, bln, ref) = _project_and_normalize(spec, x, w_ih, b_ih, opts)
-        ctx.spec = spec
+    def forward(ctx, ops, spec, x, w_ih, b_ih, *opts):
+        wx, (y, hist, records, bln, ref) = _project_and_normalize(ops, spec, x, w_ih, b_ih, opts)
+        ctx.ops, ctx.spec = ops, spec
         ctx.present = [t is not None for t in (b_ih, *opts)]
         ctx.save_for_backward(x, w_ih, wx, *(t for t in opts if t is not None), records, bln, ref)
         ctx.mark_non_differentiable(records, bln)
@@ -248,20 +249,20 @@ class NormSequence(torch.autograd.Function):
         opts = [stored.pop(0) if present else None for present in ctx.present[1:]]
         records, bln, ref = stored
         dy = torch.zeros_like(wx) if dy is None else dy
-        da, dg, ds, dh = torch.ops.atnbench_fast.norm_seq_backward(dy, dhist, wx, *ctx.spec, opts, records, bln, ref)
+        da, dg, ds, dh = ctx.ops.norm_seq_backward(dy, dhist, wx, *ctx.spec, opts, records, bln, ref)
         needs = ctx.needs_input_grad
         da2 = da.view(-1, da.shape[-1])
-        dx = (da2 @ w_ih).view_as(x) if needs[1] else None
-        dw = (x.reshape(-1, x.shape[-1]).t() @ da2).t() if needs[2] else None
-        db = da2.sum(0) if ctx.present[0] and needs[3] else None
+        dx = (da2 @ w_ih).view_as(x) if needs[2] else None
+        dw = (x.reshape(-1, x.shape[-1]).t() @ da2).t() if needs[3] else None
+        db = da2.sum(0) if ctx.present[0] and needs[4] else None
         grads = [None] * len(opts)
         grads[GAIN] = dg if opts[GAIN] is not None else None
         grads[SHIFT] = ds if opts[SHIFT] is not None else None
         grads[HIST] = dh if opts[HIST] is not None else None
-        return (None, dx, dw, db, *(g if need else None for g, need in zip(grads, needs[4:])))
+        return (None, None, dx, dw, db, *(g if need else None for g, need in zip(grads, needs[5:])))
 
 
-def input_term(model_layer, x: Tensor, window: Optional[Tensor], lengths: Optional[Tensor]):
+def input_term(model_layer, x: Tensor, window: Optional[Tensor], lengths: Optional[Tensor], ops=None):
     """``N_x(W_x x [+ b_x]) [+ b]`` for every step: the input norm on the kernel where it has a
     kind (``TERMS``) and the batch is not padded, the layer's own ``input_term`` otherwise.
 
@@ -283,20 +284,24 @@ def input_term(model_layer, x: Tensor, window: Optional[Tensor], lengths: Option
     spec = (term.kind, term.k, term.eps)
     args = (x.contiguous(), model_layer.weight_ih, model_layer.bias_ih, *term.opts)
     if torch.is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in args):
-        y, hist, records, bln = NormSequence.apply(spec, *args)
+        y, hist, records, bln = NormSequence.apply(ops, spec, *args)
     else:
-        y, hist, records, bln = _project_and_normalize(spec, args[0], args[1], args[2], args[3:])[1][:4]
+        y, hist, records, bln = _project_and_normalize(ops, spec, args[0], args[1], args[2], args[3:])[1][:4]
     if term.update is not None:
         term.update(records.detach(), bln.detach(), batch)
     return y, (hist if term.windowed and term.kind in (ROW, COL) else window)
 
 
-def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tuple, lengths: Optional[Tensor]):
-    """One layer of NormLSTM (``c0`` given) or NormGRU (``c0`` None) on the C++ fast path.
+def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tuple, lengths: Optional[Tensor],
+          ops=None):
+    """One layer of NormLSTM (``c0`` given) or NormGRU (``c0`` None) on the fast path: the C++
+    kernels (``ops`` None: ``torch.ops.atnbench_fast``) or others with their signatures (the
+    Triton ones, ``gpu/ops.py``).
 
     Returns ``(out, h_n, c_n or None, new_windows)`` as the layer's own forward does.
     """
-    xn, window_x = input_term(model_layer, x, windows[0], lengths)
+    ops = torch.ops.atnbench_fast if ops is None else ops
+    xn, window_x = input_term(model_layer, x, windows[0], lengths, ops)
     steps, batch = xn.shape[0], xn.shape[1]
     cell = GRU if c0 is None else LSTM
     norms = [model_layer.norm_h] + ([model_layer.norm_c] if cell == LSTM else [])
@@ -313,9 +318,9 @@ def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tup
             *th.opts, *tc.opts)
     differentiable = [t for t in args[2:] if isinstance(t, Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in differentiable):
-        out, cn, hh, hc, sth, stc, blh, blc = NormRNNRecurrence.apply(cell, *args)
+        out, cn, hh, hc, sth, stc, blh, blc = NormRNNRecurrence.apply(ops, cell, *args)
     else:
-        res = torch.ops.atnbench_fast.norm_rnn_forward(args[2], args[3], args[4], args[5], args[6], cell, *args[0],
+        res = ops.norm_rnn_forward(args[2], args[3], args[4], args[5], args[6], cell, *args[0],
                                                        list(th.opts), *args[1], list(tc.opts), False)
         out, cn, hh, hc, sth, stc, blh, blc = res[:8]
     for term, records, bln in ((th, sth, blh), (tc, stc, blc)):

@@ -80,11 +80,14 @@ class NormLSTM(NormRecurrent):
       hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
       layer on its own); any case the fast path does not cover (variable lengths, a ``probe``
       set on a norm, MPS or CUDA, dtypes other than float32/float64, ``torch.compile``/tracing)
-      takes the loop, with the same result. The fast path is once-differentiable: double
-      backward raises there; use ``"loop"`` for it.
+      takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
+      (``atnbench.nn.gpu``: per step one cuBLAS GEMM and one fused kernel, the recurrence replayed
+      as a CUDA graph; needs ``pip install 'atnbench[gpu]'``, else the loop with a warning). The
+      fast path is once-differentiable: double backward raises there; use ``"loop"`` for it.
       ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
-      Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not).
+      Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not);
+      ``"triton"`` the Triton kernels (CUDA, or a CPU under ``TRITON_INTERPRET=1``: tests).
       ``last_paths`` records the path each layer took in the last forward.
 
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a

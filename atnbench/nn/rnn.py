@@ -50,7 +50,7 @@ from atnbench.nn.schemes import NormScheme, get_scheme
 from atnbench.nn.window import check_history
 
 INITS = ("atn", "torch")
-BACKENDS = ("auto", "loop", "fused", "cpp", "function")
+BACKENDS = ("auto", "loop", "fused", "cpp", "function", "triton")
 
 
 class LSTMState(NamedTuple):
@@ -163,8 +163,9 @@ class NormRecurrent(nn.Module):
     """Stack of normalized recurrent layers with the ``nn.LSTM``/``nn.GRU`` calling convention.
 
     ``backend``: ``"auto"`` (default), ``"loop"`` (the plain Python recurrence, the reference
-    path, always available), ``"fused"`` (torch's kernel, norm="none" only), ``"cpp"`` or
-    ``"function"`` (the fast path of ``fastpath.py``, for the norms in ``fast_norms``).
+    path, always available), ``"fused"`` (torch's kernel, norm="none" only), ``"cpp"``,
+    ``"function"`` or ``"triton"`` (the fast path of ``fastpath.py``, for the norms in
+    ``fast_norms``; ``"triton"``: the GPU kernels of ``atnbench.nn.gpu``).
     """
 
     layer_class: type = NormRecurrentLayer
@@ -191,7 +192,7 @@ class NormRecurrent(nn.Module):
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
-        fast = {"cpp": self.fast_norms, "function": self.function_norms}.get(backend)
+        fast = {"cpp": self.fast_norms, "function": self.function_norms, "triton": self.fast_norms}.get(backend)
         if fast is not None and norm not in fast:
             covered = ", ".join(repr(n) for n in fast) or "no norm"
             raise ValueError(f"backend={backend!r} (the fast path) covers {covered} of {type(self).__name__}, "

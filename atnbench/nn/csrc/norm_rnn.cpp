@@ -262,6 +262,7 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
           mu = nm.fm[t];
         } else {
           T sum = 0;
+#pragma omp simd reduction(+ : sum)
           for (int64_t i = 0; i < n; ++i) sum += ab[i];
           mu = sum / (T)n;
         }
@@ -270,6 +271,7 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
           sf[b] = nm.fs[t];
         } else {
           T sq = 0;
+#pragma omp simd reduction(+ : sq)
           for (int64_t i = 0; i < n; ++i) sq += (ab[i] - mu) * (ab[i] - mu);
           sf[b] = std::sqrt(sq / (T)n + (T)nm.eps);
         }
@@ -403,21 +405,25 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
         mf[b] = (T)rec[2 * n + b];
         isf[b] = T(1) / (T)rec[2 * n + B + b];
       }
-      if (dg)
-        for (int64_t b = 0; b < B; ++b)
-          for (int64_t i = 0; i < n; ++i) {
-            const T x = a[b * n + i];
-            dg[i] += dy[b * n + i] * (ca * (x - mb[i]) * isb[i] + cf * (x - mf[b]) * isf[b]);
-          }
-      // batch part: reduced over the rows, per feature
+      // batch part: reduced over the rows, per feature (the gain's gradient in the same pass)
       std::fill(P, P + 3 * n, T(0));
-      for (int64_t b = 0; b < B; ++b)
+      for (int64_t b = 0; b < B; ++b) {
+        const T* ab = a + b * n;
+        const T* dyb = dy + b * n;
+        const T mfb = mf[b], isfb = isf[b];
+        if (dg) {
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i)
+            dg[i] += dyb[i] * (ca * (ab[i] - mb[i]) * isb[i] + cf * (ab[i] - mfb) * isfb);
+        }
+#pragma omp simd
         for (int64_t i = 0; i < n; ++i) {
-          const T w = (g ? dy[b * n + i] * g[i] : dy[b * n + i]) * ca, d = a[b * n + i] - mb[i];
+          const T w = (g ? dyb[i] * g[i] : dyb[i]) * ca, d = ab[i] - mb[i];
           P[i] += w * d;
           Q[i] += w;
           R[i] += d;
         }
+      }
       for (int64_t i = 0; i < n; ++i) {
         const T coef = nm.bs == nullptr ? -P[i] * isb[i] * isb[i] * isb[i] / (T)B : T(0);
         const T mean_dd = nm.bm == nullptr ? (Q[i] * isb[i] + coef * R[i]) / (T)B : T(0);
@@ -436,6 +442,7 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
         T* dab = da + b * n;
         const T mu = mf[b], is = isf[b];
         T p = 0, q = 0, r = 0;
+#pragma omp simd reduction(+ : p, q, r)
         for (int64_t i = 0; i < n; ++i) {
           const T w = (g ? dyb[i] * g[i] : dyb[i]) * cf, d = ab[i] - mu;
           p += w * d;
