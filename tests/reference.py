@@ -54,17 +54,23 @@ def _affine(value: float, gain: Optional[np.ndarray], shift: Optional[np.ndarray
 # LN (Ba et al.; ATN paper eqs. 5-6)
 # --------------------------------------------------------------------------------------
 
+def moments(values) -> tuple[float, float]:
+    """Mean and biased variance of a list of scalars, summed one by one in float64: every
+    statistic below (LN, BN, ATN, BLN, sequence-wise BN) is these two over a different set."""
+    total = 0.0
+    for v in values:
+        total += v
+    mu = total / len(values)
+    sq = 0.0
+    for v in values:
+        sq += (v - mu) ** 2
+    return mu, sq / len(values)
+
+
 def ref_ln_vector(a: np.ndarray, eps: float, gain=None, shift=None) -> np.ndarray:
     """LN of one vector a in R^n: mu = 1/n sum a_i, sigma^2 = 1/n sum (a_i - mu)^2 (eq. 5)."""
     n = len(a)
-    mu = 0.0
-    for i in range(n):
-        mu += a[i]
-    mu /= n
-    var = 0.0
-    for i in range(n):
-        var += (a[i] - mu) ** 2
-    var /= n
+    mu, var = moments([a[i] for i in range(n)])
     out = np.empty(n)
     for i in range(n):
         out[i] = _affine((a[i] - mu) / math.sqrt(var + eps), gain, shift, i)  # eq. 6
@@ -103,17 +109,7 @@ def ref_atn_ln_step(seq: np.ndarray, t: int, k: int, eps: float, gain=None, shif
     batch, n = seq.shape[1], seq.shape[2]
     out = np.empty((batch, n))
     for b in range(batch):
-        total, count = 0.0, 0
-        for tj in steps:
-            for s in range(n):
-                total += seq[tj, b, s]
-                count += 1
-        mu = total / count
-        sq = 0.0
-        for tj in steps:
-            for s in range(n):
-                sq += (seq[tj, b, s] - mu) ** 2
-        var = sq / count
+        mu, var = moments([seq[tj, b, s] for tj in steps for s in range(n)])
         for i in range(n):
             out[b, i] = _affine((seq[t, b, i] - mu) / math.sqrt(var + eps), gain, shift, i)
     return out
@@ -141,17 +137,7 @@ def ref_atn_bn_step(seq: np.ndarray, t: int, k: int, eps: float, gain=None, shif
     out = np.empty((batch, n))
     means, variances = np.empty(n), np.empty(n)
     for i in range(n):
-        total, count = 0.0, 0
-        for tj in steps:
-            for b in range(batch):
-                total += seq[tj, b, i]
-                count += 1
-        mu = total / count
-        sq = 0.0
-        for tj in steps:
-            for b in range(batch):
-                sq += (seq[tj, b, i] - mu) ** 2
-        var = sq / count
+        mu, var = moments([seq[tj, b, i] for tj in steps for b in range(batch)])
         means[i], variances[i] = mu, var
         for b in range(batch):
             out[b, i] = _affine((seq[t, b, i] - mu) / math.sqrt(var + eps), gain, shift, i)
@@ -182,14 +168,7 @@ def ref_bn_step(a: np.ndarray, eps: float, gain=None, shift=None, mean=None, var
     means, variances = np.empty(n), np.empty(n)
     for i in range(n):
         if mean is None:
-            mu = 0.0
-            for b in range(batch):
-                mu += a[b, i]
-            mu /= batch
-            v = 0.0
-            for b in range(batch):
-                v += (a[b, i] - mu) ** 2
-            v /= batch
+            mu, v = moments([a[b, i] for b in range(batch)])
         else:
             mu, v = mean[i], var[i]
         means[i], variances[i] = mu, v
@@ -221,17 +200,7 @@ def ref_seq_bn(x, eps: float = 1e-5, weight=None, bias=None, lengths=None):
     out = np.empty_like(x)
     means, variances = np.empty(n), np.empty(n)
     for i in range(n):
-        total, frames = 0.0, 0
-        for b in range(batch):
-            for t in range(lens[b]):
-                total += x[t, b, i]
-                frames += 1
-        mu = total / frames  # eq. 20
-        sq = 0.0
-        for b in range(batch):
-            for t in range(lens[b]):
-                sq += (x[t, b, i] - mu) ** 2
-        var = sq / frames  # eq. 21
+        mu, var = moments([x[t, b, i] for b in range(batch) for t in range(lens[b])])  # eqs. 20-21
         means[i], variances[i] = mu, var
         for t in range(steps):
             for b in range(batch):
@@ -472,14 +441,7 @@ def ref_pooled_bn(a: np.ndarray, values: list, eps: float, gain=None, shift=None
     m, n = a.shape
     out = np.empty((m, n))
     for i in range(n):
-        total = 0.0
-        for v in values:
-            total += v[i]
-        mu = total / len(values)
-        sq = 0.0
-        for v in values:
-            sq += (v[i] - mu) ** 2
-        var = sq / len(values)
+        mu, var = moments([v[i] for v in values])
         for b in range(m):
             out[b, i] = _affine((a[b, i] - mu) / math.sqrt(var + eps), gain, shift, i)
     return out
