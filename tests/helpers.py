@@ -1,5 +1,18 @@
 """Small test utilities shared by several test modules."""
 
+import torch
+
+
+def randomize(model, seed=0):
+    """Random weights; gains in [0.5, 1.5] and random shifts, so every parameter matters
+    (drawn in float64 on the CPU, then cast to each parameter's dtype and device)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.rand(p.shape, generator=g, dtype=torch.float64).to(p)
+            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
+    return model
+
 
 class Interrupt:
     """A training reporter that interrupts at a given step, as Ctrl-C would."""

@@ -23,6 +23,7 @@ from atnbench.nn import NormGRU, NormLSTM, WindowedLSTMState
 from atnbench.nn.padding import last_steps, reverse_padded
 
 from reference import as_f64, layer_params, ref_norm_gru, ref_norm_lstm
+from helpers import randomize
 
 DT = torch.float64
 CELLS = {"lstm": (NormLSTM, nn.LSTM), "gru": (NormGRU, nn.GRU)}
@@ -41,12 +42,7 @@ def make(cell, norm, bidirectional=True, layers=2, backend="loop", seed=0):
     options = dict(bn_input_mode="sequence") if norm == "bn-input-seq" else {}
     model = CELLS[cell][0](D, H, layers, bidirectional=bidirectional, norm=norm.replace("-seq", ""), k=K,
                            eps=EPS, backend=backend, **options).to(DT)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            r = torch.rand(p.shape, generator=g, dtype=DT)
-            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
-    return model
+    return randomize(model, seed)
 
 
 def sequences(lengths, seed=1):

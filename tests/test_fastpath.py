@@ -16,6 +16,7 @@ import torch
 
 from atnbench.nn import NormGRU, NormLSTM, WindowedLSTMState
 from atnbench.nn import fastpath
+from helpers import randomize
 
 DT = torch.float64
 FAST = ("cpp", "function")
@@ -38,16 +39,6 @@ def cpp():
 def _skip_unless_built(path, request):
     if path == "cpp":
         request.getfixturevalue("cpp")
-
-
-def randomize(model, seed=0):
-    """Random weights; gains in [0.5, 1.5] and random shifts, so every parameter matters."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            r = torch.rand(p.shape, generator=g, dtype=torch.float64).to(p.dtype)
-            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
-    return model
 
 
 def make(backend, norm="atn", k=3, layers=1, dtype=DT, din=3, hidden=5, seed=0, **kw):

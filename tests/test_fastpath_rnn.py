@@ -15,6 +15,7 @@ import torch
 
 from atnbench.nn import NormGRU, NormLSTM, WindowedGRUState, WindowedLSTMState
 from atnbench.nn import fastpath
+from helpers import randomize
 
 DT = torch.float64
 CELLS = {"lstm": NormLSTM, "gru": NormGRU}
@@ -34,12 +35,7 @@ def cpp():
 def make(cell, backend, norm, layers=1, din=3, hidden=5, seed=0, **kw):
     torch.manual_seed(seed)
     model = CELLS[cell](din, hidden, layers, norm=norm, backend=backend, **kw).to(DT)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            r = torch.rand(p.shape, generator=g, dtype=DT)
-            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
-    return model
+    return randomize(model, seed)
 
 
 def inputs(T, B, d=3, seed=1):

@@ -21,6 +21,7 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 from atnbench.nn import NormGRU, NormLSTM, fastpath, gpu  # noqa: E402
+from helpers import randomize
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.float64
@@ -31,12 +32,7 @@ NORMS = [("ln", {}), ("atn", {"k": 3}), ("bn", {}), ("bn-input", {}), ("bln", {}
 def make(cell, backend, norm, opts, layers=1, din=3, hidden=5, **kw):
     torch.manual_seed(0)
     model = CELLS[cell](din, hidden, layers, norm=norm, backend=backend, **opts, **kw).to(DEVICE, DT)
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            r = torch.rand(p.shape, generator=g, dtype=DT).to(DEVICE)
-            p.copy_(r + 0.5 if ".norm_" in name and name.endswith("weight") else (r - 0.5) * 1.2)
-    return model
+    return randomize(model, 0)
 
 
 def inputs(T, B, d=3, seed=1, dtype=DT):
