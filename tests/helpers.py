@@ -137,3 +137,30 @@ def still_running(processes, within: float) -> list:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.05)
+
+
+def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
+    """Train ``config`` once uninterrupted and once interrupted at step ``kill_at`` (checkpoints
+    every 2 steps) then resumed, in two stores under ``folder``. ``inspect_killed(store)`` sees
+    the interrupted store before the resume. Returns (whole, whole_curve, resumed, resumed_curve):
+    the summaries and the curves as (step, train, validation, metrics) tuples."""
+    from atnbench.store import ResultsStore
+    from atnbench.train import train
+
+    key = lambda curve: [(p.step, p.train_loss, p.val_loss, p.metrics) for p in curve]  # noqa: E731
+    cpu = torch.device("cpu")
+    with ResultsStore(folder / "whole.db") as store:
+        whole = train(config, store, cpu)
+        whole_curve = key(store.curve(config.run_id))
+    with ResultsStore(folder / "killed.db") as store:
+        try:
+            train(config, store, cpu, Interrupt(at=kill_at), checkpoint_every=2)
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError(f"the run was not interrupted at step {kill_at}")
+        if inspect_killed is not None:
+            inspect_killed(store)
+        resumed = train(config, store, cpu, resume=True)
+        resumed_curve = key(store.curve(config.run_id))
+    return whole, whole_curve, resumed, resumed_curve

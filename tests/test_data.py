@@ -19,7 +19,7 @@ from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.train import train
-from helpers import Interrupt
+from helpers import Interrupt, whole_and_resumed
 
 datasets = pytest.importorskip("datasets")
 runner = CliRunner()
@@ -491,17 +491,8 @@ def test_resumed_carried_state_lm_run_equals_uninterrupted(tmp_path):
     # dropping at epoch 1: the checkpoint must restore position, state and schedule exactly.
     config = lm_config(tmp_path, norm="atn", options={"data_dir": str(tmp_path / "ptb"),
                                                       "lr_schedule": {"milestones": [1], "gamma": 0.1}})
-    with ResultsStore(tmp_path / "whole.db") as store:
-        whole = train(config, store, torch.device("cpu"))
-        whole_curve = store.curve(config.run_id)
-    with ResultsStore(tmp_path / "killed.db") as store:
-        with pytest.raises(KeyboardInterrupt):
-            train(config, store, torch.device("cpu"), Interrupt(at=8), checkpoint_every=2)
-        resumed = train(config, store, torch.device("cpu"), resume=True)
-        resumed_curve = store.curve(config.run_id)
-    assert resumed["status"] == "done"
-    assert [(p.step, p.train_loss, p.val_loss, p.metrics) for p in resumed_curve] == \
-           [(p.step, p.train_loss, p.val_loss, p.metrics) for p in whole_curve]
+    whole, whole_curve, resumed, resumed_curve = whole_and_resumed(config, tmp_path, kill_at=8)
+    assert resumed["status"] == "done" and resumed_curve == whole_curve
     assert resumed["test_bpc"] == whole["test_bpc"]
 
 
@@ -548,14 +539,10 @@ def test_resumed_run_after_the_asgd_switch_equals_uninterrupted(tmp_path):
     config = resolve_run("wikitext2", dict(T=6, hidden=8, batch_size=2, steps=16, eval_every=2, k=2, lr=30.0,
                                            options={"data_dir": str(write_wikitext(tmp_path / "wt")),
                                                     "asgd_switch": {"nonmono": 1}}))
-    key = lambda curve: [(p.step, p.train_loss, p.val_loss, p.metrics) for p in curve]  # noqa: E731
-    with ResultsStore(tmp_path / "whole.db") as store:
-        whole = train(config, store, torch.device("cpu"))
-        whole_curve = key(store.curve(config.run_id))
-    with ResultsStore(tmp_path / "killed.db") as store:
-        with pytest.raises(KeyboardInterrupt):
-            train(config, store, torch.device("cpu"), Interrupt(at=13), checkpoint_every=2)
+
+    def at_the_kill(store):
         saved = torch.load(store.checkpoint_dir(config.run_id) / "checkpoint.pt", weights_only=False)
         assert saved["step"] == 12 and saved["optimizer"]["switched_at"] is not None
-        resumed = train(config, store, torch.device("cpu"), resume=True)
-        assert key(store.curve(config.run_id)) == whole_curve and resumed["val_ppl"] == whole["val_ppl"]
+
+    whole, whole_curve, resumed, resumed_curve = whole_and_resumed(config, tmp_path, 13, at_the_kill)
+    assert resumed_curve == whole_curve and resumed["val_ppl"] == whole["val_ppl"]

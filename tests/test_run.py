@@ -14,7 +14,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.train import train
-from helpers import Interrupt
+from helpers import Interrupt, whole_and_resumed
 
 runner = CliRunner()
 
@@ -94,19 +94,13 @@ def test_budget_on_whole_split_tasks_keeps_the_evaluation_interval():
 def test_resume_after_kill_equals_uninterrupted(tmp_path, norm):
     config = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
                                     "val_samples": 8, "norm": norm, "k": 3})
-    with ResultsStore(tmp_path / "whole.db") as store:
-        whole = train(config, store, torch.device("cpu"))
-        whole_curve = store.curve(config.run_id)
-    with ResultsStore(tmp_path / "killed.db") as store:
-        with pytest.raises(KeyboardInterrupt):
-            train(config, store, torch.device("cpu"), Interrupt(at=9), checkpoint_every=2)
+
+    def at_the_kill(store):
         assert store.status(config.run_id) == "failed"
         assert (store.checkpoint_dir(config.run_id) / "checkpoint.pt").exists()
-        resumed = train(config, store, torch.device("cpu"), resume=True)
-        resumed_curve = store.curve(config.run_id)
-    assert resumed["status"] == "done"
-    assert [(p.step, p.train_loss, p.val_loss) for p in resumed_curve] == \
-           [(p.step, p.train_loss, p.val_loss) for p in whole_curve]
+
+    whole, whole_curve, resumed, resumed_curve = whole_and_resumed(config, tmp_path, 9, at_the_kill)
+    assert resumed["status"] == "done" and resumed_curve == whole_curve
     for key in ("min_train_loss", "min_val_loss", "final_train_loss", "final_val_loss"):
         assert resumed[key] == whole[key]
 
