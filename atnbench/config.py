@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.dataclasses import dataclass
 
+from atnbench.errors import UserError
 from atnbench.limits import FLOAT32_MAX, INT_MAX, MAX_THREADS, SEED_MAX
 
 OPTIMIZERS = ("rmsprop", "adam", "sgd", "asgd")
@@ -26,7 +27,7 @@ FLOAT_AS_TEXT_HINT = " (YAML reads 1e-3 as text: write 1.0e-3)"
 Positive = Annotated[int, Field(ge=1, le=INT_MAX)]  # stored as an SQLite integer
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A configuration that cannot run; the message is one readable line."""
 
 

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Union
 
+from atnbench.errors import UserError
+
 
 def _why_not_writable(folder: Path) -> str:
     """Why no file can be created in ``folder`` ("" when one can)."""
@@ -28,10 +30,10 @@ def _check_parents(path: Path, flag: str) -> None:
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{flag} {path}: {parent} is a file, not a folder")
+                raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
             why = _why_not_writable(parent)
             if why:
-                raise ValueError(f"{flag} {path}: cannot write into {parent} ({why})")
+                raise UserError(f"{flag} {path}: cannot write into {parent} ({why})")
             return
 
 
@@ -39,12 +41,12 @@ def check_output_file(path: Union[str, Path], flag: str) -> None:
     """ValueError (one line) unless ``path`` can be written as a file."""
     path = Path(path).expanduser()
     if path.is_dir():
-        raise ValueError(f"{flag} {path} is a folder; give a file name")
+        raise UserError(f"{flag} {path} is a folder; give a file name")
     if path.exists():
         try:  # non-blocking: a FIFO nobody reads is refused now instead of hanging the write at the end
             os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
         except OSError as error:
-            raise ValueError(f"{flag} {path} cannot be written ({error.strerror or type(error).__name__})") from None
+            raise UserError(f"{flag} {path} cannot be written ({error.strerror or type(error).__name__})") from None
         return
     _check_parents(path, flag)
 
@@ -53,10 +55,10 @@ def check_output_dir(path: Union[str, Path], flag: str) -> None:
     """ValueError (one line) unless ``path`` is, or can become, a writable folder."""
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{flag} {path} is a file; give a folder")
+        raise UserError(f"{flag} {path} is a file; give a folder")
     if path.is_dir():
         why = _why_not_writable(path)
         if why:
-            raise ValueError(f"{flag} {path} cannot be written ({why})")
+            raise UserError(f"{flag} {path} cannot be written ({why})")
         return
     _check_parents(path, flag)

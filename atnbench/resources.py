@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from atnbench.errors import UserError
+
 FLOAT = 4  # bytes per float32
 # floats kept per (time step x example x layer) per hidden unit during backprop: gates before and
 # after their nonlinearity (2 x 4H), c, tanh(c), h, and the normalizations' inputs, outputs and
@@ -90,5 +92,5 @@ def check_fits(estimate: Estimate, device: Optional[str] = None, what: str = "th
     if available is None or estimate.bytes <= available:
         return
     where = "this GPU" if device is not None and str(device).startswith("cuda") else "this machine"
-    raise ValueError(f"{what} needs ~{size_text(estimate.bytes)} of memory ({estimate.what}), {where} has "
+    raise UserError(f"{what} needs ~{size_text(estimate.bytes)} of memory ({estimate.what}), {where} has "
                      f"{size_text(available)}; make it smaller")

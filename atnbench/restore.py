@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from atnbench.config import RunConfig, build_config
+from atnbench.errors import UserError
 from atnbench.resources import check_fits, config_estimate
 from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
 from atnbench.tasks import get_task
@@ -30,7 +31,7 @@ class RestoredRun:
     step: int  # the training step those weights are from
 
 
-class UnreadableWeights(ValueError):
+class UnreadableWeights(UserError):
     """A run's kept weights cannot be loaded into its model: damaged bytes, or another model's.
     Bad input (exit 2), as a damaged store is: the run has to be trained again."""
 
@@ -51,11 +52,11 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
     from atnbench.train import build_model
 
     if kind not in MODEL_KINDS:
-        raise ValueError(f"unknown weights {kind!r}; choose one of: {', '.join(MODEL_KINDS)}")
+        raise UserError(f"unknown weights {kind!r}; choose one of: {', '.join(MODEL_KINDS)}")
     record = find_run(store, run_id)
     kept = store.model(record.run_id, kind)
     if kept is None:
-        raise ValueError(f"run {record.run_id} kept no {kind} model (status {record.status}; runs recorded "
+        raise UserError(f"run {record.run_id} kept no {kind} model (status {record.status}; runs recorded "
                          f"before models were kept, or with --no-keep-model, have none): train it again "
                          f"with `atnbench run ... --force`")
     step, weights = kept

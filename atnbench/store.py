@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 from . import __version__
+from .errors import UserError
 
 DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
 SCHEMA_VERSION = 1
@@ -92,7 +93,7 @@ CREATE TABLE IF NOT EXISTS models (
 MODEL_KINDS = ("best", "final")
 
 
-class StoreError(RuntimeError):
+class StoreError(UserError, RuntimeError):
     """The file is not a usable results store; the message is one readable line."""
 
 
@@ -465,11 +466,11 @@ class ResultsStore:
         """
         missing = [key for key in ("run_id", "status", "config") if key not in record]
         if missing:
-            raise ValueError(f"not an atnbench run record: missing {', '.join(missing)}")
+            raise UserError(f"not an atnbench run record: missing {', '.join(missing)}")
         if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
-            raise ValueError(f"run record has schema version {record['schema_version']}, newer than this atnbench")
+            raise UserError(f"run record has schema version {record['schema_version']}, newer than this atnbench")
         if record["status"] not in STATUSES:
-            raise ValueError(f"run record has unknown status {record['status']!r}")
+            raise UserError(f"run record has unknown status {record['status']!r}")
         run_id, config, now = record["run_id"], record["config"], _now()
         columns = [record.get(name, config.get(name)) for name in ("task", "T", "norm", "k", "seed", "budget")]
         with self._write() as conn:
@@ -510,10 +511,10 @@ class ResultsStore:
         if text in matches:
             return text
         if not matches:
-            raise ValueError(f"no run {text!r} in {self.path} (see `atnbench runs list`)")
+            raise UserError(f"no run {text!r} in {self.path} (see `atnbench runs list`)")
         if len(matches) > 1:
             shown = ", ".join(matches[:4]) + (", ..." if len(matches) > 4 else "")
-            raise ValueError(f"run id prefix {text!r} matches {len(matches)} runs ({shown}); give more characters")
+            raise UserError(f"run id prefix {text!r} matches {len(matches)} runs ({shown}); give more characters")
         return matches[0]
 
     def delete_run(self, run_id: str) -> bool:
@@ -616,7 +617,7 @@ def _iso(moment: Union[str, datetime]) -> str:
         try:
             moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
         except ValueError:
-            raise ValueError(f"not an ISO-8601 date/time: {text!r}") from None
+            raise UserError(f"not an ISO-8601 date/time: {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")

@@ -29,6 +29,7 @@ from atnbench import schedule
 from atnbench.checkpoint import CHECKPOINT, CorruptCheckpoint  # noqa: F401  (CHECKPOINT: re-exported)
 from atnbench.config import RunConfig
 import atnbench.identity as run_identity
+from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
@@ -251,7 +252,7 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     """
     device = torch.device(device)
     if device.type != config.device:
-        raise ValueError(f"run {config.run_id} is configured for device {config.device}, not {device.type}")
+        raise UserError(f"run {config.run_id} is configured for device {config.device}, not {device.type}")
     if device.type == "cpu":
         torch.set_num_threads(config.threads)
     reporter = reporter or SilentReporter()

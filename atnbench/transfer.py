@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Optional, TextIO
 
+from atnbench.errors import UserError
 from atnbench.store import SCHEMA_VERSION, STATUSES, ResultsStore
 
 TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
@@ -118,16 +119,16 @@ def read_lines(path: Path) -> list[dict]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
-                raise ValueError(f"{path} line {number}: not UTF-8 text (not a JSON Lines file)") from None
+                raise UserError(f"{path} line {number}: not UTF-8 text (not a JSON Lines file)") from None
             if not line.strip():
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path} line {number}: not JSON ({error.msg})") from None
+                raise UserError(f"{path} line {number}: not JSON ({error.msg})") from None
             problem = _malformed(record)
             if problem:
-                raise ValueError(f"{path} line {number}: not an atnbench run record ({problem})")
+                raise UserError(f"{path} line {number}: not an atnbench run record ({problem})")
             out.append(record)
     return out
 

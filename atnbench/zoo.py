@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from atnbench.errors import UserError
 from atnbench.nn import NormGRU, NormLSTM
 from atnbench.nn.schemes import SCHEMES
 
@@ -73,11 +74,11 @@ CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --nor
 
 def canonical_norm(norm: str) -> str:
     if norm in CELL_NOT_NORM:
-        raise ValueError(f"--norm {norm} is a cell, not a normalization: use {CELL_NOT_NORM[norm]}")
+        raise UserError(f"--norm {norm} is a cell, not a normalization: use {CELL_NOT_NORM[norm]}")
     norm = NORM_ALIASES.get(norm, norm)
     if norm not in SCHEMES:
         known = ", ".join(list(SCHEMES) + list(NORM_ALIASES))
-        raise ValueError(f"unknown norm {norm!r}; choose one of: {known}")
+        raise UserError(f"unknown norm {norm!r}; choose one of: {known}")
     return norm
 
 
@@ -85,7 +86,7 @@ def get_model(name: str) -> ModelEntry:
     try:
         return MODELS[name]
     except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
+        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
 
 
 class SequenceModel(nn.Module):
@@ -122,9 +123,9 @@ def resolve_device(device: str) -> torch.device:
             return torch.device("mps")
         return torch.device("cpu")
     if device not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"unknown device {device!r}; choose auto, cpu, cuda or mps")
+        raise UserError(f"unknown device {device!r}; choose auto, cpu, cuda or mps")
     if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda asked for, but torch sees no CUDA GPU here")
+        raise UserError("--device cuda asked for, but torch sees no CUDA GPU here")
     if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise ValueError("--device mps asked for, but torch sees no Apple MPS device here")
+        raise UserError("--device mps asked for, but torch sees no Apple MPS device here")
     return torch.device(device)

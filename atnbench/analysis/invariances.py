@@ -37,6 +37,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from atnbench.errors import UserError
 from atnbench.nn import NormLSTM
 from atnbench.nn import functional as F
 
@@ -178,9 +179,9 @@ def lstm_output(norm: str, W: Tensor, x: Tensor, seed: int) -> Tensor:
 
 def measure(level: str, norm: str, transformation: str, seed: int = 0) -> Record:
     if level not in LEVELS:
-        raise ValueError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
+        raise UserError(f"unknown level {level!r}; choose one of: {', '.join(LEVELS)}")
     if level == "lstm" and norm not in LSTM_NORMS:
-        raise ValueError(f"{norm!r} is measured at the layer level only")
+        raise UserError(f"{norm!r} is measured at the layer level only")
     d = draw(N if level == "layer" else 4 * HIDDEN, seed)
     W2, x2 = transform(transformation, d)
     if level == "layer":

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from atnbench.config import RunConfig, build_config
+from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
@@ -74,7 +75,7 @@ class Recorder:
         recurrent = [m for m in model.modules() if hasattr(m, "norm_modules")]
         self.modules = [(name, module) for rnn in recurrent[:1] for name, module in rnn.norm_modules()]
         if not self.modules:
-            raise ValueError("this model has no normalization modules to probe (a plain LSTM)")
+            raise UserError("this model has no normalization modules to probe (a plain LSTM)")
         self.sums: dict[str, dict[int, tuple[float, float]]] = {name: {} for name, _ in self.modules}
 
     def _probe(self, name: str) -> Callable[[Tensor, int], None]:
@@ -135,7 +136,7 @@ def train_model(config: RunConfig, iters: int, device: torch.device, label: Opti
     for step in range(iters):
         loss = _iteration(trained, task)
         if not math.isfinite(loss):
-            raise ValueError(f"{trained.label}: the loss became {loss} at step {step + 1}; lower --iters")
+            raise UserError(f"{trained.label}: the loss became {loss} at step {step + 1}; lower --iters")
         if on_step is not None:
             on_step(step + 1, loss)
     trained.steps = iters

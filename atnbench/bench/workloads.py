@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.bench.reference_atn import ReferenceATNLSTM
+from atnbench.errors import UserError
 from atnbench.nn import NormGRU, NormLSTM
 
 
@@ -31,7 +32,7 @@ class Workload:
 
     def with_overrides(self, T: Optional[int] = None, batch: Optional[int] = None) -> "Workload":
         if (T is not None and T < 1) or (batch is not None and batch < 1):
-            raise ValueError("--T and --batch must be >= 1")
+            raise UserError("--T and --batch must be >= 1")
         return dataclasses.replace(self, T=self.T if T is None else T, batch=self.batch if batch is None else batch)
 
     def make_batch(self, device: torch.device, seed: int = 0) -> tuple[Tensor, Tensor]:
@@ -59,7 +60,7 @@ def get_workload(name: str) -> Workload:
     try:
         return WORKLOADS[name]
     except KeyError:
-        raise ValueError(f"unknown workload {name!r}; choose from: {', '.join(WORKLOADS)}") from None
+        raise UserError(f"unknown workload {name!r}; choose from: {', '.join(WORKLOADS)}") from None
 
 
 class BenchModel(nn.Module):
@@ -128,7 +129,7 @@ FUSED = {name: ("gru-fused" if name.startswith("gru") else "lstm-fused") for nam
 
 def check_model(name: str) -> None:
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose from: {', '.join(MODELS)}")
+        raise UserError(f"unknown model {name!r}; choose from: {', '.join(MODELS)}")
 
 
 def uses_k(name: str) -> bool:

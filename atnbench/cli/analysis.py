@@ -12,6 +12,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, finite, out, user_errors
+from atnbench.errors import UserError
 from atnbench.tables import FitTable
 
 
@@ -51,7 +52,7 @@ def stats(
     from atnbench.zoo import resolve_device
 
     if iters < 0:
-        raise ValueError(f"--iters must be >= 0, got {iters}")
+        raise UserError(f"--iters must be >= 0, got {iters}")
     options.check_threads(threads)
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"
     torch_device = resolve_device(device)
@@ -187,13 +188,13 @@ def gradcheck(
     from atnbench.resources import Estimate, check_fits
 
     if T < 1:
-        raise ValueError(f"--T must be >= 1, got {T}")
+        raise UserError(f"--T must be >= 1, got {T}")
     if n < 1:
-        raise ValueError(f"--n must be >= 1, got {n}")
+        raise UserError(f"--n must be >= 1, got {n}")
     if eps < 0:
-        raise ValueError(f"--eps must be >= 0, got {eps}")
+        raise UserError(f"--eps must be >= 0, got {eps}")
     if tol < 0:
-        raise ValueError(f"--tol must be >= 0, got {tol}")
+        raise UserError(f"--tol must be >= 0, got {tol}")
     windows = options.whole_numbers(k, "--k")
     # autograd's full Jacobian dy/da: (T n)^2 float64 entries, plus the closed form's and a copy
     check_fits(Estimate(3 * 8 * (T * n) ** 2, f"T={T}, n={n}: a (T n) x (T n) Jacobian in float64"))

@@ -2,7 +2,9 @@
 
 Exit codes (also in ``atnbench --help`` and the README's "Exit codes"):
 0 success; 1 a run failed or diverged, a check failed, or the work could not be done now (the
-same run is training in another process); 2 bad usage or input (an unknown option, a value out
+same run is training in another process), or a bug in atnbench: one line naming the file its
+traceback was written to (any exception other than :class:`atnbench.errors.UserError` and the OS's
+word on a path the user named); 2 bad usage or input (an unknown option, a value out
 of range, an on/off flag given both ways, an unusable config, store, data file, kept model or
 output path, no runs matching the filters); 130 interrupted (Ctrl-C); a run or sweep stopped by
 a signal exits 128 + its number (SIGTERM: 143).
@@ -23,11 +25,14 @@ import os
 import signal
 import sqlite3
 import sys
+import tempfile
 import threading
+import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
-from typing import Iterator
+from pathlib import Path
+from typing import Iterator, Optional
 
 import typer
 from rich.console import Console, ConsoleDimensions
@@ -35,6 +40,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from atnbench.config import ConfigError
+from atnbench.errors import UserError
 from atnbench.limits import INT_MAX
 
 try:  # typer >= 0.17 carries its own copy of click; older typer uses the click package
@@ -43,9 +49,9 @@ except ImportError:  # pragma: no cover - depends on the installed typer
     from click import exceptions as click_errors
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, or the same run is "
-                   "training elsewhere; 2 bad usage or input; 130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows "
-                   "tracebacks.")
+EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, the same run is "
+                   "training elsewhere, or a bug in atnbench (its traceback written to a file); 2 bad usage or input; "
+                   "130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows tracebacks.")
 
 UNBOUNDED = 100_000  # "as wide as the content": rich needs a number, and no line comes near this one
 
@@ -168,7 +174,30 @@ class Commands(TyperGroup):
         except typer.Abort:
             _print_error("aborted")
             sys.exit(EXIT_FAILED)
+        except Exception as error:  # not the user's doing (those are one line, exit 2): a bug
+            _print_error(bug_summary(error, write_traceback(error)))
+            sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def write_traceback(error: BaseException) -> Optional[Path]:
+    """The traceback of ``error`` in a new file under the temp folder (None where none can be written)."""
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    try:
+        handle, name = tempfile.mkstemp(prefix="atnbench-bug-", suffix=".txt")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(f"atnbench {version('atnbench')}: {' '.join(sys.argv)}\n\n{text}")
+    except OSError:
+        return None
+    return Path(name)
+
+
+def bug_summary(error: BaseException, written: Optional[Path]) -> str:
+    """One line for a bug: what was raised, and where its traceback is (the report to file)."""
+    where = (f"the traceback is in {written}" if written is not None
+             else "no traceback file could be written; ATNBENCH_DEBUG=1 prints it")
+    return (f"internal error (a bug in atnbench, not in your input): {type(error).__name__}: "
+            f"{_first_line(error)}; {where}")
 
 
 def _version(value: bool) -> None:
@@ -200,11 +229,10 @@ def main(
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from atnbench.store import StoreError
-
-    # What a user can get wrong; anything else is a bug and keeps its traceback.
-    return (ConfigError, ValueError, StoreError, FileNotFoundError, FileExistsError, NotADirectoryError,
-            IsADirectoryError, PermissionError)
+    # What a user can fix: atnbench's own type, and the OS's word on a path the user named (a file
+    # that is not there, a folder where a file should be, no permission). Anything else is a bug.
+    return (UserError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+            PermissionError)
 
 
 def finite(value):

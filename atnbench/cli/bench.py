@@ -13,6 +13,7 @@ import typer
 
 from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
+from atnbench.errors import UserError
 from atnbench.machine import cpu_model
 from atnbench.tables import FitTable
 
@@ -22,7 +23,7 @@ BASELINES = ("lstm-fused", "ln")
 def _names(text: str, what: str) -> list[str]:
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
-        raise ValueError(f"--{what} needs at least one value")
+        raise UserError(f"--{what} needs at least one value")
     return list(dict.fromkeys(items))
 
 
@@ -121,14 +122,14 @@ def bench(
     from atnbench.zoo import resolve_device
 
     if json_old and csv_old:
-        raise ValueError("choose one of --json and --csv")
+        raise UserError("choose one of --json and --csv")
     fmt = options.deprecated("csv" if csv_old else None, "--csv", "--format csv",
                              options.deprecated("json" if json_old else None, "--json", "--format json", fmt))
     fmt = options.check_format(fmt, ("table", "json", "csv"))
     if reps < 1:
-        raise ValueError(f"--reps must be >= 1, got {reps}")
+        raise UserError(f"--reps must be >= 1, got {reps}")
     if warmup < 0:
-        raise ValueError(f"--warmup must be >= 0, got {warmup}")
+        raise UserError(f"--warmup must be >= 0, got {warmup}")
     options.check_threads(threads)
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
     entries = entries_for(_names(models, "models"), options.whole_numbers(k, "--k"), reference)

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from atnbench.cli.app import Commands, app, err, fail, out, user_errors
+from atnbench.errors import UserError
 from atnbench.outputs import check_output_dir
 from atnbench.tables import FitTable
 
@@ -27,11 +28,11 @@ def _root(root: Optional[Path], flag: str = "--root") -> Path:
     base = root.expanduser().absolute() if root is not None else data_root()
     where = flag if root is not None else "data root"
     if base.exists() and not base.is_dir():
-        raise ValueError(f"{where} {base} is a file; give a folder")
+        raise UserError(f"{where} {base} is a file; give a folder")
     for parent in base.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ValueError(f"{where} {base}: {parent} is a file, not a folder")
+                raise UserError(f"{where} {base}: {parent} is a file, not a folder")
             break
     return base
 

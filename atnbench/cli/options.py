@@ -46,6 +46,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from atnbench.errors import UserError
 from atnbench.limits import INT_MAX, MAX_THREADS, SEED_MAX
 from atnbench.store import DEFAULT_STORE, STATUSES
 
@@ -82,7 +83,7 @@ def check_format(fmt: Optional[str], choices: tuple[str, ...]) -> str:
     if fmt is None:
         return choices[0]
     if fmt not in choices:
-        raise ValueError(f"unknown --format {fmt!r}; choose one of: {', '.join(choices)}")
+        raise UserError(f"unknown --format {fmt!r}; choose one of: {', '.join(choices)}")
     return fmt
 
 
@@ -104,13 +105,13 @@ def whole_numbers(text: str, flag: str, minimum: int = 1) -> list[int]:
         try:
             value = int(item)
         except ValueError:
-            raise ValueError(f"{flag} takes whole numbers separated by commas, got {item!r}") from None
+            raise UserError(f"{flag} takes whole numbers separated by commas, got {item!r}") from None
         if not minimum <= value <= INT_MAX:
-            raise ValueError(f"{flag} values must be >= {minimum}, got {value}" if value < minimum else
+            raise UserError(f"{flag} values must be >= {minimum}, got {value}" if value < minimum else
                              f"{flag} values must be <= {INT_MAX}, got {value}")
         values.append(value)
     if not values:
-        raise ValueError(f"{flag} needs at least one value")
+        raise UserError(f"{flag} needs at least one value")
     return list(dict.fromkeys(values))
 
 
@@ -148,7 +149,7 @@ OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence l
 def check_threads(threads: int) -> int:
     """``--threads`` as every command words a bad count (one line, exit 2)."""
     if not 1 <= threads <= MAX_THREADS:
-        raise ValueError(f"--threads must be between 1 and {MAX_THREADS}, got {threads}")
+        raise UserError(f"--threads must be between 1 and {MAX_THREADS}, got {threads}")
     return threads
 
 
@@ -181,7 +182,7 @@ def deprecated(value, old: str, replacement: str, current=None):
     if value in (None, False):
         return current
     if current not in (None, False):
-        raise ValueError(f"{old} and {replacement} say the same thing; give only {replacement}")
+        raise UserError(f"{old} and {replacement} say the same thing; give only {replacement}")
     err.print(f"[yellow]note:[/] {old} is deprecated; use {replacement}", highlight=False)
     return value
 

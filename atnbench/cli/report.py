@@ -14,6 +14,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.errors import UserError
 from atnbench.store import ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -29,7 +30,7 @@ def parse_since(text: Optional[str]) -> Optional[str | datetime]:
         try:
             return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
         except OverflowError:  # before the year 1: every run is younger
-            raise ValueError(f"--since {text}: too long ago (ages reach back to the year 1)") from None
+            raise UserError(f"--since {text}: too long ago (ages reach back to the year 1)") from None
     return text
 
 

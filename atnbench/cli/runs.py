@@ -23,6 +23,7 @@ from atnbench.cli import options
 from atnbench.checkpoint import RunBusy, hold_run
 from atnbench.cli.app import EXIT_FAILED, Commands, app, err, fail, out, user_errors
 from atnbench.cli.report import parse_since
+from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.store import ResultsStore, RunRecord, StoreError, check_store_path
@@ -224,7 +225,7 @@ def show_cmd(
     Example: [bold]atnbench runs show 3fa2[/]
     """
     if points < 0:
-        raise ValueError(f"--points must be >= 0 (0: every point), got {points}")
+        raise UserError(f"--points must be >= 0 (0: every point), got {points}")
     with open_store(store) as results:
         (full,) = resolve_ids(results, [run_id])
         run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)
@@ -336,13 +337,13 @@ def compare_cmd(
     Example: [bold]atnbench runs compare 3fa2 81c0 --plot cmp.png[/]
     """
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise ValueError(f"--plot {plot}: give a .png, .svg or .pdf file")
+        raise UserError(f"--plot {plot}: give a .png, .svg or .pdf file")
     if plot is not None:
         check_output_file(plot, "--plot")  # before the tables: a bad path is the only output
     with open_store(store) as results:
         ids = resolve_ids(results, run_ids)
         if len(ids) < 2:
-            raise ValueError("compare needs at least two different runs")
+            raise UserError("compare needs at least two different runs")
         runs = [results.get_run(run_id) for run_id in ids]
         curves = [results.curve(run_id) for run_id in ids]
         sweeps = [results.sweeps(run_id) for run_id in ids]
@@ -493,7 +494,7 @@ def export_cmd(
     suffix = output.suffix.lstrip(".").lower() if output is not None else ""
     fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
     if fmt_ not in EXPORT_FORMATS:
-        raise ValueError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        raise UserError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
         check_output_file(output, "--output")
     with open_store(store) as results:

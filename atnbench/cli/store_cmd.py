@@ -13,6 +13,7 @@ from rich.text import Text
 
 from atnbench.cli.app import Commands, app, err, fail, user_errors
 from atnbench import transfer
+from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
@@ -43,7 +44,7 @@ def open_store(path: Path, create: bool = False, write: bool = False) -> Results
 
 def check_status(status: Optional[str]) -> None:
     if status is not None and status not in STATUSES:
-        raise ValueError(f"unknown status {status!r}; choose one of: {', '.join(STATUSES)}")
+        raise UserError(f"unknown status {status!r}; choose one of: {', '.join(STATUSES)}")
 
 
 def check_sweep(results: ResultsStore, sweep: Optional[str]) -> None:
@@ -141,7 +142,7 @@ def merge_cmd(
         where = source.expanduser().absolute().resolve()
         if where in seen:
             what = "the output store" if where == target.resolve() else "named twice"
-            raise ValueError(f"{source} is {what}; name each store once")
+            raise UserError(f"{source} is {what}; name each store once")
         seen.add(where)
     for source in sources:  # every source readable before the output is created or written
         open_store(source).close()

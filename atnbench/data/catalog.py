@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from atnbench.errors import UserError
+
 PTB_SPLITS = ("train", "valid", "test")
 
 
@@ -203,7 +205,7 @@ def get_dataset(name: str) -> Dataset:
     try:
         return DATASETS[name]
     except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}") from None
+        raise UserError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}") from None
 
 
 def verify(dataset: Dataset, folder: Path) -> Optional[list[str]]:

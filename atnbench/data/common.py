@@ -34,6 +34,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import torch
 
+from atnbench.errors import UserError
+
 ENV_DATA = "ATNBENCH_DATA"
 SPLIT_ALIASES = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation",
                  "dev": "validation", "test": "test"}
@@ -41,7 +43,7 @@ BUILDERS = {".parquet": "parquet", ".csv": "csv", ".tsv": "csv", ".json": "json"
             ".arrow": "arrow", ".txt": "text", ".tokens": "text", ".raw": "text"}
 
 
-class DataUnavailable(FileNotFoundError):
+class DataUnavailable(UserError, FileNotFoundError):
     """The data cannot be had; the message is one line saying what to put where."""
 
 

@@ -29,6 +29,7 @@ from typing import Callable, Optional
 
 from atnbench.data.catalog import MNIST_5K, Dataset, get_dataset, verify
 from atnbench.data.common import DataUnavailable
+from atnbench.errors import UserError
 
 
 def write_text(path: Path, text: str) -> None:
@@ -161,7 +162,7 @@ def prepare(name: str, root: Path, source: Optional[str] = None, force: bool = F
     dataset = get_dataset(name)
     source = source or dataset.sources[0]
     if source not in dataset.sources:
-        raise ValueError(f"{name} cannot be prepared from {source!r}; it comes from {' or '.join(dataset.sources)}")
+        raise UserError(f"{name} cannot be prepared from {source!r}; it comes from {' or '.join(dataset.sources)}")
     folder = Path(root).expanduser() / dataset.subdir
     if not force and verify(dataset, folder) == []:
         return Prepared(dataset, folder, None, copy_files(dataset, folder))
@@ -170,5 +171,5 @@ def prepare(name: str, root: Path, source: Optional[str] = None, force: bool = F
     problems = verify(dataset, folder)
     if problems is None or problems:
         found = "nothing written" if problems is None else "; ".join(problems)
-        raise ValueError(f"{name} from {source}: the written copy in {folder} fails its checks: {found}")
+        raise UserError(f"{name} from {source}: the written copy in {folder} fails its checks: {found}")
     return Prepared(dataset, folder, source, copy_files(dataset, folder))

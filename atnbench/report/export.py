@@ -10,6 +10,7 @@ from typing import Optional
 
 from rich.console import Console
 
+from atnbench.errors import UserError
 from atnbench.report.render import (
     NOT_COMPARABLE_MARK,
     ORDER_MARK,
@@ -34,7 +35,7 @@ def format_for(fmt: Optional[str], output: Optional[str]) -> str:
     """The format asked for, else the one the output file's suffix names, else ``table``."""
     if fmt is not None:
         if fmt not in FORMATS:
-            raise ValueError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+            raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
         return fmt
     if output is not None:
         from pathlib import Path
@@ -54,7 +55,7 @@ def export(views: list[TableView], fmt: str, meta: Optional[dict] = None, width:
         return to_json(views, meta)
     if fmt == "latex":
         return to_latex(views)
-    raise ValueError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
 
 
 def _with_paper(view: TableView, column) -> bool:

@@ -31,6 +31,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from atnbench.errors import UserError  # noqa: E402
 from atnbench.report.aggregate import (  # noqa: E402
     Group,
     KAblation,
@@ -55,7 +56,7 @@ FORMATS = ("png", "svg")
 STYLE = RC  # the rc settings every figure is drawn under
 
 
-class NothingToPlot(ValueError):
+class NothingToPlot(UserError):
     """The selection has no finished run with a curve."""
 
 
@@ -364,13 +365,13 @@ def read_bench_records(path: Path) -> list[dict]:
     try:
         records = json.loads(Path(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{path}: {what} (not JSON: {error})") from None
+        raise UserError(f"{path}: {what} (not JSON: {error})") from None
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
-        raise ValueError(f"{path}: {what} (a non-empty JSON list of objects)")
+        raise UserError(f"{path}: {what} (a non-empty JSON list of objects)")
     for i, record in enumerate(records):
         missing = [field for field in BENCH_FIELDS if field not in record]
         if missing:
-            raise ValueError(f"{path}: {what} (record {i + 1} has no {missing[0]!r})")
+            raise UserError(f"{path}: {what} (record {i + 1} has no {missing[0]!r})")
     return records
 
 

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import yaml
 
+from atnbench.errors import UserError
 from atnbench.report.aggregate import Group, ModelRow, higher_is_better
 
 CLAIMS_FILE = Path(__file__).resolve().parent / "paper_claims.yaml"
@@ -361,5 +362,5 @@ def _values(row: ModelRow, stat: str) -> tuple[float, ...]:
 
 def check_margin(margin: float) -> float:
     if not (isinstance(margin, (int, float)) and 0 <= margin < 1):
-        raise ValueError(f"--baseline-margin must be a fraction in [0, 1), got {margin!r}")
+        raise UserError(f"--baseline-margin must be a fraction in [0, 1), got {margin!r}")
     return float(margin)

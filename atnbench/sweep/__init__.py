@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Union
 
+from atnbench.errors import UserError
 from atnbench.machine import available_cores
 from atnbench.sweep.estimate import estimate, estimate_seconds, measured_rates
 from atnbench.sweep.expand import PlannedRun, expand
@@ -34,7 +35,7 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
     from atnbench.sweep.view import NoView, SweepView
 
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+        raise UserError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     store_path = Path(store_path).expanduser().absolute()
     if backend == "ray":
         from atnbench.sweep import ray_backend

@@ -14,6 +14,8 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
+from atnbench.errors import UserError
+
 STREAMS = ("train", "val")
 
 
@@ -54,7 +56,7 @@ def batch_generator(seed: int, stream: str) -> torch.Generator:
 
 def check_T(name: str, T: int, min_T: int) -> None:
     if T < min_T:
-        raise ValueError(f"T={T} is too short for the {name} task (min_T={min_T})")
+        raise UserError(f"T={T} is too short for the {name} task (min_T={min_T})")
 
 
 # Imported after TaskSpec exists: each task module builds its own SPEC with it.
@@ -73,4 +75,4 @@ def get_task(name: str) -> TaskSpec:
     try:
         return TASKS[name]
     except KeyError:
-        raise ValueError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}") from None
+        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}") from None

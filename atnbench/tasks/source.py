@@ -15,6 +15,7 @@ from typing import Iterator, Optional, Protocol
 import torch
 from torch import Tensor
 
+from atnbench.errors import UserError
 from atnbench.tasks.registry import TaskSpec, batch_generator
 
 
@@ -62,7 +63,7 @@ class SyntheticSource:
 
     def eval_batches(self, split: str) -> Iterator[Batch]:
         if split != "val":
-            raise ValueError(f"{self.task.name} has no {split!r} split")
+            raise UserError(f"{self.task.name} has no {split!r} split")
         return iter(self.val)
 
     def state_dict(self) -> dict:

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from atnbench.errors import UserError
 from atnbench.tasks.registry import TaskSpec
 
 DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
@@ -52,7 +53,7 @@ class AWDStyleLM(nn.Module):
         from atnbench.zoo import CELLS
 
         if tie_weights and last_hidden != embedding:
-            raise ValueError(f"tied weights need last_hidden == embedding, got {last_hidden} and {embedding}")
+            raise UserError(f"tied weights need last_hidden == embedding, got {last_hidden} and {embedding}")
         self.dropouts = {**DROPOUTS, **dropouts}
         self.embed = nn.Embedding(vocab_size, embedding)
         sizes = [embedding] + [config.hidden] * (config.layers - 1) + [last_hidden]
