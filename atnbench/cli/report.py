@@ -15,6 +15,7 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.errors import UserError
+from atnbench.report.verdicts import RULE
 from atnbench.store import ResultsStore
 
 RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -112,7 +113,7 @@ def report(
                                                         ", or what --output's suffix says")] = None,
     output: Annotated[Optional[Path], options.output_file("the report (instead of the terminal)")] = None,
     plots_dir: Annotated[Optional[Path], options.out_dir("the figures (PNG and SVG), also written when given")] = None,
-    verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs: reproduced, contradicted, inconclusive or uninformative, with Welch's test, n, p and CIs."),
+    verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs. Each comparison shows n, means and CIs, Hedges' g, P(lower < higher) with a bootstrap interval, the seeds that left the baseline, Welch's p (Holm-corrected) and the seeds per side 80% power would need. " + RULE),
     baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
     store: options.Store = options.STORE,
     plots_old: Optional[Path] = options.deprecated_flag("--plots", "--out-dir", metavar="DIR"),

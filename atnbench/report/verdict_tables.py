@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Optional
 
-from rich import box
 from rich.console import Group as RichGroup
-from rich.table import Table
 from rich.text import Text
 
 from atnbench.report.aggregate import STAT_LABELS, budget_label
+from atnbench.tables import FitTable
 from atnbench.report.verdicts import (
     CONTRADICTED,
     INCONCLUSIVE,
     LEVEL,
+    POWER,
     REPRODUCED,
+    RULE,
     UNINFORMATIVE,
     CellSummary,
     Claim,
@@ -24,11 +25,16 @@ from atnbench.report.verdicts import (
 
 STYLES = {REPRODUCED: "bold green", CONTRADICTED: "bold red", INCONCLUSIVE: "yellow", UNINFORMATIVE: "dim"}
 HEADERS = ("claim", "runs", "comparison", "lower: mean ± std [95% CI] (n)", "higher: mean ± std [95% CI] (n)",
-           "difference [95% CI]", "p", "verdict")
+           "difference [95% CI]", "g", "P(lower < higher) [95% CI]", "left baseline", "p (Holm p)",
+           f"seeds for {POWER:.0%} power", "verdict")
 FOOTNOTE = (f"mean ± sample std (ddof 1) over seeds; [..]: {LEVEL:.0%} t interval of the mean; difference: "
-            f"lower − higher with its {LEVEL:.0%} Welch CI; p: Welch's t-test, two-sided. Reproduced: p < 0.05 in "
-            f"the claimed direction and the seeds do not overlap; uninformative: both rows at the no-memory "
-            f"baseline (no model learned).")
+            f"lower − higher with its {LEVEL:.0%} Welch CI; g: Hedges' g of the difference; P(lower < higher): "
+            f"the probability that a seed of the claimed-lower row ends below a seed of the other (ties half), "
+            f"{LEVEL:.0%} stratified-bootstrap interval; left baseline: seeds more than the margin below the "
+            f"no-memory baseline, lower row; higher row, with Clopper-Pearson {LEVEL:.0%} intervals; p: Welch's "
+            f"t-test, two-sided, then Holm-corrected across the comparisons of this report; seeds for "
+            f"{POWER:.0%} power: per side, at the observed effect and spread, t-test at 0.05/m (pilot "
+            f"estimate, for planning). Rule: {RULE}")
 
 
 def _g(value: Optional[float]) -> str:
@@ -48,6 +54,36 @@ def diff_text(comparison: Comparison) -> str:
     if comparison.diff is None:
         return "-"
     return f"{_g(comparison.diff)} [{_g(comparison.diff_ci[0])}, {_g(comparison.diff_ci[1])}]"
+
+
+def improve_text(comparison: Comparison) -> str:
+    if comparison.p_improve is None:
+        return "-"
+    lo, hi = comparison.p_improve_ci
+    return f"{comparison.p_improve:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def exits_text(comparison: Comparison) -> str:
+    if comparison.left_baseline is None:
+        return "-"
+    return "; ".join(f"{e.left}/{e.n} [{e.ci[0]:.2f}, {e.ci[1]:.2f}]" for e in comparison.left_baseline)
+
+
+def p_text(comparison: Comparison) -> str:
+    if comparison.p_value is None:
+        return "-"
+    if comparison.p_adjusted is None or comparison.tested_with == 1:
+        return f"{comparison.p_value:.3g}"
+    return f"{comparison.p_value:.3g} ({comparison.p_adjusted:.3g})"
+
+
+def planned_text(comparison: Comparison) -> str:
+    from atnbench.report.verdicts import MAX_PLANNED_SEEDS
+
+    n = comparison.seeds_for_power
+    if n is None:
+        return "-"
+    return f"> {MAX_PLANNED_SEEDS:,}" if n > MAX_PLANNED_SEEDS else str(n)
 
 
 def runs_text(result: ClaimResult) -> str:
@@ -71,13 +107,14 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
             (f"{claim.text} ({claim.source})" if with_source else f"{claim.id}: {claim.text}") if first else "",
             runs_text(result) if first else "",
             comparison_text(comparison), cell_text(comparison.a), cell_text(comparison.b), diff_text(comparison),
-            "-" if comparison.p_value is None else f"{comparison.p_value:.3g}",
+            _g(comparison.hedges_g), improve_text(comparison), exits_text(comparison), p_text(comparison),
+            planned_text(comparison),
             comparison.verdict + (f" ({comparison.reason})" if comparison.verdict == INCONCLUSIVE else ""),
         ])
     for missing in result.missing:
-        lines.append(["", "", missing, "no runs", "", "", "", ""])
+        lines.append(["", "", missing, "no runs"] + [""] * (len(HEADERS) - 4))
     if len(result.comparisons) + len(result.missing) > 1:
-        lines.append(["", "", "claim as a whole", "", "", "", "",
+        lines.append(["", "", "claim as a whole"] + [""] * (len(HEADERS) - 4) + [
                       result.verdict + (" (not every comparison has runs)" if result.missing else "")])
     return lines
 
@@ -95,16 +132,18 @@ def verdicts_width(console, results: list[ClaimResult]) -> int:
     return console.measure(verdict_table(results), options=console.options.update(width=10_000)).maximum
 
 
-def verdict_table(results: list[ClaimResult]) -> Table:
-    table = Table(title="verdicts on the paper's claims", box=box.SIMPLE_HEAD, title_style="bold")
+def verdict_table(results: list[ClaimResult]) -> FitTable:
+    """Wide (one line per comparison) where the width allows; otherwise wrapped between words or
+    stacked one block per comparison (atnbench.tables): a number or a verdict is never cut."""
+    table = FitTable(title="verdicts on the paper's claims", key_columns=3, lift=False)
     for i, header in enumerate(HEADERS):  # the claim, runs and comparison wrap; numbers and verdicts never
-        table.add_column(header, overflow="fold", max_width=(34, 26, 30)[i] if i < 3 else None, no_wrap=i >= 3)
+        table.add_column(header, no_wrap=3 <= i < len(HEADERS) - 1)
     for result in results:
-        for line in rows(result, with_source=False):
+        lines = rows(result, with_source=False)
+        for j, line in enumerate(lines):
             verdict = line[-1]
             style = next((s for v, s in STYLES.items() if verdict.startswith(v)), "")
-            table.add_row(*line[:-1], Text(verdict, style=style))
-        table.add_section()
+            table.add_row(*line[:-1], Text(verdict, style=style), end_section=j == len(lines) - 1)
     return table
 
 
@@ -131,7 +170,8 @@ def _cell_record(cell: CellSummary) -> dict:
 def verdict_records(results: list[ClaimResult], not_run: list[Claim]) -> dict:
     """Plain data for JSON: every claim with its runs, comparisons, tests and verdicts."""
     return {
-        "interval": f"{LEVEL:.0%} t interval of the mean", "test": "Welch's t-test, two-sided",
+        "interval": f"{LEVEL:.0%} t interval of the mean", "test": "Welch's t-test, two-sided, Holm-corrected",
+        "rule": RULE,
         "claims": [
             {"id": r.claim.id, "claim": r.claim.text, "source": r.claim.source, "task": r.group.task,
              "T": r.group.T, "variant": r.group.variant, "budget": r.group.budget, "baseline": r.group.baseline,
@@ -139,7 +179,13 @@ def verdict_records(results: list[ClaimResult], not_run: list[Claim]) -> dict:
              "comparisons": [{"lower": c.better, "higher": c.worse, "stat": c.stat, "test": c.test,
                               "lower_cell": _cell_record(c.a), "higher_cell": _cell_record(c.b),
                               "difference": c.diff, "difference_ci95": list(c.diff_ci) if c.diff_ci else None,
-                              "p_value": c.p_value, "verdict": c.verdict, "reason": c.reason}
+                              "p_value": c.p_value, "p_holm": c.p_adjusted, "tested_with": c.tested_with,
+                              "hedges_g": c.hedges_g, "p_improvement": c.p_improve,
+                              "p_improvement_ci95": list(c.p_improve_ci) if c.p_improve_ci else None,
+                              "left_baseline": None if c.left_baseline is None else [
+                                  {"left": e.left, "n": e.n, "ci95": list(e.ci)} for e in c.left_baseline],
+                              f"seeds_for_{POWER:.0%}_power".replace("%", "pct"): c.seeds_for_power,
+                              "verdict": c.verdict, "reason": c.reason}
                              for c in r.comparisons]}
             for r in results
         ],

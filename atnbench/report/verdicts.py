@@ -1,23 +1,32 @@
 """Statistical verdicts on the paper's claims, from the report's rows: pure functions.
 
 A claim (``paper_claims.yaml``) is a set of pairwise comparisons "A is lower than B" on one
-statistic, e.g. the minimum validation loss, one value per seed. Each comparison gets one of:
+statistic, e.g. the minimum validation loss, one value per seed. The rule (``RULE``, shown in
+every report, ``report --help`` and docs/reproducing.md) decides each comparison from:
 
-- **uninformative (no model learned)**: the task has a no-memory baseline and *both* rows are at
-  it (``at_baseline``): no seed of either got more than ``margin`` (default 5%) below the
-  baseline. Nothing was learned, so nothing can be compared; this comes first, before any test.
-- **reproduced**: Welch's two-sample t-test (unequal variances, two-sided, via scipy) rejects
-  equal means at ``alpha`` (0.05) with the difference in the claimed direction, so the 95% CI of
-  the difference lies wholly on the claimed side of 0, *and* the two rows' seeds do not overlap
-  (every seed of A below every seed of B). The second condition keeps "reproduced" off
-  overlapping intervals: with 3 seeds a side, complete separation alone has a one-sided
-  permutation p of 1/20.
-- **contradicted**: the same evidence in the other direction.
-- **inconclusive**: anything else (too few seeds, p >= alpha, seeds that overlap).
+- Welch's two-sample t-test (unequal variances, two-sided), its p-value **Holm-corrected** across
+  all the comparisons a report tests (so 22 comparisons at 5% do not find one by chance);
+- the **probability of improvement** P(A < B) that a seed of A ends lower than a seed of B (ties
+  count half; Agarwal et al.'s rliable), with a 95% stratified-bootstrap interval (each side
+  resampled on its own, percentile interval, 2,000 resamples from a fixed seed so a report is
+  reproducible);
+- shown beside them: the effect size (Hedges' g, A − B over the pooled std, small-sample
+  corrected), and on tasks with a no-memory baseline the fraction of seeds of each side that left
+  it (more than the margin below it) with its Clopper-Pearson 95% interval, because copying and
+  adding outcomes are bimodal: a seed learns or it does not.
 
-Per cell the report states mean ± sample std (ddof 1) and a 95% t interval of the mean
-(mean ± t(0.975, n-1)·s/√n). A statistic where higher is better (accuracy) is compared on its
-negation, so "A < B" always reads "A is better than B".
+Verdicts: **uninformative** when both rows sit at the no-memory baseline (nothing learned, nothing
+to compare); **reproduced** when the Holm-corrected p < alpha with the difference on the claimed
+side *and* the bootstrap interval of P(A < B) lies above 1/2; **contradicted** for the same the
+other way; **inconclusive** otherwise. Seed overlap plays no part, so more seeds make a true
+effect easier to confirm, never harder (``tests/test_verdict_rule.py`` simulates it). Every
+comparison also shows the seeds per side that 80% power would need at its observed effect and
+spread (two-sample t-test at the Bonferroni level alpha/m, Holm's strictest step): a pilot
+estimate for planning, not a result.
+
+Per cell the report states mean ± sample std (ddof 1) and a 95% t interval of the mean. A
+statistic where higher is better (accuracy) is compared on its negation, so "A < B" always reads
+"A is better than B".
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import itertools
 import math
 import statistics
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -47,7 +56,14 @@ REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
 INCONCLUSIVE = "inconclusive"
 NOT_RUN = "not run"
-TEST_NAME = "Welch's t-test, two-sided"
+TEST_NAME = "Welch's t-test, two-sided, Holm-corrected"
+POWER = 0.8
+MAX_PLANNED_SEEDS = 10_000
+BOOTSTRAP_RESAMPLES = 2000
+RULE = ("reproduced: Welch's t-test, Holm-corrected across the report's comparisons, p < 0.05 with the "
+        "difference on the claimed side, and the 95% stratified-bootstrap interval of P(lower < higher) "
+        "above 1/2; contradicted: the same the other way; uninformative: both rows at the no-memory "
+        "baseline; inconclusive: anything else. Seed overlap plays no part.")
 
 
 # -- cells and the baseline ------------------------------------------------------------------------
@@ -120,6 +136,15 @@ def baseline_note(group: Group, margin: float = DEFAULT_MARGIN) -> Optional[str]
 
 
 @dataclass(frozen=True)
+class BaselineExit:
+    """How many seeds of a row left the no-memory baseline, with a Clopper-Pearson interval."""
+
+    left: int
+    n: int
+    ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
 class Comparison:
     better: str  # the row claimed lower (better)
     worse: str
@@ -128,10 +153,17 @@ class Comparison:
     b: CellSummary
     diff: Optional[float]  # mean(a) - mean(b): negative when the claim holds
     diff_ci: Optional[tuple[float, float]]  # LEVEL CI of the difference (Welch)
-    p_value: Optional[float]
+    p_value: Optional[float]  # Welch, before the correction
     verdict: str
     reason: str
     test: str = TEST_NAME
+    p_adjusted: Optional[float] = None  # Holm across the comparisons tested together
+    hedges_g: Optional[float] = None  # (a - b) / pooled std, small-sample corrected, as measured (like diff)
+    p_improve: Optional[float] = None  # P(a seed of A < a seed of B), ties half
+    p_improve_ci: Optional[tuple[float, float]] = None
+    left_baseline: Optional[tuple[BaselineExit, BaselineExit]] = None  # (A, B) on baseline tasks
+    seeds_for_power: Optional[int] = None  # per side, POWER at alpha/m; None: no effect or no spread
+    tested_with: int = 1  # m: the comparisons the Holm correction ran over
 
 
 def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, tuple[float, float], float]:
@@ -148,36 +180,145 @@ def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple
     return diff, (float(ci.low), float(ci.high)), float(result.pvalue)
 
 
+def hedges_g(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
+    """Hedges' g of a - b: the difference of means over the pooled sample std, times the
+    small-sample correction 1 - 3 / (4 (n_a + n_b) - 9). None without spread."""
+    na, nb = len(a), len(b)
+    pooled = ((na - 1) * statistics.variance(a) + (nb - 1) * statistics.variance(b)) / (na + nb - 2)
+    if pooled == 0:
+        return None
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled) * (1 - 3 / (4 * (na + nb) - 9))
+
+
+def _prob_lower(x, y, axis=-1):
+    """P(X < Y) + P(X = Y) / 2 over all pairs; vectorised over leading (bootstrap) axes."""
+    import numpy as np
+
+    x, y = np.moveaxis(np.asarray(x), axis, -1)[..., :, None], np.moveaxis(np.asarray(y), axis, -1)[..., None, :]
+    return (x < y).mean(axis=(-2, -1)) + 0.5 * (x == y).mean(axis=(-2, -1))
+
+
+def probability_of_improvement(a: Sequence[float], b: Sequence[float], level: float = LEVEL,
+                               resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, tuple[float, float]]:
+    """P(a seed of A ends lower than a seed of B) and its stratified-bootstrap percentile interval
+    (each side resampled within itself; a fixed seed, so the same values give the same interval)."""
+    import numpy as np
+    from scipy import stats
+
+    point = float(_prob_lower(a, b))
+    with warnings.catch_warnings():  # a degenerate bootstrap distribution (complete separation) is fine here
+        warnings.simplefilter("ignore")
+        result = stats.bootstrap((np.asarray(a), np.asarray(b)), _prob_lower, n_resamples=resamples,
+                                 confidence_level=level, method="percentile", vectorized=True,
+                                 rng=np.random.default_rng(0))
+    return point, (float(result.confidence_interval.low), float(result.confidence_interval.high))
+
+
+def baseline_exit(values: Sequence[float], baseline: float, margin: float, level: float = LEVEL) -> BaselineExit:
+    """Seeds more than ``margin`` below the baseline, out of all, with a Clopper-Pearson interval."""
+    from scipy import stats
+
+    left = sum(v < baseline * (1 - margin) for v in values)
+    ci = stats.binomtest(left, len(values)).proportion_ci(confidence_level=level, method="exact")
+    return BaselineExit(left, len(values), (float(ci.low), float(ci.high)))
+
+
+def seeds_for_power(a: Sequence[float], b: Sequence[float], alpha: float, power: float = POWER) -> Optional[int]:
+    """Seeds per side a two-sided two-sample t-test at ``alpha`` needs for ``power`` at the observed
+    difference and spread (standardised by the root mean of the two variances): a pilot estimate.
+    None without a difference or without spread; MAX_PLANNED_SEEDS + 1 when beyond it."""
+    from scipy import stats
+
+    spread = math.sqrt((statistics.variance(a) + statistics.variance(b)) / 2)
+    diff = abs(statistics.fmean(a) - statistics.fmean(b))
+    if spread == 0 or diff == 0:
+        return None
+    effect = diff / spread
+
+    def power_at(n: int) -> float:
+        df, ncp = 2 * n - 2, effect * math.sqrt(n / 2)
+        critical = stats.t.ppf(1 - alpha / 2, df)
+        return float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
+
+    low, high = 2, MAX_PLANNED_SEEDS
+    if power_at(high) < power:
+        return MAX_PLANNED_SEEDS + 1
+    while low < high:  # power grows with n: the smallest n that reaches it
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if power_at(middle) < power else (low, middle)
+    return low
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order as given)."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def decide(c: Comparison, alpha: float = ALPHA) -> tuple[str, str]:
+    """The verdict and its reason from a comparison's numbers (see RULE)."""
+    if c.p_value is None:
+        return c.verdict, c.reason
+    p = c.p_adjusted if c.p_adjusted is not None else c.p_value
+    shown = f"Holm p = {p:.3g}" if c.tested_with > 1 else f"p = {p:.3g}"
+    if p >= alpha:
+        return INCONCLUSIVE, f"{shown} ≥ {alpha:g}"
+    lo, hi = c.p_improve_ci
+    if c.diff < 0 and lo > 0.5:
+        return REPRODUCED, f"{shown} < {alpha:g}, P({c.better} lower) ≥ {lo:.2f} > 1/2"
+    if c.diff > 0 and hi < 0.5:
+        return CONTRADICTED, f"{shown} < {alpha:g} the other way, P({c.better} lower) ≤ {hi:.2f} < 1/2"
+    return INCONCLUSIVE, f"{shown} < {alpha:g}, but the interval of P({c.better} lower) [{lo:.2f}, {hi:.2f}] holds 1/2"
+
+
 def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[str, str] = ("A", "B"),
             stat: str = "min_val_loss", baseline: Optional[float] = None, margin: float = DEFAULT_MARGIN,
             alpha: float = ALPHA, level: float = LEVEL) -> Comparison:
-    """The verdict on "``better`` is lower than ``worse``" (one value per seed each); see the module doc."""
+    """The verdict on "``better`` is lower than ``worse``" (one value per seed each), tested alone;
+    ``adjust`` re-decides a report's comparisons together. See the module doc."""
     sign = -1.0 if higher_is_better(stat) else 1.0
     a = [sign * float(v) for v in better if v is not None and math.isfinite(v)]
     b = [sign * float(v) for v in worse if v is not None and math.isfinite(v)]
     shown_a, shown_b = summarize([sign * v for v in a], level), summarize([sign * v for v in b], level)
-
-    def result(verdict: str, reason: str, diff=None, ci=None, p=None) -> Comparison:
-        if diff is not None:
-            diff, ci = sign * diff, tuple(sorted((sign * ci[0], sign * ci[1])))
-        return Comparison(labels[0], labels[1], stat, shown_a, shown_b, diff, ci, p, verdict, reason)
-
+    exits = None
+    if sign > 0 and baseline is not None and a and b:
+        exits = (baseline_exit(a, baseline, margin, level), baseline_exit(b, baseline, margin, level))
+    base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, INCONCLUSIVE, "",
+                      left_baseline=exits)
     if sign > 0 and at_baseline(a, baseline, margin) and at_baseline(b, baseline, margin):
-        return result(UNINFORMATIVE, f"both rows at the no-memory baseline {baseline:.4g} (within {margin:.0%})")
+        return replace(base, verdict=UNINFORMATIVE,
+                       reason=f"both rows at the no-memory baseline {baseline:.4g} (within {margin:.0%})")
     if len(a) < 2 or len(b) < 2:
-        return result(INCONCLUSIVE, f"a test needs 2 seeds a side (have {len(a)} and {len(b)})")
+        return replace(base, reason=f"a test needs 2 seeds a side (have {len(a)} and {len(b)})")
     diff, ci, p = welch(a, b, level)
-    if p >= alpha:
-        return result(INCONCLUSIVE, f"p = {p:.3g} ≥ {alpha:g}", diff, ci, p)
-    if diff < 0:
-        if max(a) < min(b):
-            return result(REPRODUCED, f"p = {p:.3g} < {alpha:g} and every seed of {labels[0]} below every seed "
-                                      f"of {labels[1]}", diff, ci, p)
-        return result(INCONCLUSIVE, f"p = {p:.3g} < {alpha:g}, but the seeds overlap", diff, ci, p)
-    if min(a) > max(b):
-        return result(CONTRADICTED, f"p = {p:.3g} < {alpha:g} the other way, every seed of {labels[1]} below "
-                                    f"every seed of {labels[0]}", diff, ci, p)
-    return result(INCONCLUSIVE, f"p = {p:.3g} < {alpha:g} the other way, but the seeds overlap", diff, ci, p)
+    g = hedges_g(a, b)  # on the signed scale; shown as measured, like the difference
+    improve, improve_ci = probability_of_improvement(a, b, level)
+    c = replace(base, diff=sign * diff, diff_ci=tuple(sorted((sign * ci[0], sign * ci[1]))), p_value=p,
+                hedges_g=None if g is None else sign * g, p_improve=improve, p_improve_ci=improve_ci,
+                seeds_for_power=seeds_for_power(a, b, alpha))
+    # the rule reads the signed difference: negative when the claim holds
+    verdict, reason = decide(replace(c, diff=diff), alpha)
+    return replace(c, verdict=verdict, reason=reason)
+
+
+def adjust(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Comparison]:
+    """The comparisons tested together: Holm-corrected p-values, verdicts re-decided on them, and
+    the planned seeds at alpha / m."""
+    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
+    adjusted = holm([comparisons[i].p_value for i in tested])
+    out = list(comparisons)
+    for i, p_adj in zip(tested, adjusted):
+        c = replace(comparisons[i], p_adjusted=p_adj, tested_with=len(tested))
+        sign = -1.0 if higher_is_better(c.stat) else 1.0
+        a, b = [sign * v for v in c.a.values], [sign * v for v in c.b.values]
+        verdict, reason = decide(replace(c, diff=sign * c.diff), alpha)
+        out[i] = replace(c, verdict=verdict, reason=reason,
+                         seeds_for_power=seeds_for_power(a, b, alpha / len(tested)))
+    return out
 
 
 def combine(verdicts: Iterable[str]) -> str:
@@ -352,6 +493,9 @@ def evaluate(claims: Iterable[Claim], groups: Iterable[Group], margin: float = D
                 found = True
         if not found:
             not_run.append(claim)
+    decided = iter(adjust([c for r in results for c in r.comparisons], alpha))
+    for result in results:
+        result.comparisons = [next(decided) for _ in result.comparisons]
     return results, not_run
 
 
