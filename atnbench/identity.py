@@ -45,7 +45,12 @@ MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
 
 def run_id(config: dict[str, Any]) -> str:
     """Deterministic id of a config: 12 hex digits of a SHA-256 of its identity with the code."""
-    return _digest({**identity(config), "code": code_fingerprint()})
+    return run_id_under(config, code_fingerprint())
+
+
+def run_id_under(config: dict[str, Any], code: str) -> str:
+    """The run id ``config`` has under the code of fingerprint ``code`` (a record made elsewhere)."""
+    return _digest({**identity(config), "code": code})
 
 
 def config_key(config: dict[str, Any]) -> str:

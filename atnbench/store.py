@@ -18,6 +18,7 @@ is an IEEE double and ``json`` writes the shortest repr that parses back to the 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import platform
@@ -34,6 +35,7 @@ from . import __version__
 from .errors import UserError
 
 DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
+log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
 SCHEMA_VERSION = 1
 STATUSES = ("running", "done", "failed", "diverged")
 FINAL_STATUSES = ("done", "failed", "diverged")
@@ -99,6 +101,11 @@ class StoreError(UserError, RuntimeError):
 
 class StoreMissing(StoreError, FileNotFoundError):
     """No store at the given path and the caller asked not to create one."""
+
+
+class MalformedRow(StoreError):
+    """A row whose stored JSON cannot be read (hand-edited or damaged store): listings skip it
+    with a note; reading it alone says what is wrong."""
 
 
 class UnknownRun(LookupError):
@@ -239,7 +246,11 @@ class ResultsStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: all of it lands, or (on any exception) none of it does."""
+        """One write transaction: all of it lands, or (on any exception) none of it does. Inside
+        ``batch()`` it is part of the batch's transaction."""
+        if self._conn.in_transaction:
+            yield self._conn
+            return
         with self._conn:  # commits on success, rolls back on an exception
             self._conn.execute("BEGIN IMMEDIATE")
             yield self._conn
@@ -247,9 +258,18 @@ class ResultsStore:
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction, so multi-query reads see one consistent snapshot."""
+        if self._conn.in_transaction:
+            yield self._conn
+            return
         with self._conn:
             self._conn.execute("BEGIN")
             yield self._conn
+
+    @contextmanager
+    def batch(self) -> Iterator["ResultsStore"]:
+        """Many writes as one transaction (an import, a merge): all land, or none does."""
+        with self._write():
+            yield self
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -381,7 +401,7 @@ class ResultsStore:
     def get_run(self, run_id: str) -> Optional[RunRecord]:
         """The run's record, or None if the store has no such run."""
         row = self._conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-        return _record(row) if row is not None else None
+        return _record(row, self.path) if row is not None else None
 
     def status(self, run_id: str) -> Optional[str]:
         """The run's status, or None if the store has no such run."""
@@ -422,7 +442,29 @@ class ResultsStore:
             params.append(_iso(since))
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._conn.execute(f"SELECT * FROM runs{where} ORDER BY created_at, rowid", params)
-        return [_record(row) for row in rows]
+        found = []
+        for row in rows:  # one malformed row is one bad row: noted, skipped, the rest go on
+            try:
+                found.append(_record(row, self.path))
+            except MalformedRow as error:
+                log.warning(f"{error}; skipped")
+        return found
+
+    def set_meta(self, key: str, value: dict) -> None:
+        """Keep a JSON object under ``key`` in the store (e.g. a sweep's seed plan)."""
+        with self._write() as conn:
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                         (key, _dumps(value)))
+
+    def meta(self, prefix: str) -> dict[str, dict]:
+        """The JSON objects kept under keys starting with ``prefix`` (an unreadable one is left out)."""
+        found = {}
+        for row in self._conn.execute("SELECT key, value FROM meta WHERE key LIKE ? || '%' ORDER BY key", (prefix,)):
+            try:
+                found[row["key"]] = json.loads(row["value"])
+            except ValueError:
+                log.warning(f"{self.path}: meta {row['key']} is not JSON; skipped")
+        return found
 
     def sweeps(self, run_id: Optional[str] = None) -> list[str]:
         """Names of all sweeps, or of the sweeps run_id belongs to; sorted."""
@@ -653,7 +695,18 @@ def _dumps(value: Any) -> str:
     return json.dumps(_clean(value), allow_nan=False, default=str)
 
 
-def _record(row: sqlite3.Row) -> RunRecord:
+def _record(row: sqlite3.Row, path: Path) -> RunRecord:
+    parsed = {}
+    for column in ("config_json", "env_json", "summary_json"):
+        try:
+            parsed[column] = json.loads(row[column])
+        except (TypeError, ValueError) as error:
+            raise MalformedRow(f"run {row['run_id']} in {path}: {column[:-5]} is not JSON ({error})") from None
+        if not isinstance(parsed[column], dict):
+            raise MalformedRow(f"run {row['run_id']} in {path}: {column[:-5]} is not a JSON object")
+    for column in ("T", "seed", "k"):
+        if row[column] is not None and not isinstance(row[column], int):
+            raise MalformedRow(f"run {row['run_id']} in {path}: {column} is {row[column]!r}, not a whole number")
     return RunRecord(
         run_id=row["run_id"],
         task=row["task"],
@@ -663,9 +716,9 @@ def _record(row: sqlite3.Row) -> RunRecord:
         seed=row["seed"],
         budget=row["budget"],
         status=row["status"],
-        config=json.loads(row["config_json"]),
-        env=json.loads(row["env_json"]),
-        summary=json.loads(row["summary_json"]),
+        config=parsed["config_json"],
+        env=parsed["env_json"],
+        summary=parsed["summary_json"],
         error=row["error"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],

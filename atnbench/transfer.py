@@ -25,10 +25,11 @@ So importing a file twice changes nothing the second time.
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, TextIO
+from typing import BinaryIO, Iterable, Iterator, Optional, TextIO
 
 from atnbench.errors import UserError
 from atnbench.store import SCHEMA_VERSION, STATUSES, ResultsStore
@@ -95,6 +96,22 @@ def _superseded(store: ResultsStore) -> set[str]:
     return {r.run_id for r in runs if r.run_id not in current and config_key(r.config) in redone}
 
 
+def checked_records(path: Path) -> list[dict]:
+    """Every readable run of the store at ``path`` as export records, each checked against the
+    run schema (a malformed row is skipped with a note; a record that fails the schema is a
+    UserError naming the store, the run and the field, before anything is written anywhere)."""
+    from atnbench.records import problem
+
+    with ResultsStore(path, create=False, read_only=True) as reading:
+        recs = list(records(reading))
+    for record in recs:
+        found = problem(record)
+        if found:
+            raise UserError(f"{path}: run {record['run_id']}: not an atnbench run record ({found}); "
+                            f"nothing merged")
+    return recs
+
+
 def write_lines(recs: Iterable[dict], stream: TextIO) -> int:
     """Write records as JSON Lines; returns how many."""
     n = 0
@@ -106,30 +123,40 @@ def write_lines(recs: Iterable[dict], stream: TextIO) -> int:
 
 
 def read_lines(path: Path) -> list[dict]:
-    """Every record of a JSON Lines file, checked before anything is written: a bad line is a
-    ValueError naming the file and line (so a broken file imports nothing)."""
+    """Every record of a JSON Lines file (``-``: standard input), each checked against the run
+    schema (``atnbench.records``) before anything is written: a bad line is a UserError naming the
+    file, the line, the run and the field, so a broken file imports nothing."""
     path = Path(path)
+    if str(path) == "-":
+        return _checked_lines(sys.stdin.buffer, "standard input")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give the JSON Lines file `atnbench store export` wrote")
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    out = []
     with path.open("rb") as stream:
-        for number, raw in enumerate(stream, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise UserError(f"{path} line {number}: not UTF-8 text (not a JSON Lines file)") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{path} line {number}: not JSON ({error.msg})") from None
-            problem = _malformed(record)
-            if problem:
-                raise UserError(f"{path} line {number}: not an atnbench run record ({problem})")
-            out.append(record)
+        return _checked_lines(stream, str(path))
+
+
+def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
+    from atnbench.records import problem
+
+    out = []
+    for number, raw in enumerate(stream, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UserError(f"{name} line {number}: not UTF-8 text (not a JSON Lines file)") from None
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise UserError(f"{name} line {number}: not JSON ({error.msg})") from None
+        found = _malformed(record) or problem(record)
+        if found:
+            run = f" run {record['run_id']}" if isinstance(record, dict) and isinstance(record.get("run_id"), str) else ""
+            raise UserError(f"{name} line {number}{run}: not an atnbench run record ({found}); nothing imported")
+        out.append(record)
     return out
 
 
@@ -228,9 +255,10 @@ def _join(store: ResultsStore, ours: dict, record: dict) -> str:
 def combine_all(store: ResultsStore, recs: Iterable[dict], source: str, tally: Optional[Tally] = None) -> Tally:
     """combine() every record; the tally counts outcomes and collects conflicts."""
     tally = tally if tally is not None else Tally()
-    for record in recs:
-        outcome, conflict = combine(store, record, source)
-        tally.counts[outcome] += 1
-        if conflict is not None:
-            tally.conflicts.append(conflict)
+    with store.batch():  # one transaction: a failure part way leaves the store as it was
+        for record in recs:
+            outcome, conflict = combine(store, record, source)
+            tally.counts[outcome] += 1
+            if conflict is not None:
+                tally.conflicts.append(conflict)
     return tally

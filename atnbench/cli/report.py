@@ -164,12 +164,16 @@ def report(
     meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
             "paper": paper, "runs_selected": selected, "runs_in_store": total}
     claims = _verdicts(groups, margin) if verdicts else None
+    plans = _plans(path) if verdicts else []
     if claims is not None and fmt == "json":
+        from dataclasses import asdict
+
         from atnbench.report.verdict_tables import verdict_records
 
         meta["verdicts"] = verdict_records(*claims)
+        meta["seed_plans"] = [asdict(plan) for plan in plans]
     if output is not None:
-        text = export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else "")
+        text = export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")
@@ -184,8 +188,10 @@ def report(
             from atnbench.report.verdict_tables import rich_verdicts
 
             out.print(rich_verdicts(*claims))
+            for plan in plans:
+                out.print(Text(plan.line(), style="dim"), soft_wrap=True)
     else:
-        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims) if claims and fmt == "markdown" else ""))
+        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()
     if plots is not None:
         _write_plots(groups, plots, k_view, say)
@@ -198,10 +204,18 @@ def _verdicts(groups, margin: float):
     return evaluate(paper_claims(), groups, margin=margin)
 
 
-def _verdicts_markdown(claims) -> str:
+def _verdicts_markdown(claims, plans) -> str:
     from atnbench.report.verdict_tables import markdown_verdicts
 
-    return "\n" + markdown_verdicts(*claims)
+    return "\n" + markdown_verdicts(*claims) + "".join(f"\n- {plan.line()}\n" for plan in plans)
+
+
+def _plans(path: Path) -> list:
+    """The seed plans the store records (``sweep --seeds-for-power``)."""
+    from atnbench.report import plan as planning
+
+    with ResultsStore.open_read_only(path) as results:
+        return planning.recorded(results)
 
 
 @app.command()

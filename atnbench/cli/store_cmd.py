@@ -100,7 +100,7 @@ def export_cmd(
 @store_app.command("import")
 @user_errors
 def import_cmd(
-    file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`."),
+    file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`; - reads standard input."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to import into (created if missing)."),
 ):
     """Bring the runs of a JSON Lines file into a store.
@@ -110,6 +110,8 @@ def import_cmd(
     A running or failed row is replaced by a finished one.
 
     A conflict (same run id, different numbers) is a line on stderr; the store's row is kept; exit code 1.
+
+    Every record is checked first (types, finite numbers, known task, run-id format, run id recomputed from the config): one bad record is one line naming the file, line, run and field, and nothing of the file is imported (exit code 2).
 
     Example: [bold]atnbench store import machine-a.jsonl --store all.db[/]
     """
@@ -147,10 +149,10 @@ def merge_cmd(
     for source in sources:  # every source readable before the output is created or written
         open_store(source).close()
     tally = transfer.Tally()
+    every = [(source, transfer.checked_records(source)) for source in sources]  # all checked first
     with open_store(target, create=True) as results:
-        for source in sources:
-            with open_store(source) as reading:
-                recs = list(transfer.records(reading))
-            transfer.combine_all(results, recs, str(source), tally)
+        with results.batch():  # one transaction: a failure leaves the output as it was
+            for source, recs in every:
+                transfer.combine_all(results, recs, str(source), tally)
         path = results.path
     _finish(tally, path)

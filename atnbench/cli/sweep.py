@@ -8,12 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
 from atnbench.config import ConfigError
 from atnbench.runspec import check_budget
+from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
@@ -186,6 +188,35 @@ def _summary(spec, result, store: Path) -> FitTable:
     return table
 
 
+def _planned_seeds(spec, runs, store: Path, power: float, max_seeds: int, seeds_given: Optional[str],
+                   dry_run: bool) -> list[int]:
+    """Seeds 0 .. n-1, n from the plan recorded for this sweep, else planned now from the store's
+    pilot runs (atnbench.report.plan) and recorded (not on a dry run)."""
+    from atnbench.cli.report import load_groups
+    from atnbench.report import plan as planning
+
+    if seeds_given is not None:
+        fail("--seeds-for-power plans the seeds; give it or --seeds, not both")
+    if not 0 < power < 1:
+        fail(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
+    if not Path(store).is_file():
+        fail(f"--seeds-for-power plans from pilot runs, and there is no store at {store}; run the sweep with "
+             f"a few seeds first (--seeds 0-2)")
+    with ResultsStore.open_read_only(store) as results:
+        kept = planning.recorded(results, spec.name)
+    if kept:
+        err.print(Text(f"note: {kept[0].line()}; reused (the plan is fixed before the runs)"), soft_wrap=True)
+        return list(range(kept[0].seeds))
+    groups = [group for T in sorted({run.config.T for run in runs})
+              for group in load_groups(store, spec.task, T, None, None, None)[0]]
+    chosen = planning.plan(spec.name, groups, power, max_seeds)
+    if not dry_run:
+        with ResultsStore(store) as results:
+            planning.record(results, chosen)
+    err.print(Text(chosen.line() + ("" if not dry_run else " (dry run: not recorded)")), soft_wrap=True)
+    return list(range(chosen.seeds))
+
+
 @app.command()
 @user_errors
 def sweep(
@@ -200,6 +231,12 @@ def sweep(
     seeds: Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
                                                  help="Seeds for every configuration, e.g. 0,1,2 or 0-4 "
                                                       "(default: the sweep's); --seed says the same.")] = None,
+    seeds_for_power: Optional[float] = typer.Option(
+        None, "--seeds-for-power", metavar="POWER", callback=finite,
+        help="Plan the seeds from the store's pilot runs: as many per configuration as the sweep's claims need "
+             "for this power (e.g. 0.8) at the observed effects and spreads, t-test at 0.05/m. The plan is "
+             "recorded in the store and reused by later calls, so the count is fixed before the runs."),
+    max_seeds: int = typer.Option(40, "--max-seeds", min=2, help="The most seeds --seeds-for-power may plan."),
     device: options.Device = options.DEVICE,
     store: options.Store = options.STORE,
     fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")] = None,
@@ -294,6 +331,9 @@ def sweep(
             fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
     runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
+    if seeds_for_power is not None:
+        seed_list = _planned_seeds(spec, runs, store, seeds_for_power, max_seeds, seeds, dry_run)
+        runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)
     if picks:
         asked = " ".join(_flag_text(key, value) for key, value in picks.items())
         try:

@@ -1,0 +1,120 @@
+"""Imports validate every record (#29): each class of bad record is refused with one line naming
+the file, line, run and field, and nothing of the file is written; `merge` writes nothing when a
+source fails; `store import -` reads standard input; one malformed row of a store is one bad row."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from helpers import fill_store
+
+runner = CliRunner()
+RUNS = [("copying", 100, "ln", None, 0, "done", 0.5, "k-ablation"),
+        ("copying", 100, "atn", 45, 0, "diverged", 1.0, "k-ablation"),
+        ("adding", 100, "atn", 25, 1, "done", 0.002, None)]
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+@pytest.fixture()
+def exported(tmp_path) -> list[dict]:
+    fill_store(tmp_path / "source.db", RUNS)
+    result = invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "source.db")
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+
+
+def _set(path: str, value):
+    def change(record):
+        *parents, last = path.split(".")
+        target = record
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        target[last] = value
+    return change
+
+
+BAD = {
+    "T as a string": (_set("config.T", "100"), "config.T"),
+    "a loss that is a word": (_set("summary.min_val_loss", "low"), "min_val_loss"),
+    "a curve loss of 1e999": (_set("curve.0.val_loss", float("inf")), "curve.0.val_loss"),
+    "NaN in a curve metric": (_set("curve.0.train_loss", float("nan")), "curve.0.train_loss"),
+    "a negative step": (_set("curve.0.step", -5), "curve.0.step"),
+    "an unknown task": (_set("config.task", "sorting"), "unknown task 'sorting'"),
+    "an id that does not match its config": (_set("config.lr", 0.5), "does not follow from the config"),
+    "an id that is a path": (_set("run_id", "../x"), "12 hexadecimal"),
+    "an integer too large for SQLite": (_set("config.seed", 2**64), "64-bit"),
+    "a boolean for a number": (_set("summary.min_val_loss", True), "min_val_loss"),
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_a_bad_record_is_refused_by_line_run_and_field_and_nothing_is_written(tmp_path, exported, name):
+    change, field = BAD[name]
+    records = copy.deepcopy(exported)
+    change(records[1])
+    bad = tmp_path / "bad.jsonl"
+    # Python's json writes inf/nan as Infinity/NaN, which a file from outside may hold
+    bad.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = invoke("store", "import", bad, "--store", tmp_path / "target.db")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "line 2" in lines[0] and field in lines[0] and "nothing imported" in lines[0]
+    assert not (tmp_path / "target.db").exists()
+
+
+def test_our_own_export_round_trips_diverged_runs_included(tmp_path, exported):
+    assert {r["status"] for r in exported} == {"done", "diverged"}
+    result = invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "copy.db")
+    assert result.exit_code == 0 and "3 added" in result.output
+
+
+def test_import_reads_standard_input(tmp_path, exported):
+    text = (tmp_path / "runs.jsonl").read_text()
+    result = invoke("store", "import", "-", "--store", tmp_path / "piped.db", input=text)
+    assert result.exit_code == 0, result.output
+    listed = invoke("runs", "list", "--store", tmp_path / "piped.db", "--quiet")
+    assert sorted(listed.stdout.split()) == sorted(r["run_id"] for r in exported)
+
+
+def _spoil(db, run_id, column="summary_json", value="{not json"):
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, run_id))
+
+
+def test_a_failing_merge_writes_nothing(tmp_path, exported):
+    fill_store(tmp_path / "other.db", [("adding", 200, "ln", None, 3, "done", 0.01, None)])
+    with sqlite3.connect(tmp_path / "other.db") as conn:  # a row that reads but breaks the schema
+        row = conn.execute("SELECT run_id, config_json FROM runs").fetchone()
+        config = json.loads(row[1])
+        config["task"] = "sorting"
+        conn.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", (json.dumps(config), row[0]))
+    result = invoke("store", "merge", tmp_path / "all.db", tmp_path / "source.db", tmp_path / "other.db")
+    assert result.exit_code == 2 and "unknown task" in result.stderr and row[0] in result.stderr
+    assert not (tmp_path / "all.db").exists()
+
+
+def test_one_malformed_row_is_one_bad_row(tmp_path, exported):
+    db = tmp_path / "source.db"
+    broken = exported[0]["run_id"]
+    _spoil(db, broken)
+    listed = invoke("runs", "list", "--store", db, "--quiet")
+    assert listed.exit_code == 0 and len(listed.stdout.split()) == 2 and broken not in listed.stdout
+    assert f"note: run {broken}" in listed.stderr and "not JSON" in listed.stderr
+    shown = invoke("runs", "show", broken, "--store", db)
+    assert shown.exit_code == 2 and "summary is not JSON" in shown.stderr
+    report = invoke("report", "--store", db, "--format", "json")
+    assert report.exit_code == 0 and broken in report.stderr
+    out = tmp_path / "rest.jsonl"
+    assert invoke("store", "export", out, "--store", db).exit_code == 0
+    assert broken not in out.read_text() and len(out.read_text().splitlines()) == 2
+    merged = invoke("store", "merge", tmp_path / "m.db", db)
+    assert merged.exit_code == 0 and "2 added" in merged.output and broken in merged.stderr
