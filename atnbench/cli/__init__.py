@@ -12,6 +12,7 @@ from atnbench.cli import store_cmd as _store_cmd  # noqa: F401  (registers store
 from atnbench.cli import build as _build  # noqa: F401
 from atnbench.cli import data as _data  # noqa: F401  (registers data list|prepare|verify)
 from atnbench.cli import canary as _canary  # noqa: F401
+from atnbench.cli import verify as _verify  # noqa: F401
 from atnbench.cli.app import app
 
 __all__ = ["app"]

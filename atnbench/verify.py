@@ -1,0 +1,107 @@
+"""Re-running a stored run to see whether its numbers come back (``atnbench verify``).
+
+A run id names one set of numbers, but only on the processor class that made them: torch's CPU
+kernels take AVX-512 or AVX2 code paths that round differently, and over thousands of steps the
+difference grows (measured: published run 32b619f508be, made on an AVX2 machine, gave a minimum
+validation loss of 0.1374 on an AVX-512 one against 0.1322 published). ``verify`` re-runs a run
+from its stored config into a scratch store, compares every curve point and the summary, and
+names both processors, so a reader can tell "the code changed" from "the machine differs".
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from atnbench.errors import UserError
+from atnbench.store import ResultsStore, RunRecord
+
+COMPARED = ("min_val_loss", "min_train_loss")
+
+
+@dataclass(frozen=True)
+class Verification:
+    run_id: str
+    identical: bool  # every curve point and compared summary value equal, bit for bit
+    stored: dict[str, Optional[float]]
+    fresh: dict[str, Optional[float]]
+    stored_machine: str
+    this_machine: str
+    code_note: Optional[str]  # why the code may differ (a stale run), else None
+
+    def relative(self, key: str) -> Optional[float]:
+        a, b = self.stored.get(key), self.fresh.get(key)
+        if a is None or b is None or a == 0:
+            return None
+        return (b - a) / abs(a)
+
+    def lines(self) -> list[str]:
+        head = f"run {self.run_id}: " + ("reproduced bit for bit" if self.identical else "differs")
+        out = [head]
+        for key in COMPARED:
+            rel = self.relative(key)
+            if self.stored.get(key) is not None:
+                out.append(f"  {key}: stored {self.stored[key]:.6g}, re-run {_g(self.fresh.get(key))}"
+                           + ("" if rel is None else f" ({rel:+.2%})"))
+        out.append(f"  stored run's processor: {self.stored_machine}")
+        out.append(f"  this machine:           {self.this_machine}")
+        if self.code_note:
+            out.append(f"  note: {self.code_note}")
+        return out
+
+
+def _g(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def machine_text(env: dict) -> str:
+    processor, capability = env.get("processor"), env.get("cpu_capability")
+    if processor is None and capability is None:
+        return "not recorded (runs before this release did not record it)"
+    return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})"
+
+
+def this_machine() -> str:
+    from atnbench.machine import cpu_capability, cpu_model
+
+    return machine_text({"processor": cpu_model(), "cpu_capability": cpu_capability()})
+
+
+def code_note(record: RunRecord) -> Optional[str]:
+    from atnbench.equivalence import is_current
+    from atnbench.identity import code_fingerprint
+
+    code = (record.env or {}).get("code")
+    if code is None or code == code_fingerprint() or is_current(code, record.config):
+        return None
+    return (f"made by other code (fingerprint {code}, this is {code_fingerprint()}) that no canary vouched for: "
+            f"a difference may be the code's")
+
+
+def verify(record: RunRecord, curve: list, device) -> Verification:
+    """Train ``record``'s config again in a scratch store and compare its numbers."""
+    from atnbench.config import build_config
+    from atnbench.train import train
+
+    if record.status not in ("done", "diverged"):
+        raise UserError(f"run {record.run_id} is {record.status}; only a finished run can be verified")
+    config = build_config(record.config)
+    with tempfile.TemporaryDirectory(prefix="atnbench-verify-") as folder:
+        with ResultsStore(Path(folder) / "verify.db") as scratch:
+            train(config, scratch, device, keep_model=False)
+            fresh_row = scratch.get_run(config.run_id)
+            fresh_curve = scratch.curve(config.run_id)
+    same_curve = [_numbers(p) for p in curve] == [_numbers(p) for p in fresh_curve]
+    stored = {key: record.summary.get(key) for key in COMPARED}
+    fresh = {key: fresh_row.summary.get(key) for key in COMPARED}
+    return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
+                        stored, fresh, machine_text(record.env or {}), this_machine(), code_note(record))
+
+
+def _numbers(point) -> tuple:
+    """A curve point without its timing (wall_s differs between machines for the same numbers)."""
+    metrics = {k: v for k, v in (point.metrics or {}).items() if not (isinstance(v, float) and math.isnan(v))}
+    return point.step, point.train_loss, point.val_loss, sorted(metrics.items())

@@ -1,0 +1,59 @@
+"""`atnbench verify`: a stored run re-run from its config reproduces bit for bit on this machine;
+a stored run whose numbers were changed is reported as differing, with the size of the
+difference and both processors; an unknown id is exit 2."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    db = tmp_path_factory.mktemp("verify") / "r.db"
+    made = invoke("run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4", "--iters", "6",
+                  "--eval-every", "3", "--store", db, "--format", "json")
+    assert made.exit_code == 0, made.output
+    return db, json.loads(made.stdout)["run_id"]
+
+
+def test_a_run_re_run_here_reproduces_bit_for_bit(stored):
+    db, run_id = stored
+    result = invoke("verify", run_id[:6], "--store", db, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)
+    assert found["identical"] and found["stored"] == found["rerun"]
+    assert found["stored_processor"] == found["this_processor"] and "(" in found["this_processor"]
+
+
+def test_changed_numbers_are_reported_with_their_size(stored, tmp_path):
+    db, run_id = stored
+    copy = tmp_path / "changed.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+        summary["min_val_loss"] *= 1.1
+        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+    result = invoke("verify", run_id, "--store", copy)
+    assert result.exit_code == 0, result.output
+    assert f"run {run_id}: differs" in result.stdout and "(-9.09%)" in result.stdout
+    assert "this machine:" in result.stdout and "stored run's processor:" in result.stdout
+
+
+def test_a_sample_of_a_sweep_and_bad_requests(stored):
+    db, run_id = stored
+    assert invoke("verify", "ffffff", "--store", db).exit_code == 2
+    assert invoke("verify", "--store", db).exit_code == 2
+    assert invoke("verify", "--sample", "1", "--store", db).exit_code == 2
+    assert invoke("verify", "--sample", "1", "--sweep", "nosuch", "--store", db).exit_code == 2
