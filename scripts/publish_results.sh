@@ -27,4 +27,6 @@ atnbench store import results/runs.jsonl --store "$published"
 
 atnbench reproduce --report-only --store "$published" --out-dir results/report
 atnbench report --store "$published" --paper --verdicts --format markdown --output results/verdicts.md
+# the tables README.md and results/README.md quote, between <!-- generated:... --> markers
+python -m atnbench.report.prose --store "$published" README.md results/README.md
 echo "results/: runs.jsonl ($(wc -l < results/runs.jsonl) runs), report/, verdicts.md"

@@ -32,3 +32,25 @@ def test_the_published_runs_are_finished_and_carry_their_curves():
     records = [json.loads(line) for line in (RESULTS / "runs.jsonl").read_text().splitlines()]
     assert records and len({r["run_id"] for r in records}) == len(records)
     assert all(r["status"] in ("done", "diverged") and r["curve"] for r in records)
+
+
+def test_every_generated_block_in_the_prose_is_what_the_runs_give(tmp_path):
+    from atnbench.report.prose import BLOCK, _groups, fill
+
+    store = tmp_path / "fresh.db"
+    imported = runner.invoke(app, ["store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store)])
+    assert imported.exit_code == 0, imported.output
+    groups = _groups(store)
+    for path in (RESULTS / "README.md", RESULTS.parent / "README.md"):
+        text = path.read_text()
+        assert BLOCK.search(text), f"{path.name} quotes no generated block"
+        assert fill(text, groups) == text, f"{path.name}: a generated block differs from the runs; run scripts/publish_results.sh"
+
+
+def test_a_hand_edited_number_in_a_block_is_caught(tmp_path):
+    from atnbench.report.prose import _groups, fill
+
+    store = tmp_path / "fresh.db"
+    runner.invoke(app, ["store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store)])
+    text = "<!-- generated:verdicts -->\n| made up | 0.001 |\n<!-- /generated -->\n"
+    assert fill(text, _groups(store)) != text

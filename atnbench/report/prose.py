@@ -1,0 +1,105 @@
+"""Numbers in prose that cannot drift: the tables README.md and results/README.md quote are
+rendered from the published runs, between markers, by ``scripts/publish_results.sh``.
+
+A block is ``<!-- generated:KIND key=value ... -->`` ... ``<!-- /generated -->``; its inside is
+replaced by what KIND renders from a store (the one imported from results/runs.jsonl):
+
+- ``verdicts``: one line per claim and protocol: its verdict and the Holm-corrected p of each
+  comparison, with the seeds a side;
+- ``table task=copying T=100 [variant=paper-text] [budget=0.25]``: the paper-style table of that
+  group (means ± std over seeds, the paper's values, seeds), as ``atnbench report --paper``.
+
+Prose around the blocks interprets; every number in a block comes from the runs, and
+``tests/test_published.py`` fails when a committed block differs from what the runs give.
+
+    python -m atnbench.report.prose --store STORE FILE...
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Callable, Optional
+
+from atnbench.errors import UserError
+
+BLOCK = re.compile(r"(<!-- generated:(?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
+
+
+def _args(text: str) -> tuple[str, dict[str, str]]:
+    kind, *pairs = text.split()
+    values = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise UserError(f"generated block {text!r}: expected key=value, got {pair!r}")
+        values[key] = value
+    return kind, values
+
+
+def _groups(store: Path):
+    from atnbench.cli.report import load_groups
+
+    return load_groups(store, None, None, None, None, None)[0]
+
+
+def render_table(groups, task: str, T: str, variant: Optional[str] = None, budget: Optional[str] = None) -> str:
+    from atnbench.report.export import to_markdown
+    from atnbench.report.render import group_view
+
+    chosen = [g for g in groups if g.task == task and g.T == int(T) and (g.variant or None) == variant
+              and g.budget == (float(budget) if budget is not None else 1.0)]
+    if len(chosen) != 1:
+        raise UserError(f"generated table task={task} T={T} variant={variant} budget={budget}: "
+                        f"{len(chosen)} groups in the runs match (need exactly 1)")
+    text = to_markdown([group_view(chosen[0], with_paper=True)])
+    return text.split("\n", 2)[2]  # the block's own heading stands in the prose
+
+
+def render_verdicts(groups) -> str:
+    from atnbench.report.aggregate import budget_label
+    from atnbench.report.verdicts import evaluate, paper_claims
+
+    results, _ = evaluate(paper_claims(), groups)
+    lines = ["| claim of the paper | runs | seeds a side | verdict | Holm p of each comparison |",
+             "|---|---|---|---|---|"]
+    for result in results:
+        group = result.group
+        runs = ", ".join(filter(None, [f"variant {group.variant}" if group.variant else None,
+                                       budget_label(group.budget)]))
+        seeds = sorted({n for c in result.comparisons for n in (c.a.n, c.b.n)})
+        p = ", ".join("-" if c.p_adjusted is None else f"{c.p_adjusted:.3g}" for c in result.comparisons)
+        lines.append(f"| {result.claim.text} | {runs} | {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
+                     f"| {result.verdict} | {p} |")
+    return "\n".join(lines) + "\n"
+
+
+def fill(text: str, groups) -> str:
+    """``text`` with every generated block rendered anew."""
+    renderers: dict[str, Callable[..., str]] = {
+        "verdicts": lambda: render_verdicts(groups),
+        "table": lambda **kw: render_table(groups, **kw),
+    }
+
+    def one(match: re.Match) -> str:
+        kind, values = _args(match.group("spec"))
+        if kind not in renderers:
+            raise UserError(f"generated block {match.group('spec')!r}: unknown kind {kind!r} ({', '.join(renderers)})")
+        return match.group(1) + renderers[kind](**values) + match.group(4)
+
+    return BLOCK.sub(one, text)
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("files", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    groups = _groups(args.store)
+    for path in args.files:
+        path.write_text(fill(path.read_text(), groups))
+
+
+if __name__ == "__main__":
+    main()
