@@ -249,12 +249,15 @@ def test_atn_k1_equals_ln(cell, bias_inside):
 
 @pytest.mark.parametrize("cls", (NormLSTM, NormGRU))
 def test_default_gains(cls):
-    """Cooijmans et al.: recurrent BN's gain starts at 0.1 (all of bn's norms); the others 1."""
-    model = cls(3, 4, 2, norm="bn")
-    for name, norm in model.norm_modules():
-        assert torch.all(norm.weight == 0.1), name
-        assert torch.all(norm.bias == 0.0), name
-    for scheme in ("ln", "atn", "atn-bn", "bln", "bn-input"):
+    """Cooijmans et al.: recurrent BN's gain starts at 0.1 (all of bn's norms), and so does
+    ATN-BN's, which normalizes with BN statistics; the others 1."""
+    for scheme in ("bn", "atn-bn"):
+        for name, norm in cls(3, 4, 2, norm=scheme).norm_modules():
+            assert torch.all(norm.weight == torch.tensor(0.1)), (scheme, name)
+            assert torch.all(norm.bias == 0.0), (scheme, name)
+    for name, norm in cls(3, 4, norm="atn-bn", gain_init=1.0).norm_modules():
+        assert torch.all(norm.weight == 1.0), name
+    for scheme in ("ln", "atn", "bln", "bn-input"):
         for name, norm in cls(3, 4, norm=scheme).norm_modules():
             if norm.weight is not None:
                 assert torch.all(norm.weight == 1.0), (scheme, name)

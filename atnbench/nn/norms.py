@@ -52,7 +52,7 @@ Probe = Callable[[Tensor, int], None]
 class NormSpec:
     """Options of a normalization scheme, shared by every normalized term of a cell.
 
-    ``gain_init`` None means the scheme's default (1.0; 0.1 for recurrent BN, as Cooijmans
+    ``gain_init`` None means the scheme's default (1.0; 0.1 for recurrent BN and ATN-BN, as Cooijmans
     et al. recommend). ``max_steps`` bounds the per-step population statistics of batch
     normalizations (Cooijmans' T_max: later steps reuse the last one). ``bln_population`` is
     BLN's inference flags (E_B, Std_B, E_F, Std_F): True uses population statistics, False
@@ -381,8 +381,10 @@ class AssortedTimeBatchNorm(SequenceNorm):
 
     windowed = True
 
-    def __init__(self, size: int, spec: NormSpec):
-        super().__init__(size, spec)
+    def __init__(self, size: int, spec: NormSpec, gain_init: float = 0.1):
+        # BN statistics, so BN's initial gain (Cooijmans et al., Sect. 4: gamma = 0.1; a gain of
+        # 1 saturates the gates): with 1.0 no seed left the adding baseline in 5,000 steps.
+        super().__init__(size, spec, gain_init=gain_init)
         self.k = spec.k
         self.use_population = spec.atn_bn_eval == "population"
         self.stats = StepStatistics({"mean": (size,), "var": (size,)}, {"mean": 0.0, "var": 1.0}, spec.max_steps, spec.momentum)

@@ -62,7 +62,7 @@ SCHEMES: dict[str, NormScheme] = {
         NormScheme("atn", "Assorted-Time Normalization on LN: features of the last k steps",
                    "Pospisil et al. (2024), eqs. 7-9, 14-16",
                    AssortedTimeNorm, AssortedTimeNorm, AssortedTimeNorm, bias_inside=True),
-        NormScheme("atn-bn", "ATN on BN: per feature, batch x last k steps",
+        NormScheme("atn-bn", "ATN on BN: per feature, batch x last k steps, gain 0.1",
                    "Pospisil et al. (2024), Table 6",
                    AssortedTimeBatchNorm, AssortedTimeBatchNorm, AssortedTimeBatchNorm, bias_inside=False),
         NormScheme("bn", "BN per time step on W_x x, W_h h and c, gain 0.1",
