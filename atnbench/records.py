@@ -79,7 +79,7 @@ class Config(BaseModel):
 
     task: StrictStr
     T: Count
-    seed: Count
+    seed: Optional[Count] = None
     norm: StrictStr
     k: Optional[Count] = None
 

@@ -36,7 +36,8 @@ from .errors import UserError
 
 DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
 log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the store's tables: PRAGMA user_version; MIGRATIONS bring older stores here
+RECORD_VERSION = 1  # the export record's format (``store export`` / ``import``), versioned on its own
 STATUSES = ("running", "done", "failed", "diverged")
 FINAL_STATUSES = ("done", "failed", "diverged")
 BUSY_TIMEOUT_S = 30.0
@@ -92,6 +93,18 @@ CREATE TABLE IF NOT EXISTS models (
     PRIMARY KEY (run_id, kind)
 );
 """
+# Version -> the statements that bring a store of that version to the next. Version 1 is every
+# store written before versions were kept in PRAGMA user_version (its ``meta`` says 1); stores of
+# some of those releases already hold ``models``, hence IF NOT EXISTS.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("""CREATE TABLE IF NOT EXISTS models (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
+    step INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind)
+)""",),
+}
 MODEL_KINDS = ("best", "final")
 
 
@@ -204,27 +217,46 @@ class ResultsStore:
         problem = self._conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         if problem != "ok":
             raise StoreError(f"{self.path} is a damaged results store (SQLite integrity check: {problem})")
+        self.version = self._stored_version(tables)
+        self._check_not_newer()
+
+    def _stored_version(self, tables: set[str]) -> int:
+        """The store's schema version: PRAGMA user_version, or for a store from before it was
+        kept there the ``meta`` table's (1); 0 for a new, empty database."""
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version or "meta" not in tables:
+            return int(version)
         found = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if found is not None and int(found[0]) > SCHEMA_VERSION:
-            raise StoreError(f"{self.path} has schema version {found[0]}, newer than this atnbench understands "
+        return int(found[0]) if found is not None else 1
+
+    def _check_not_newer(self) -> None:
+        if self.version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path} has schema version {self.version}, newer than this atnbench understands "
                              f"({SCHEMA_VERSION}); upgrade atnbench")
 
     def _setup(self) -> None:
-        """Per-connection pragmas, then the schema (idempotent, so every open may run it)."""
+        """Per-connection pragmas, then the schema: created in a new database, an older store
+        upgraded step by step through MIGRATIONS (one transaction: all steps or none)."""
         self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         self._conn.execute("PRAGMA foreign_keys = ON")
         self._enable_wal()
         with self._write() as conn:
-            # statement by statement: executescript() would commit our transaction midway
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            self.version = self._stored_version(tables)
+            self._check_not_newer()
+            if self.version == 0:
+                # statement by statement: executescript() would commit our transaction midway
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+            for version in range(max(self.version, 1), SCHEMA_VERSION):
+                for statement in MIGRATIONS[version]:
                     conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            found = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
-        if found > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} has schema version {found}, newer than this atnbench understands ({SCHEMA_VERSION}); upgrade atnbench"
-            )
+            if self.version != SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                             "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+                self.version = SCHEMA_VERSION
 
     def _enable_wal(self) -> None:
         """Switch the file to WAL (a persistent setting, so a no-op after the first open).
@@ -375,12 +407,15 @@ class ResultsStore:
 
     def model(self, run_id: str, kind: str = "best") -> Optional[tuple[int, bytes]]:
         """(step, weights bytes) of a kept model, or None when the run kept none of that kind."""
-        try:
-            row = self._conn.execute("SELECT step, state FROM models WHERE run_id = ? AND kind = ?",
-                                     (run_id, kind)).fetchone()
-        except sqlite3.OperationalError:  # a store from before models were kept
+        if not self._has_table("models"):  # a schema-1 store opened read-only (never upgraded by reading)
             return None
+        row = self._conn.execute("SELECT step, state FROM models WHERE run_id = ? AND kind = ?",
+                                 (run_id, kind)).fetchone()
         return (row["step"], bytes(row["state"])) if row is not None else None
+
+    def _has_table(self, name: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                  (name,)).fetchone() is not None
 
     def add_to_sweep(self, sweep: str, run_id: str) -> None:
         """Make run_id a member of sweep (a run may belong to several sweeps)."""
@@ -494,7 +529,7 @@ class ResultsStore:
                 raise UnknownRun(f"no run {run_id!r} in {self.path}")
             curve, sweeps = self.curve(run_id), self.sweeps(run_id)
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": RECORD_VERSION,
             **asdict(run),
             "curve": [asdict(point) for point in curve],
             "sweeps": sweeps,
@@ -509,7 +544,7 @@ class ResultsStore:
         missing = [key for key in ("run_id", "status", "config") if key not in record]
         if missing:
             raise UserError(f"not an atnbench run record: missing {', '.join(missing)}")
-        if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
+        if int(record.get("schema_version", RECORD_VERSION)) > RECORD_VERSION:
             raise UserError(f"run record has schema version {record['schema_version']}, newer than this atnbench")
         if record["status"] not in STATUSES:
             raise UserError(f"run record has unknown status {record['status']!r}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Optional, TextIO
 
 from atnbench.errors import UserError
-from atnbench.store import SCHEMA_VERSION, STATUSES, ResultsStore
+from atnbench.store import RECORD_VERSION, STATUSES, ResultsStore
 
 TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
 RANK = {"running": 0, "failed": 1, "done": 2, "diverged": 2}  # how finished a row is
@@ -178,8 +178,8 @@ def _malformed(record) -> Optional[str]:
     if not isinstance(record["config"], dict):
         return "config is not an object"
     try:
-        if int(record.get("schema_version", SCHEMA_VERSION)) > SCHEMA_VERSION:
-            return f"schema version {record['schema_version']}, newer than this atnbench's {SCHEMA_VERSION}: upgrade it"
+        if int(record.get("schema_version", RECORD_VERSION)) > RECORD_VERSION:
+            return f"schema version {record['schema_version']}, newer than this atnbench's {RECORD_VERSION}: upgrade it"
     except (TypeError, ValueError):
         return f"schema version {record['schema_version']!r} is not a number"
     if not isinstance(record.get("curve", []), list) or not isinstance(record.get("sweeps", []), list):

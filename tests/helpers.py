@@ -164,3 +164,13 @@ def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
         resumed = train(config, store, cpu, resume=True)
         resumed_curve = key(store.curve(config.run_id))
     return whole, whole_curve, resumed, resumed_curve
+
+
+def valid_record(config=None, **fields):
+    """A hand-made run record that `store import` accepts: its run id follows from its config
+    under this code (records of other code carry env.code)."""
+    from atnbench.identity import code_fingerprint, run_id_under
+
+    config = config if config is not None else {"task": "adding", "T": 8, "norm": "ln"}
+    record = {"status": "done", "config": config, "curve": [], "sweeps": [], **fields}
+    return {"run_id": run_id_under(config, code_fingerprint()), **record}

@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from atnbench import transfer
+
 from atnbench.cli import app
 from atnbench.store import ResultsStore
+from helpers import valid_record
 
 USAGE, FAILED = 2, 1
 TINY_SWEEP = ("description: tiny\ntask: adding\nbase: {T: 8, steps: 2, hidden: 8, batch_size: 4, val_samples: 8, "
@@ -35,7 +36,7 @@ BIG = "1000000000"
 # {good}: a store with finished runs; {garbage} {empty} {folder} {under} {truncated} {dropped}
 # {missing}: unusable or absent stores; {dir}: a folder; {file}: a plain file; {cfg:NAME}: a
 # config file (CONFIGS); {sweep}: a tiny sweep file; {badsweep}: a sweep file with a bad value;
-# {jsonl}: the good store exported; {jsonl:NAME}: a JSON Lines file that is no export (JSONL).
+# {jsonl}: a valid record (RECORD); {jsonl:NAME}: a JSON Lines file that is no export (JSONL).
 CONFIGS = {
     "twenty": "T: twenty\n",
     "lr_text": "lr: 1e-3\n",
@@ -62,8 +63,7 @@ CONFIGS = {
     "k_huge": "k: 1000000000000000000000\n",
     "momentum_one": "momentum: 1\n",
 }
-RECORD = {"run_id": "new0", "status": "done", "config": {"task": "adding", "T": 8, "norm": "ln"}, "curve": [],
-          "sweeps": []}
+RECORD = valid_record()
 JSONL = {  # store import reads every line before it writes anything: each of these imports nothing
     "garbage": "this is not JSON\n",
     "newer": json.dumps({**RECORD, "schema_version": 99}) + "\n",
@@ -577,8 +577,7 @@ def world(tmp_path_factory):
         (root / f"cfg-{name}.yaml").write_text(text)
         (root / f"cfg-{name}.json").write_text(text)
     paths["jsonl"], paths["jsonl_binary"] = root / "good.jsonl", root / "binary.jsonl"
-    with ResultsStore.open_read_only(good) as store, open(paths["jsonl"], "w", encoding="utf-8") as stream:
-        transfer.write_lines(transfer.records(store), stream)
+    paths["jsonl"].write_text(json.dumps(RECORD) + "\n")
     paths["jsonl_binary"].write_bytes(b"\xff\xfe\x00" + bytes(range(256)) * 4)
     for name, text in JSONL.items():
         (root / f"jsonl-{name}.jsonl").write_text(text)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from atnbench.cli import app
 from atnbench.store import ResultsStore
 from atnbench.transfer import Conflict, combine, difference
-from helpers import fill_store
+from helpers import fill_store, valid_record
 
 runner = CliRunner()
 
@@ -224,8 +224,11 @@ def test_export_filters_and_stdout(tmp_path):
     assert {json.loads(line)["run_id"] for line in adding.stdout.splitlines()} == set(ids[8:10])
 
 
+GOOD = json.dumps(valid_record())
+
+
 @pytest.mark.parametrize("content, message", [
-    ('{"run_id": "abc", "status": "done", "config": {}}\nnot json\n', "line 2: not JSON"),
+    (GOOD + '\nnot json\n', "line 2: not JSON"),
     ('{"run_id": "abc", "status": "finished", "config": {}}\n', "unknown status"),
     ('[1, 2]\n', "not an atnbench run record"),
     ('{"status": "done", "config": {}}\n', "missing run_id"),
@@ -235,8 +238,8 @@ def test_export_filters_and_stdout(tmp_path):
     ('"abc"\n', "a string, not an object"),
     ('7\n', "a number, not an object"),
     ('{"run_id": "abc", "status": "done", "config": {}, "sweeps": "k-ablation"}\n', "curve and sweeps must be lists"),
-    ('{"run_id": "abc", "status": "done", "config": {}}\n\n{"run_id": "abc", "status": "finished", "config": {}}\n',
-     "line 3: not an atnbench run record (unknown status"),
+    (GOOD + '\n\n{"run_id": "abc", "status": "finished", "config": {}}\n',
+     "line 3 run abc: not an atnbench run record (unknown status"),
 ])
 def test_a_bad_file_is_one_line_and_imports_nothing(tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"
@@ -417,8 +420,7 @@ def test_only_a_finished_current_run_supersedes_a_stale_one(tmp_path):
 
 def test_a_minimal_record_imports_twice_without_a_conflict(tmp_path):
     """Curve points without metrics (the store reads them back as {}) are the same numbers."""
-    record = {"run_id": "hand0", "status": "done", "config": {"task": "adding", "T": 8, "norm": "ln"},
-              "summary": {"min_val_loss": 0.5}, "curve": [{"step": 1, "train_loss": 1.0, "val_loss": 0.5}]}
+    record = valid_record(summary={"min_val_loss": 0.5}, curve=[{"step": 1, "train_loss": 1.0, "val_loss": 0.5}])
     (tmp_path / "hand.jsonl").write_text(json.dumps(record) + "\n")
     first = invoke("store", "import", tmp_path / "hand.jsonl", "--store", tmp_path / "b.db")
     assert first.exit_code == 0 and "1 added" in first.stderr, first.output

@@ -16,7 +16,7 @@ from atnbench import transfer
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli import options
-from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError
+from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
 store_app = typer.Typer(
     cls=Commands,
@@ -148,6 +148,10 @@ def merge_cmd(
         seen.add(where)
     for source in sources:  # every source readable before the output is created or written
         open_store(source).close()
+    if target.exists():  # an unusable output is named before the sources are read
+        open_store(target, write=True).close()
+    else:
+        check_store_path(target, create=True, write=True)
     tally = transfer.Tally()
     every = [(source, transfer.checked_records(source)) for source in sources]  # all checked first
     with open_store(target, create=True) as results:

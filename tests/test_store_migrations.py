@@ -1,0 +1,92 @@
+"""Stores written by earlier releases open and are upgraded (PRAGMA user_version, MIGRATIONS),
+nothing lost; reading never upgrades; a store newer than the code is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+from atnbench.store import SCHEMA_VERSION, ResultsStore, StoreError
+
+# The schema of the first release (eddcef5 .. 4340275: atnbench/store.py), as it wrote it: no
+# `models` table, the version only in `meta`, PRAGMA user_version 0.
+RELEASE_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY, task TEXT, T INTEGER, norm TEXT, k INTEGER, seed INTEGER, budget REAL,
+    status TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed', 'diverged')),
+    config_json TEXT NOT NULL, env_json TEXT NOT NULL DEFAULT '{}', summary_json TEXT NOT NULL DEFAULT '{}',
+    error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL
+);
+CREATE INDEX runs_task ON runs (task);
+CREATE TABLE evals (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE, step INTEGER NOT NULL, wall_s REAL,
+    train_loss REAL, val_loss REAL, metrics_json TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (run_id, step)
+);
+CREATE TABLE sweep_runs (
+    sweep TEXT NOT NULL, run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    PRIMARY KEY (sweep, run_id)
+);
+INSERT INTO meta VALUES ('schema_version', '1');
+"""
+RUN = ("0123456789ab", "adding", 100, "ln", None, 0, 1.0, "done", json.dumps({"task": "adding", "T": 100}),
+       "{}", json.dumps({"min_val_loss": 0.01}), None, "2026-11-01T00:00:00+00:00", "2026-11-01T01:00:00+00:00")
+
+
+def release_1_store(path):
+    with sqlite3.connect(path) as conn:
+        conn.executescript(RELEASE_1)
+        conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", RUN)
+        conn.execute("INSERT INTO evals VALUES (?, 100, 1.0, 0.02, 0.01, '{}')", (RUN[0],))
+        conn.execute("INSERT INTO sweep_runs VALUES ('table2-adding', ?)", (RUN[0],))
+    return path
+
+
+def versions(path):
+    with sqlite3.connect(path) as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        meta = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        return conn.execute("PRAGMA user_version").fetchone()[0], meta, tables
+
+
+def test_a_release_1_store_is_upgraded_with_nothing_lost(tmp_path):
+    path = release_1_store(tmp_path / "old.db")
+    with ResultsStore(path) as store:
+        assert store.version == SCHEMA_VERSION
+        run = store.get_run(RUN[0])
+        assert run.summary == {"min_val_loss": 0.01} and [p.step for p in store.curve(RUN[0])] == [100]
+        assert store.sweeps(RUN[0]) == ["table2-adding"] and store.model(RUN[0]) is None
+        store.save_model(RUN[0], "final", 100, b"weights")  # the new table works
+        assert store.model(RUN[0], "final") == (100, b"weights")
+    user_version, meta, tables = versions(path)
+    assert user_version == SCHEMA_VERSION and meta == str(SCHEMA_VERSION) and "models" in tables
+
+
+def test_reading_a_release_1_store_does_not_upgrade_it(tmp_path):
+    path = release_1_store(tmp_path / "old.db")
+    with ResultsStore.open_read_only(path) as store:
+        assert store.version == 1 and store.model(RUN[0]) is None and len(store.runs()) == 1
+    assert versions(path)[0] == 0 and "models" not in versions(path)[2]
+
+
+def test_a_new_store_carries_the_codes_version(tmp_path):
+    with ResultsStore(tmp_path / "new.db") as store:
+        assert store.version == SCHEMA_VERSION
+    assert versions(tmp_path / "new.db")[:2] == (SCHEMA_VERSION, str(SCHEMA_VERSION))
+
+
+def test_a_store_newer_than_the_code_is_refused_in_one_line(tmp_path):
+    path = tmp_path / "future.db"
+    with ResultsStore(path):
+        pass
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(StoreError, match="newer than this atnbench"):
+        ResultsStore(path)
+    result = CliRunner().invoke(app, ["runs", "list", "--store", str(path)])
+    assert result.exit_code == 2 and "newer than this atnbench" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
