@@ -78,7 +78,9 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     if norm == "none":
         for name in ("eps", "affine", "bias_inside"):
             values[name] = None
-    if norm not in ("atn", "atn-bn"):
+    from atnbench.nn.schemes import is_windowed  # the registry says which norms take a k
+
+    if not is_windowed(norm):
         values["k"] = None
     else:
         length = _generated_length(values["task"], values["T"])

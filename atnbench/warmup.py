@@ -16,12 +16,12 @@ from __future__ import annotations
 
 def load_fast_path(config) -> None:
     """Load the C++ extension now if a run of ``config`` may use it (the CPU and a norm its kernels
-    cover: ``NormLSTM.fast_norms``, ``NormGRU.fast_norms``). A failed build is remembered and
+    cover: ``schemes.fast_norms()``). A failed build is remembered and
     reported by the model at its first forward pass, as before; ``ATNBENCH_NO_BUILD=1`` skips it."""
+    from atnbench.nn.schemes import fast_norms
     from atnbench.zoo import CELLS
 
-    cell = CELLS.get(config.cell)
-    if config.device != "cpu" or cell is None or config.norm not in cell.fast_norms:
+    if config.device != "cpu" or config.cell not in CELLS or config.norm not in fast_norms():
         return
     from atnbench.nn import fastpath
 

@@ -62,7 +62,10 @@ def model_flags(entry: ModelEntry) -> str:
     return f"--norm {entry.norm}" if entry.cell == "lstm" else f"--cell {entry.cell} --norm {entry.norm}"
 
 
-MODELS: dict[str, ModelEntry] = _entries()
+def models() -> dict[str, ModelEntry]:
+    """Every model: each cell with each registered normalization (read at call time, so a
+    normalization registered later is a model at once)."""
+    return _entries()
 
 # names accepted by --norm besides the scheme names
 NORM_ALIASES = {"lstm": "none"}
@@ -84,9 +87,9 @@ def canonical_norm(norm: str) -> str:
 
 def get_model(name: str) -> ModelEntry:
     try:
-        return MODELS[name]
+        return models()[name]
     except KeyError:
-        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}") from None
+        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(models())}") from None
 
 
 class SequenceModel(nn.Module):

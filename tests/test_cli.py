@@ -15,7 +15,9 @@ from atnbench.cli import app
 from atnbench.progress import PlainReporter, loss_text, run_label, steps_for
 from atnbench.report.render import mean_pm_std
 from atnbench.runspec import resolve_run
-from atnbench.zoo import MODELS, canonical_norm
+from atnbench.zoo import canonical_norm, models
+
+MODELS = models()
 
 runner = CliRunner()
 

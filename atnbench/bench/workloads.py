@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor, nn
 
+from atnbench.nn.schemes import SCHEMES, is_windowed
 from atnbench.bench.reference_atn import ReferenceATNLSTM
 from atnbench.errors import UserError
 from atnbench.nn import NormGRU, NormLSTM
@@ -105,9 +106,8 @@ MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
 
 # The batch-statistics norms (LSTM) and every norm of the GRU: the default backend (the fast path
 # on CPU) and the plain loop ("-loop"). "gru-..." names are the zoo's.
-_OTHER_NORMS = {"atn-bn": "ATN-BN", "bn": "recurrent BN (Cooijmans)", "bln": "BLN",
-                "bn-input": "BN on the input term only (Laurent)"}
-_GRU_NORMS = {"ln": "LN", "atn": "ATN", **_OTHER_NORMS}
+_OTHER_NORMS = {name: scheme.display for name, scheme in SCHEMES.items() if name not in ("none", "ln", "atn")}
+_GRU_NORMS = {name: scheme.display for name, scheme in SCHEMES.items() if name != "none"}
 
 
 def _factory(cell: type, norm: str, backend: str) -> Callable[[int, int, int], nn.Module]:
@@ -116,7 +116,7 @@ def _factory(cell: type, norm: str, backend: str) -> Callable[[int, int, int], n
 
 for _cell, _prefix, _norms in ((NormLSTM, "", _OTHER_NORMS), (NormGRU, "gru-", _GRU_NORMS)):
     for _norm, _what in _norms.items():
-        _windowed = _norm in ("atn", "atn-bn")
+        _windowed = is_windowed(_norm)
         _label = f"{_what}-{'GRU' if _prefix else 'LSTM'}"
         MODELS[f"{_prefix}{_norm}"] = (f"{_label}, default backend (the fast path on CPU)", _windowed,
                                        _factory(_cell, _norm, "auto"))

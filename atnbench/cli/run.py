@@ -21,7 +21,7 @@ from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 from atnbench.tasks import get_task, task_names
 from atnbench.warmup import load_fast_path
-from atnbench.zoo import MODELS, resolve_device
+from atnbench.zoo import models as all_models, resolve_device
 
 log = logging.getLogger("atnbench")  # its warnings print as "note:" lines (cli.app)
 
@@ -282,7 +282,7 @@ def models():
     table = FitTable(title="atnbench models", show_lines=True, lift=False)
     table.add_column("model / flags", no_wrap=True)
     table.add_column("what it is / reference")
-    for entry in MODELS.values():
+    for entry in all_models().values():
         table.add_row(f"[bold]{entry.name}[/]\n[dim]{model_flags(entry)}[/]",
                       f"{entry.description}\n[dim]{entry.reference}[/]")
     out.print(table)

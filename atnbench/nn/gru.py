@@ -54,7 +54,6 @@ class NormGRU(NormRecurrent):
 
     layer_class = NormGRULayer
     torch_class = nn.GRU
-    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
 
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":

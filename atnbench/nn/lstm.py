@@ -99,7 +99,6 @@ class NormLSTM(NormRecurrent):
 
     layer_class = NormLSTMLayer
     torch_class = nn.LSTM
-    fast_norms = ("ln", "atn", "atn-bn", "bn", "bn-input", "bln")
     function_norms = ("ln", "atn")
     carried = 2
 

@@ -43,6 +43,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from atnbench.nn.schemes import fast_norms
 from atnbench.nn import fastpath
 from atnbench.nn.norms import NormSpec, SequenceNorm
 from atnbench.nn.padding import as_lengths, repack, reverse_padded, step_mask, unpack
@@ -170,7 +171,10 @@ class NormRecurrent(nn.Module):
 
     layer_class: type = NormRecurrentLayer
     torch_class: type = nn.RNNBase
-    fast_norms: tuple[str, ...] = ()  # norms that the C++ fast path (backend "cpp") covers
+    @property
+    def fast_norms(self) -> tuple[str, ...]:
+        """The norms the C++ (backend "cpp") and Triton fast paths cover: the registry says."""
+        return fast_norms()
     function_norms: tuple[str, ...] = ()  # norms that the Python fast path (backend "function") covers
     carried = 1  # state tensors per layer besides the windows: h (GRU), h and c (LSTM)
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from atnbench.store import EvalPoint, RunRecord
-from atnbench.zoo import MODELS, model_name
+from atnbench.nn.schemes import is_windowed
+from atnbench.zoo import model_name, models
 
-WINDOWED_NORMS = ("atn", "atn-bn")
 LOSS_STATS = ("min_train_loss", "min_val_loss", "final_train_loss", "final_val_loss")
 COST_STATS = ("wall_s", "steps_per_s")
 STAT_LABELS = {
@@ -226,7 +226,7 @@ def mean_std(values: Sequence[float]) -> Stat:
 
 
 def _model_order(model: str) -> int:
-    names = list(MODELS)
+    names = list(models())
     return names.index(model) if model in names else len(names)
 
 
@@ -431,10 +431,10 @@ def k_ablations(groups: Iterable[Group]) -> list[KAblation]:
     """For every group with a windowed model (ATN): that model's rows by k, the rest as references."""
     views = []
     for group in groups:
-        windowed = [row for row in group.rows if row.norm in WINDOWED_NORMS and row.k is not None]
+        windowed = [row for row in group.rows if is_windowed(row.norm) and row.k is not None]
         for model in dict.fromkeys(row.model for row in windowed):
             rows = sorted((row for row in windowed if row.model == model), key=lambda row: row.k)
-            references = [row for row in group.rows if row.norm not in WINDOWED_NORMS]
+            references = [row for row in group.rows if not is_windowed(row.norm)]
             views.append(KAblation(group=group, model=model, rows=rows, references=references))
     return views
 

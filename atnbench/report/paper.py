@@ -15,8 +15,8 @@ from typing import Optional
 
 import yaml
 
+from atnbench.nn.schemes import is_windowed
 from atnbench.report.aggregate import (
-    WINDOWED_NORMS,
     Group,
     KAblation,
     ModelRow,
@@ -141,7 +141,7 @@ def paper_row_for(table: PaperTable, group: Group, row: ModelRow) -> Optional[st
     """
     if row.cell != "lstm" or row.model not in table.rows:
         return None
-    if row.norm in WINDOWED_NORMS:
+    if is_windowed(row.norm):
         same_model = [r for r in group.rows if r.model == row.model]
         if len(same_model) > 1 and table.k is not None and row.k != table.k:
             return None
@@ -190,7 +190,7 @@ def row_differences(group: Group) -> dict[str, list[str]]:
             expected = presets[key]
             if expected is None:
                 continue
-            fields = list(PROTOCOL_FIELDS) + (["k"] if config.get("norm") in WINDOWED_NORMS and not ablated else [])
+            fields = list(PROTOCOL_FIELDS) + (["k"] if is_windowed(config.get("norm")) and not ablated else [])
             for name in fields:
                 want, have = expected.get(name), config.get(name)
                 if name == "steps" and isinstance(want, int):

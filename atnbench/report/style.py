@@ -15,13 +15,13 @@ from typing import Iterable, Optional
 
 from matplotlib import ticker
 
+from atnbench.nn.schemes import SCHEMES, style_slot
+
 # Okabe-Ito, without its yellow (too light on white) and with black last
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")
 LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)), (0, (3, 1)), (0, (1, 1)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
 
-# each model's own slot, so the LSTM, LN and ATN look alike in every figure
-MODEL_SLOT = {"lstm": 0, "ln": 1, "atn": 2, "atn-bn": 3, "bn": 4, "bn-input": 5, "bln": 6}
 # where a figure has more models than Okabe-Ito has colours: Paul Tol's "muted" scheme, also
 # safe for colour-blind readers, without the colours close to Okabe-Ito's
 TOL_MUTED = ("#882255", "#44AA99", "#999933", "#AA4499", "#332288", "#DDCC77", "#CC6677", "#117733", "#88CCEE")
@@ -52,6 +52,13 @@ def _base_model(model: str) -> str:
     return model.split("-", 1)[1] if model.startswith("gru-") else ("lstm" if model == "gru" else model)
 
 
+def _own_slot(name: str) -> Optional[int]:
+    """The registry's slot of a model (``atn-loop``, ``lstm-fused``: their model's), None for a
+    model of no registered normalization."""
+    base = _base_model(name.split("-loop")[0].split("-function")[0].removesuffix("-fused"))
+    return style_slot(base) if base == "lstm" or base in SCHEMES else None
+
+
 def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
     """A distinct style for every (label, model) of one figure: a model's own slot where it is
     free, the next free slot otherwise (ATN at three k gets three different colours, line
@@ -60,7 +67,7 @@ def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
     styles: dict[str, SeriesStyle] = {}
     used: set[int] = set()
     for label, model in series:
-        slot = MODEL_SLOT.get(_base_model(model), len(MODEL_SLOT))
+        slot = style_slot(_base_model(model))
         while slot in used:
             slot += 1
         used.add(slot)
@@ -69,14 +76,14 @@ def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
 
 
 def model_colors(models: Iterable[str]) -> dict[str, str]:
-    """One colour per model, never two alike: a model's own (``MODEL_SLOT``, the colour it has in
+    """One colour per model, never two alike: a model's own (``style_slot``, the colour it has in
     every figure) where it is free, else the next free one of Okabe-Ito's, then of Tol's muted
     colours, then evenly spaced hues. ``lstm-fused`` and ``atn-loop`` are models of their own,
     drawn apart from ``lstm`` and ``atn``, which keep their colours (they choose first)."""
     import colorsys
 
     given = list(dict.fromkeys(models))
-    names = sorted(given, key=lambda name: name not in MODEL_SLOT)  # stable: otherwise in the order given
+    names = sorted(given, key=lambda name: _own_slot(name) is None)  # stable: otherwise in the order given
     palette = list(OKABE_ITO) + list(TOL_MUTED)
     extra = len(names) - len(palette)
     palette += ["#%02X%02X%02X" % tuple(round(255 * c) for c in colorsys.hsv_to_rgb((i + 0.5) / extra, 0.75, 0.7))
@@ -84,8 +91,8 @@ def model_colors(models: Iterable[str]) -> dict[str, str]:
     colors: dict[str, str] = {}
     used: set[int] = set()
     for name in names:
-        slot = MODEL_SLOT.get(_base_model(name.split("-loop")[0].split("-function")[0].removesuffix("-fused")),
-                              len(OKABE_ITO))
+        slot = _own_slot(name)
+        slot = len(OKABE_ITO) if slot is None else slot
         while slot in used:
             slot += 1
         if slot >= len(palette):  # past the end: the first colour nobody has
