@@ -44,7 +44,7 @@ def test_every_generated_block_in_the_prose_is_what_the_runs_give(tmp_path):
     for path in (RESULTS / "README.md", RESULTS.parent / "README.md"):
         text = path.read_text()
         assert BLOCK.search(text), f"{path.name} quotes no generated block"
-        assert fill(text, groups) == text, f"{path.name}: a generated block differs from the runs; run scripts/publish_results.sh"
+        assert fill(text, groups, store) == text, f"{path.name}: a generated block differs from the runs; run scripts/publish_results.sh"
 
 
 def test_a_hand_edited_number_in_a_block_is_caught(tmp_path):

@@ -7,7 +7,8 @@ replaced by what KIND renders from a store (the one imported from results/runs.j
 - ``verdicts``: one line per claim and protocol: its verdict and the Holm-corrected p of each
   comparison, with the seeds a side;
 - ``table task=copying T=100 [variant=paper-text] [budget=0.25]``: the paper-style table of that
-  group (means ± std over seeds, the paper's values, seeds), as ``atnbench report --paper``.
+  group (means ± std over seeds, the paper's values, seeds), as ``atnbench report --paper``;
+- ``inventory``: per sweep, its runs, models, seeds, budgets and the code that made them.
 
 Prose around the blocks interprets; every number in a block comes from the runs, and
 ``tests/test_published.py`` fails when a committed block differs from what the runs give.
@@ -75,11 +76,45 @@ def render_verdicts(groups) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fill(text: str, groups) -> str:
-    """``text`` with every generated block rendered anew."""
+def render_inventory(store: Path) -> str:
+    from atnbench.nn.schemes import is_windowed
+    from atnbench.store import ResultsStore
+    from atnbench.zoo import model_name
+
+    lines = ["| sweep | runs | models | seeds | budget | code |", "|---|---:|---|---|---|---|"]
+    with ResultsStore.open_read_only(store) as results:
+        for sweep in results.sweeps():
+            runs = [r for r in results.runs(sweep=sweep) if r.status in ("done", "diverged")]
+            if not runs:
+                continue
+            models = dict.fromkeys(model_name(r.config.get("cell", "lstm"), r.norm) + (f" k={r.k}" if r.k and is_windowed(r.norm) else "")
+                                   for r in runs)
+            seeds = sorted({r.seed for r in runs})
+            budgets = sorted({r.budget if r.budget is not None else 1.0 for r in runs})
+            codes = sorted({(r.env or {}).get("code", "?") for r in runs})
+            lines.append(f"| `{sweep}` | {len(runs)} | {', '.join(models)} | {_ranges(seeds)} | "
+                         f"{', '.join(f'{b:g}' for b in budgets)} | {', '.join(f'`{c}`' for c in codes)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _ranges(values: list[int]) -> str:
+    """0, 1, 2, 5, 6 -> 0-2, 5-6."""
+    parts, start = [], None
+    for i, v in enumerate(values):
+        if start is None:
+            start = v
+        if i == len(values) - 1 or values[i + 1] != v + 1:
+            parts.append(str(start) if start == v else f"{start}-{v}")
+            start = None
+    return ", ".join(parts)
+
+
+def fill(text: str, groups, store: Optional[Path] = None) -> str:
+    """``text`` with every generated block rendered anew (``inventory`` needs the store)."""
     renderers: dict[str, Callable[..., str]] = {
         "verdicts": lambda: render_verdicts(groups),
         "table": lambda **kw: render_table(groups, **kw),
+        "inventory": lambda: render_inventory(store),
     }
 
     def one(match: re.Match) -> str:
@@ -98,7 +133,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = parser.parse_args(argv)
     groups = _groups(args.store)
     for path in args.files:
-        path.write_text(fill(path.read_text(), groups))
+        path.write_text(fill(path.read_text(), groups, args.store))
 
 
 if __name__ == "__main__":
