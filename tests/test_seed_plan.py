@@ -84,3 +84,15 @@ def test_seeds_for_power_refuses_what_it_cannot_plan(tmp_path):
     pilot(tmp_path / "r.db")
     power = invoke("sweep", "k-ablation", "--seeds-for-power", "1.5", "--store", tmp_path / "r.db")
     assert power.exit_code == 2 and "(0, 1)" in power.stderr
+
+
+def test_reproduce_plans_each_part_and_keeps_the_default_where_there_is_no_pilot(tmp_path):
+    db = tmp_path / "r.db"
+    pilot(db)
+    result = invoke("reproduce", "--seeds-for-power", "0.8", "--dry-run", "--store", db, "--budget", "0.01",
+                    "--only", "k-ablation,table3-denoise")
+    assert result.exit_code == 0, result.output
+    assert "k-ablation: plan for sweep k-ablation" in result.stderr
+    assert "part table3-denoise" in result.stderr and "keeps seeds 0,1,2" in result.stderr
+    both = invoke("reproduce", "--seeds-for-power", "0.8", "--seeds", "0-2", "--dry-run", "--store", db)
+    assert both.exit_code == 2 and "not both" in both.stderr

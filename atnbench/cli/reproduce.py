@@ -9,17 +9,26 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.app import app, err, fail, finite, out, user_errors
+from atnbench.errors import UserError
 from atnbench.reproduce import PARTS
 from atnbench.tables import FitTable
+
+DEFAULT_SEEDS = "0,1,2"
 
 
 @app.command()
 @user_errors
 def reproduce(
-    seeds: options.Seeds = "0,1,2",
+    seeds: options.Seeds = None,
+    seeds_for_power: Optional[float] = typer.Option(
+        None, "--seeds-for-power", metavar="POWER", callback=finite,
+        help="Plan each part's seeds from the store's pilot runs (see `atnbench sweep --help`); a part "
+             "without pilot runs keeps the default seeds."),
+    max_seeds: int = typer.Option(40, "--max-seeds", min=2, help="The most seeds --seeds-for-power may plan."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, e.g. 0.25,table1-copying=1 (default: 1, the full protocol)."),
     only: Optional[str] = typer.Option(None, "--only", help=f"Comma list of parts: {', '.join(PARTS)} (the real-data parts run where their data is prepared)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
@@ -49,7 +58,9 @@ def reproduce(
     from atnbench.zoo import resolve_device
 
     # every input checked before the first note or run: a mistake is one line, and found now
-    seed_list = parse_seeds(seeds)
+    if seeds_for_power is not None and seeds is not None:
+        fail("--seeds-for-power plans the seeds; give it or --seeds, not both")
+    seed_list = parse_seeds(seeds if seeds is not None else DEFAULT_SEEDS)
     options.check_threads(threads)
     default_budget, per_part = parse_budgets(budget)
     selected = select_parts(only)
@@ -73,6 +84,9 @@ def reproduce(
     if not parts:
         fail("no part can run here: " + "; ".join(why for _, why in missing))
     planned = plan(parts, seed_list, default_budget, per_part, overrides)
+    if seeds_for_power is not None:
+        planned = _with_planned_seeds(planned, store, seeds_for_power, max_seeds, not (dry_run or report_only),
+                                      lambda part, seeds: plan([part], seeds, default_budget, per_part, overrides))
     check_output_dir(out_dir, "--out-dir")
     _check_store(store, write=not (dry_run or report_only), must_exist=report_only)
     for part, why in missing:
@@ -99,6 +113,26 @@ def reproduce(
     out.print(f"report: {md_path} and {html_path}", highlight=False, soft_wrap=True)
     if not report_only and failed:
         fail(f"{failed} run(s) failed; see `atnbench runs list --status failed`", code=1)
+
+
+def _with_planned_seeds(planned: list, store: Path, power: float, max_seeds: int, record_it: bool, replan) -> list:
+    """Each part with the seeds its claims need (atnbench.report.plan); a part without pilot runs
+    in the store keeps the default seeds, with a note."""
+    from atnbench.report import plan as planning
+    from atnbench.sweep import load_sweep
+
+    out = []
+    for item in planned:
+        try:
+            seeds, line = planning.seeds_for(store, item.part.name, load_sweep(item.part.name).task,
+                                             {run.config.T for run in item.runs}, power, max_seeds, record_it)
+        except UserError as error:
+            err.print(Text(f"note: part {item.part.name}: {error}; it keeps seeds {DEFAULT_SEEDS}"), soft_wrap=True)
+            out.append(item)
+            continue
+        err.print(Text(f"{item.part.name}: {line}"), soft_wrap=True)
+        out += replan(item.part, seeds)
+    return out
 
 
 def _check_store(store: Path, write: bool, must_exist: bool) -> None:

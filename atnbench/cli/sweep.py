@@ -190,31 +190,15 @@ def _summary(spec, result, store: Path) -> FitTable:
 
 def _planned_seeds(spec, runs, store: Path, power: float, max_seeds: int, seeds_given: Optional[str],
                    dry_run: bool) -> list[int]:
-    """Seeds 0 .. n-1, n from the plan recorded for this sweep, else planned now from the store's
-    pilot runs (atnbench.report.plan) and recorded (not on a dry run)."""
-    from atnbench.cli.report import load_groups
+    """Seeds 0 .. n-1 from the plan for this sweep (atnbench.report.plan), said on stderr."""
     from atnbench.report import plan as planning
 
     if seeds_given is not None:
         fail("--seeds-for-power plans the seeds; give it or --seeds, not both")
-    if not 0 < power < 1:
-        fail(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
-    if not Path(store).is_file():
-        fail(f"--seeds-for-power plans from pilot runs, and there is no store at {store}; run the sweep with "
-             f"a few seeds first (--seeds 0-2)")
-    with ResultsStore.open_read_only(store) as results:
-        kept = planning.recorded(results, spec.name)
-    if kept:
-        err.print(Text(f"note: {kept[0].line()}; reused (the plan is fixed before the runs)"), soft_wrap=True)
-        return list(range(kept[0].seeds))
-    groups = [group for T in sorted({run.config.T for run in runs})
-              for group in load_groups(store, spec.task, T, None, None, None)[0]]
-    chosen = planning.plan(spec.name, groups, power, max_seeds)
-    if not dry_run:
-        with ResultsStore(store) as results:
-            planning.record(results, chosen)
-    err.print(Text(chosen.line() + ("" if not dry_run else " (dry run: not recorded)")), soft_wrap=True)
-    return list(range(chosen.seeds))
+    seeds, line = planning.seeds_for(store, spec.name, spec.task, {run.config.T for run in runs}, power, max_seeds,
+                                     record_it=not dry_run)
+    err.print(Text(line), soft_wrap=True)
+    return seeds
 
 
 @app.command()

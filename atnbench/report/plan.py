@@ -61,6 +61,50 @@ def plan(sweep: str, groups: Iterable, power: float, max_seeds: int,
                 datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
+def pilot_groups(store_path, task: str, Ts: Iterable[int]) -> list:
+    """The report's groups of the store's finished runs of ``task`` at the lengths ``Ts``."""
+    from atnbench.report.aggregate import RunData, aggregate
+    from atnbench.store import ResultsStore
+    from atnbench.tasks import get_task
+
+    Ts = set(Ts)
+    with ResultsStore.open_read_only(store_path) as results:
+        runs = [RunData(r, tuple(results.curve(r.run_id)) if r.status == "done" else ())
+                for r in results.runs(task=task) if r.T in Ts and r.status in ("done", "diverged")]
+    baselines = {}
+    for T in Ts:
+        try:
+            baselines[(task, T)] = get_task(task).baseline(T)
+        except (ValueError, TypeError):
+            pass
+    return [group for group in aggregate(runs, baselines) if group.rows]
+
+
+def seeds_for(store_path, sweep: str, task: str, Ts: Iterable[int], power: float, max_seeds: int,
+              record_it: bool) -> tuple[list[int], str]:
+    """Seeds 0 .. n-1 for ``sweep`` and a line saying where n came from: the plan the store
+    records for the sweep, else one made now from its pilot runs (recorded when ``record_it``).
+    A UserError when there is no store or no pilot to plan from."""
+    from pathlib import Path
+
+    from atnbench.store import ResultsStore
+
+    if not 0 < power < 1:
+        raise UserError(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
+    if not Path(store_path).is_file():
+        raise UserError(f"--seeds-for-power plans from pilot runs, and there is no store at {store_path}; "
+                        f"run the sweep with a few seeds first (--seeds 0-2)")
+    with ResultsStore.open_read_only(store_path) as results:
+        kept = recorded(results, sweep)
+    if kept:
+        return list(range(kept[0].seeds)), f"note: {kept[0].line()}; reused (the plan is fixed before the runs)"
+    chosen = plan(sweep, pilot_groups(store_path, task, Ts), power, max_seeds)
+    if record_it:
+        with ResultsStore(store_path) as results:
+            record(results, chosen)
+    return list(range(chosen.seeds)), chosen.line() + ("" if record_it else " (dry run: not recorded)")
+
+
 def recorded(store, sweep: Optional[str] = None) -> list[Plan]:
     """The plans a store holds (one sweep's, or every one)."""
     found = store.meta(PREFIX + (sweep or ""))
