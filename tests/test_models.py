@@ -63,10 +63,15 @@ def copy_from_torch(model, ref, num_layers):
                 layer.bias_hh.copy_(getattr(ref, f"bias_hh_l{i}"))
 
 
-@pytest.mark.parametrize("backend", ("auto", "loop"))
-@pytest.mark.parametrize("num_layers", (1, 2))
-@pytest.mark.parametrize("batch_first", (False, True))
-@pytest.mark.parametrize("bias", (True, False))
+def every_layout(test):
+    """Both backends, one and two layers, time- and batch-first, with and without biases."""
+    for name, values in (("bias", (True, False)), ("batch_first", (False, True)), ("num_layers", (1, 2)),
+                         ("backend", ("auto", "loop"))):
+        test = pytest.mark.parametrize(name, values)(test)
+    return test
+
+
+@every_layout
 def test_none_lstm_equals_torch_lstm(backend, num_layers, batch_first, bias):
     torch.manual_seed(0)
     ref = nn.LSTM(3, 4, num_layers, bias=bias, batch_first=batch_first).to(DT)
@@ -99,10 +104,7 @@ def test_none_lstm_equals_torch_lstm_float32(backend):
     close(c2, c, atol=1e-6)
 
 
-@pytest.mark.parametrize("backend", ("auto", "loop"))
-@pytest.mark.parametrize("num_layers", (1, 2))
-@pytest.mark.parametrize("batch_first", (False, True))
-@pytest.mark.parametrize("bias", (True, False))
+@every_layout
 def test_none_gru_equals_torch_gru(backend, num_layers, batch_first, bias):
     torch.manual_seed(0)
     ref = nn.GRU(3, 4, num_layers, bias=bias, batch_first=batch_first).to(DT)
