@@ -418,17 +418,21 @@ def test_nonmonotone_switch_to_asgd_and_averaged_evaluation():
 
 # --- end to end ----------------------------------------------------------------------------------
 
+def run_and_read(store, *args):
+    """`atnbench run ARGS --store STORE --json`, then the run's record, stored row and curve."""
+    result = invoke("run", *args, "--store", store, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    with ResultsStore(store, create=False) as results:
+        return record, results.get_run(record["run_id"]), results.curve(record["run_id"])
+
+
 def test_cli_ptb_char_run_records_bpc(tmp_path):
     folder = write_ptb(tmp_path / "ptb")
     store = tmp_path / "r.db"
-    result = invoke("run", "ptb-char", "--data-dir", folder, "--T", "10", "--hidden", "8", "--batch-size", "4",
-                    "--iters", "6", "--eval-every", "3", "--k", "3", "--store", store, "--json")
-    assert result.exit_code == 0, result.output
-    record = json.loads(result.stdout)
+    record, row, curve = run_and_read(store, "ptb-char", "--data-dir", folder, "--T", "10", "--hidden", "8",
+                                      "--batch-size", "4", "--iters", "6", "--eval-every", "3", "--k", "3")
     assert record["status"] == "done" and record["metric"] == "bpc"
-    with ResultsStore(store, create=False) as results:
-        row = results.get_run(record["run_id"])
-        curve = results.curve(record["run_id"])
     assert row.config["options"]["data_dir"] == str(folder) and row.config["options"]["embedding"] == 200
     assert [p.step for p in curve] == [3, 6]
     for p in curve:
@@ -441,13 +445,8 @@ def test_cli_ptb_char_run_records_bpc(tmp_path):
 def test_cli_smnist_noise_run_records_accuracy(tmp_path):
     folder = write_mnist(tmp_path / "mnist")
     store = tmp_path / "r.db"
-    result = invoke("run", "smnist-noise", "--data-dir", folder, "--T", "28", "--hidden", "8", "--batch-size", "6",
-                    "--iters", "4", "--eval-every", "2", "--val-samples", "4", "--store", store, "--json")
-    assert result.exit_code == 0, result.output
-    record = json.loads(result.stdout)
-    with ResultsStore(store, create=False) as results:
-        row = results.get_run(record["run_id"])
-        curve = results.curve(record["run_id"])
+    record, row, curve = run_and_read(store, "smnist-noise", "--data-dir", folder, "--T", "28", "--hidden", "8",
+                                      "--batch-size", "6", "--iters", "4", "--eval-every", "2", "--val-samples", "4")
     assert row.status == "done" and row.summary["metric"] == "accuracy"
     assert row.config["eps"] == 1.0 and row.config["bias_inside"] is False and row.config["k"] == 10
     for p in curve:
