@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, StrictStr, ValidationError
 

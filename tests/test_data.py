@@ -18,8 +18,7 @@ from atnbench.data import DataUnavailable
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
-from atnbench.train import train
-from helpers import Interrupt, whole_and_resumed
+from helpers import whole_and_resumed
 
 datasets = pytest.importorskip("datasets")
 runner = CliRunner()

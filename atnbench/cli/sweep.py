@@ -46,7 +46,7 @@ def _k_text(config) -> str:
 
 def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]:
     """Statuses from an existing store, read-only (no store yet: nothing is in it)."""
-    from atnbench.store import ResultsStore, StoreMissing
+    from atnbench.store import StoreMissing
 
     try:
         results = ResultsStore.open_read_only(store)
@@ -153,7 +153,6 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
 
 def _records(runs, store: Path) -> list[dict]:
     from atnbench.config import build_config
-    from atnbench.store import ResultsStore
     from atnbench.train import result_record
 
     records = []
