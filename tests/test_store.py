@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from atnbench import store as store_module
+from atnbench.store import provenance
 from atnbench.store import (
     DEFAULT_STORE,
     EvalPoint,
@@ -278,7 +278,7 @@ def test_environment_never_raises(monkeypatch):
     def no_git(*args, **kwargs):
         raise OSError("git not installed")
 
-    monkeypatch.setattr(store_module.subprocess, "run", no_git)
+    monkeypatch.setattr(provenance.subprocess, "run", no_git)
     env = environment(device="cpu")
     assert set(env) >= {"torch", "python", "platform", "device", "atnbench_revision"}
     assert env["device"] == "cpu" and env["atnbench_revision"]

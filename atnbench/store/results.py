@@ -1,4 +1,4 @@
-"""The embedded results store: one SQLite file holding every run, its curve and its sweeps.
+"""Run reads and writes: ``ResultsStore``, one connection to one results store file.
 
 Why SQLite: runs are written by several processes (parallel local workers, a Ray driver) and
 read by the report commands; a single file with transactions survives crashes and concurrent
@@ -20,10 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import platform
 import sqlite3
-import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -31,98 +28,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
-from . import __version__
-from .errors import UserError
+from atnbench.errors import UserError
+from atnbench.store.errors import MalformedRow, StoreError, UnknownRun
+from atnbench.store.files import DEFAULT_STORE, check_store_path
+from atnbench.store.schema import (
+    _ROW_COLUMNS,
+    _SCHEMA,
+    FINAL_STATUSES,
+    MIGRATIONS,
+    MODEL_KINDS,
+    RECORD_VERSION,
+    SCHEMA_VERSION,
+    STATUSES,
+    STORE_TABLES,
+)
 
-DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
-log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
-SCHEMA_VERSION = 2  # the store's tables: PRAGMA user_version; MIGRATIONS bring older stores here
-RECORD_VERSION = 1  # the export record's format (``store export`` / ``import``), versioned on its own
-STATUSES = ("running", "done", "failed", "diverged")
-FINAL_STATUSES = ("done", "failed", "diverged")
 BUSY_TIMEOUT_S = 30.0
-_ROW_COLUMNS = ("task", "T", "norm", "k", "seed", "budget", "status", "config_json", "env_json", "summary_json",
-                "error", "created_at", "updated_at")  # fmt: skip
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    task TEXT,
-    T INTEGER,
-    norm TEXT,
-    k INTEGER,
-    seed INTEGER,
-    budget REAL,
-    status TEXT NOT NULL CHECK (status IN ({", ".join(repr(s) for s in STATUSES)})),
-    config_json TEXT NOT NULL,
-    env_json TEXT NOT NULL DEFAULT '{{}}',
-    summary_json TEXT NOT NULL DEFAULT '{{}}',
-    error TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_task ON runs (task);
-CREATE INDEX IF NOT EXISTS runs_T ON runs (T);
-CREATE INDEX IF NOT EXISTS runs_norm ON runs (norm);
-CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
-CREATE INDEX IF NOT EXISTS runs_created_at ON runs (created_at);
-CREATE TABLE IF NOT EXISTS evals (
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    step INTEGER NOT NULL,
-    wall_s REAL,
-    train_loss REAL,
-    val_loss REAL,
-    metrics_json TEXT NOT NULL DEFAULT '{{}}',
-    PRIMARY KEY (run_id, step)
-);
-CREATE TABLE IF NOT EXISTS sweep_runs (
-    sweep TEXT NOT NULL,
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    PRIMARY KEY (sweep, run_id)
-);
-CREATE INDEX IF NOT EXISTS sweep_runs_run ON sweep_runs (run_id);
-CREATE TABLE IF NOT EXISTS models (
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
-    step INTEGER NOT NULL,
-    state BLOB NOT NULL,
-    PRIMARY KEY (run_id, kind)
-);
-"""
-# Version -> the statements that bring a store of that version to the next. Version 1 is every
-# store written before versions were kept in PRAGMA user_version (its ``meta`` says 1); stores of
-# some of those releases already hold ``models``, hence IF NOT EXISTS.
-MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: ("""CREATE TABLE IF NOT EXISTS models (
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
-    step INTEGER NOT NULL,
-    state BLOB NOT NULL,
-    PRIMARY KEY (run_id, kind)
-)""",),
-}
-MODEL_KINDS = ("best", "final")
-
-
-class StoreError(UserError, RuntimeError):
-    """The file is not a usable results store; the message is one readable line."""
-
-
-class StoreMissing(StoreError, FileNotFoundError):
-    """No store at the given path and the caller asked not to create one."""
-
-
-class MalformedRow(StoreError):
-    """A row whose stored JSON cannot be read (hand-edited or damaged store): listings skip it
-    with a note; reading it alone says what is wrong."""
-
-
-class UnknownRun(LookupError):
-    """A write or export named a run id that has no row in the store."""
+log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
 
 
 @dataclass(frozen=True)
@@ -601,85 +523,6 @@ class ResultsStore:
         with self._write() as conn:
             return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
 
-
-# -- helpers -----------------------------------------------------------------------------------
-
-SQLITE_HEADER = b"SQLite format 3\x00"
-STORE_TABLES = ("meta", "runs", "evals", "sweep_runs")
-
-
-def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
-    """One line naming the file and the problem, before SQLite sees the path: a folder, a path
-    under a file, a missing store (when not creating), unreadable, read-only (when writing), or a
-    file that is not an SQLite database at all."""
-    path = Path(path)
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise StoreError(f"results store {path} cannot exist: {parent} is a file, not a folder")
-            break
-    if path.is_dir():
-        raise StoreError(f"results store {path} is a folder; give the path of the database file inside it "
-                         f"(e.g. {path / DEFAULT_STORE.name})")
-    if not path.exists():
-        if not create:
-            raise StoreMissing(f"no results store at {path} (run a benchmark first, or pass the right store path)")
-        return
-    if not path.is_file():
-        raise StoreError(f"results store {path} is not a regular file")
-    if not os.access(path, os.R_OK):
-        raise StoreError(f"results store {path} cannot be read (permission denied)")
-    if write and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
-        raise StoreError(f"results store {path} is read-only here; recording runs needs write access to it and "
-                         f"its folder (report and plot can read it as it is)")
-    with open(path, "rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
-    if header and header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")
-
-
-
-def environment(device: Optional[str] = None) -> dict:
-    """Where a run ran: torch/python versions, platform, processor and the instruction set torch
-    uses on it, device (the caller fills it in) and the atnbench revision. Never raises: a missing
-    piece becomes None."""
-    from atnbench.machine import cpu_capability, cpu_model
-
-    return {
-        "torch": _torch_version(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "processor": cpu_model(),
-        "cpu_capability": cpu_capability(),
-        "device": device,
-        "atnbench_version": __version__,
-        "atnbench_revision": _revision(),
-    }
-
-
-def _torch_version() -> Optional[str]:
-    try:
-        import torch
-
-        return str(torch.__version__)
-    except Exception:  # noqa: BLE001 - a broken torch install must not stop result recording
-        return None
-
-
-def _revision() -> str:
-    """Short git commit of the atnbench source checkout, else the package version."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        if (root / ".git").exists():
-            env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-            done = subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"], cwd=root, env=env, capture_output=True, text=True, timeout=5
-            )
-            if done.returncode == 0 and done.stdout.strip():
-                return done.stdout.strip()
-    except Exception:  # noqa: BLE001 - no git, a timeout, an odd checkout: fall back
-        pass
-    return __version__
 
 
 def _now() -> str:

@@ -1,0 +1,41 @@
+"""The store's file: where it lives by default and what must hold before SQLite opens it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from atnbench.store.errors import StoreError, StoreMissing
+
+DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
+    """One line naming the file and the problem, before SQLite sees the path: a folder, a path
+    under a file, a missing store (when not creating), unreadable, read-only (when writing), or a
+    file that is not an SQLite database at all."""
+    path = Path(path)
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise StoreError(f"results store {path} cannot exist: {parent} is a file, not a folder")
+            break
+    if path.is_dir():
+        raise StoreError(f"results store {path} is a folder; give the path of the database file inside it "
+                         f"(e.g. {path / DEFAULT_STORE.name})")
+    if not path.exists():
+        if not create:
+            raise StoreMissing(f"no results store at {path} (run a benchmark first, or pass the right store path)")
+        return
+    if not path.is_file():
+        raise StoreError(f"results store {path} is not a regular file")
+    if not os.access(path, os.R_OK):
+        raise StoreError(f"results store {path} cannot be read (permission denied)")
+    if write and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise StoreError(f"results store {path} is read-only here; recording runs needs write access to it and "
+                         f"its folder (report and plot can read it as it is)")
+    with open(path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        raise StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")
