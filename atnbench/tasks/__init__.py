@@ -8,6 +8,6 @@ Every generator is a pure function of the ``torch.Generator`` it is given (no gl
 returns time-first tensors: x is (seq_len(T), batch, input_size).
 """
 
-from atnbench.tasks.registry import STREAMS, TASKS, TaskSpec, batch_generator, get_task, task_names
+from atnbench.tasks.registry import STREAMS, TaskSpec, batch_generator, get_task, task_names, tasks
 
-__all__ = ["STREAMS", "TASKS", "TaskSpec", "batch_generator", "get_task", "task_names"]
+__all__ = ["STREAMS", "TaskSpec", "batch_generator", "get_task", "task_names", "tasks"]

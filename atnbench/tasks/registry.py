@@ -8,6 +8,7 @@ baseline and the citation), so the trainer never branches on a task's name.
 from __future__ import annotations
 
 import hashlib
+import importlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -59,20 +60,30 @@ def check_T(name: str, T: int, min_T: int) -> None:
         raise UserError(f"T={T} is too short for the {name} task (min_T={min_T})")
 
 
-# Imported after TaskSpec exists: each task module builds its own SPEC with it.
-from atnbench.tasks import adding, copying, denoise  # noqa: E402
-from atnbench.tasks import imdb, ptb_char, ptb_word, smnist_noise, wikitext2  # noqa: E402  (real data)
-
-TASKS: dict[str, TaskSpec] = {spec.name: spec for spec in (adding.SPEC, copying.SPEC, denoise.SPEC, smnist_noise.SPEC,
-                                                          ptb_char.SPEC, ptb_word.SPEC, wikitext2.SPEC, imdb.SPEC)}
+# Task name -> the module whose SPEC declares it. Imported on first use, not here: a task module
+# imports this one for TaskSpec, so importing them here made an import cycle.
+TASK_MODULES = {
+    "adding": "atnbench.tasks.adding",
+    "copying": "atnbench.tasks.copying",
+    "denoise": "atnbench.tasks.denoise",
+    "smnist-noise": "atnbench.tasks.smnist_noise",
+    "ptb-char": "atnbench.tasks.ptb_char",
+    "ptb-word": "atnbench.tasks.ptb_word",
+    "wikitext2": "atnbench.tasks.wikitext2",
+    "imdb": "atnbench.tasks.imdb",
+}
 
 
 def task_names() -> list[str]:
-    return sorted(TASKS)
+    return sorted(TASK_MODULES)
 
 
 def get_task(name: str) -> TaskSpec:
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}") from None
+    if name not in TASK_MODULES:
+        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}")
+    return importlib.import_module(TASK_MODULES[name]).SPEC
+
+
+def tasks() -> dict[str, TaskSpec]:
+    """Every task by name (imports each task module)."""
+    return {name: get_task(name) for name in task_names()}

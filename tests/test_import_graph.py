@@ -1,0 +1,82 @@
+"""No import cycle in the package: the graph of module-level imports between atnbench's modules
+(a module importing its own parent package does not count: that is how packages load) has no
+cycle, so every module can be imported on its own and the layers flow one way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from atnbench.tasks.registry import TASK_MODULES, get_task
+
+PACKAGE = Path(__file__).resolve().parent.parent / "atnbench"
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """atnbench modules ``module`` imports at module level (inside if/try too, not in functions)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+            if isinstance(sub, ast.Import):
+                names.update(alias.name for alias in sub.names)
+            elif isinstance(sub, ast.ImportFrom):
+                base = sub.module or ""
+                if sub.level:
+                    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+                    base = ".".join(package[:len(package) - sub.level + 1] + ([base] if base else []))
+                names.add(base)
+                names.update(f"{base}.{alias.name}" for alias in sub.names)
+    edges = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c loads a and a.b too
+            target = ".".join(parts[:i])
+            if target in known and target != module and not module.startswith(target + "."):
+                edges.add(target)
+    return edges
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycle():
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert "atnbench.identity" in graph and graph["atnbench.tasks.adding"]  # the graph is real
+    found = cycles(graph)
+    assert not found, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_the_cycle_finder_finds_one():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_task_is_registered_lazily_under_its_own_name():
+    for name in TASK_MODULES:
+        assert get_task(name).name == name
