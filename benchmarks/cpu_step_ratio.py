@@ -20,7 +20,7 @@ import time
 import torch
 
 from atnbench.bench.timing import Candidate, train_step
-from atnbench.bench.workloads import FUSED, build_model, get_workload, loss_fn
+from atnbench.bench.workloads import fused_of, build_model, get_workload, loss_fn
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
     x, target = workload.make_batch(torch.device("cpu"))
     loss = loss_fn(workload)
     names = args.models.split(",")
-    names = list(dict.fromkeys([FUSED[n] for n in names] + names))  # the fused baselines first
+    names = list(dict.fromkeys([fused_of(n) for n in names] + names))  # the fused baselines first
     candidates = []
     for name in names:
         k = args.k if "atn" in name else None
@@ -50,9 +50,9 @@ def main() -> None:
                 c.train.append((time.thread_time() - start) * 1e3)
     median = {c.model_name: statistics.median(c.train) for c in candidates}
     rows = [{"workload": workload.name, "model": c.model_name, "k": c.k, "cpu_ms": round(median[c.model_name], 2),
-             "ratio_fused": round(median[c.model_name] / median[FUSED[c.model_name]], 3)} for c in candidates]
+             "ratio_fused": round(median[c.model_name] / median[fused_of(c.model_name)], 3)} for c in candidates]
     for row in rows:
-        print(f"{row['model']:>14} {row['cpu_ms']:8.2f} ms  x{row['ratio_fused']:.3f} {FUSED[row['model']]}")
+        print(f"{row['model']:>14} {row['cpu_ms']:8.2f} ms  x{row['ratio_fused']:.3f} {fused_of(row['model'])}")
     print(json.dumps(rows))
 
 

@@ -1,6 +1,7 @@
 """Adding a normalization is one registry entry plus its math: a toy RMSNorm, registered here
 and nowhere else, is a model (`atnbench models`), trains (`run --norm rms`, on the loop, with no
-k in its run id), is reported (`report`), and has its own style in every figure."""
+k in its run id), is reported (`report`), is benchmarked (`bench`), and has its own style in
+every figure."""
 
 from __future__ import annotations
 
@@ -68,6 +69,12 @@ def test_a_registered_norm_is_everywhere(rms, tmp_path):
     assert report.exit_code == 0, report.output
     rows = [row["model"] for table in json.loads(report.stdout)["tables"] for row in table["rows"]]
     assert "rms" in rows
+
+    timed = invoke("bench", "--workload", "adding", "--models", "rms,gru-rms-loop", "--reps", "1", "--warmup", "0",
+                   "--format", "json")
+    assert timed.exit_code == 0, timed.output
+    timed_models = {record["model"] for record in json.loads(timed.stdout)}
+    assert {"rms", "gru-rms-loop"} <= timed_models  # times not asserted: speed belongs to `bench` runs
 
     slot = style_slot("rms")
     assert slot not in {style_slot(m) for m in ("lstm", "ln", "atn", "atn-bn", "bn", "bn-input", "bln")}

@@ -2,7 +2,7 @@
 
 from atnbench.bench.reference_atn import ReferenceATNLSTM
 from atnbench.bench.timing import peak_memory_mb, saved_activation_bytes, time_workload
-from atnbench.bench.workloads import MODELS, WORKLOADS, Workload, build_model, get_workload, uses_k
+from atnbench.bench.workloads import WORKLOADS, Workload, build_model, get_workload, models, uses_k
 
 __all__ = ["ReferenceATNLSTM", "peak_memory_mb", "saved_activation_bytes", "time_workload",
-           "MODELS", "WORKLOADS", "Workload", "build_model", "get_workload", "uses_k"]
+           "WORKLOADS", "models", "Workload", "build_model", "get_workload", "uses_k"]

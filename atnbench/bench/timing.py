@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from atnbench.bench.workloads import FUSED, BenchModel, Workload, build_model, loss_fn
+from atnbench.bench.workloads import fused_of, BenchModel, Workload, build_model, loss_fn
 
 Progress = Callable[[str], None]
 
@@ -169,6 +169,6 @@ def time_workload(workload: Workload, entries: list[tuple[str, Optional[int]]], 
             r[key] = r["train_ms"] / ref if ref else None
     fused = {r["model"]: r["train_ms"] for r in records if r["model"] in ("lstm-fused", "gru-fused")}
     for r in records:  # against the same cell's fused kernel (nn.LSTM or nn.GRU)
-        ref = fused.get(FUSED[r["model"]])
+        ref = fused.get(fused_of(r["model"]))
         r["ratio_fused"] = r["train_ms"] / ref if ref else None
     return records

@@ -84,8 +84,9 @@ def loss_fn(workload: Workload) -> Callable[[Tensor, Tensor], Tensor]:
     return lambda y, target: nn.functional.cross_entropy(y.flatten(0, 1), target.flatten())
 
 
-# model name -> (description, uses k, factory(input_size, hidden, k))
-MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
+# model name -> (description, uses k, factory(input_size, hidden, k)): the references and the
+# LN/ATN backends; every registered normalization adds its own two (``models``)
+FIXED_MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
     "lstm-fused": ("torch nn.LSTM (fused kernel)", False, lambda i, h, k: NormLSTM(i, h, norm="none")),
     "lstm": ("plain LSTM, Python loop", False, lambda i, h, k: NormLSTM(i, h, norm="none", backend="loop")),
     "ln": ("LN-LSTM, default backend (the fast path on CPU)", False, lambda i, h, k: NormLSTM(i, h, norm="ln")),
@@ -104,41 +105,45 @@ MODELS: dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]] = {
                 lambda i, h, k: ReferenceATNLSTM(i, h, k=k)),
 }
 
-# The batch-statistics norms (LSTM) and every norm of the GRU: the default backend (the fast path
-# on CPU) and the plain loop ("-loop"). "gru-..." names are the zoo's.
-_OTHER_NORMS = {name: scheme.display for name, scheme in SCHEMES.items() if name not in ("none", "ln", "atn")}
-_GRU_NORMS = {name: scheme.display for name, scheme in SCHEMES.items() if name != "none"}
-
-
 def _factory(cell: type, norm: str, backend: str) -> Callable[[int, int, int], nn.Module]:
     return lambda i, h, k: cell(i, h, norm=norm, k=k, backend=backend)
 
 
-for _cell, _prefix, _norms in ((NormLSTM, "", _OTHER_NORMS), (NormGRU, "gru-", _GRU_NORMS)):
-    for _norm, _what in _norms.items():
-        _windowed = is_windowed(_norm)
-        _label = f"{_what}-{'GRU' if _prefix else 'LSTM'}"
-        MODELS[f"{_prefix}{_norm}"] = (f"{_label}, default backend (the fast path on CPU)", _windowed,
-                                       _factory(_cell, _norm, "auto"))
-        MODELS[f"{_prefix}{_norm}-loop"] = (f"{_label}, plain Python loop (backend='loop')", _windowed,
-                                            _factory(_cell, _norm, "loop"))
+def models() -> dict[str, tuple[str, bool, Callable[[int, int, int], nn.Module]]]:
+    """Every benchmark model: FIXED_MODELS, then for each registered normalization (read now, so
+    one registered at run time is here) its LSTM (LN and ATN are fixed above) and its GRU, on the
+    default backend (the fast path on CPU) and on the plain loop ("-loop"); "gru-..." names are
+    the zoo's."""
+    found = dict(FIXED_MODELS)
+    for cell, prefix in ((NormLSTM, ""), (NormGRU, "gru-")):
+        for norm, scheme in SCHEMES.items():
+            if norm == "none" or (not prefix and norm in ("ln", "atn")):
+                continue
+            label = f"{scheme.display}-{'GRU' if prefix else 'LSTM'}"
+            found[f"{prefix}{norm}"] = (f"{label}, default backend (the fast path on CPU)", is_windowed(norm),
+                                        _factory(cell, norm, "auto"))
+            found[f"{prefix}{norm}-loop"] = (f"{label}, plain Python loop (backend='loop')", is_windowed(norm),
+                                             _factory(cell, norm, "loop"))
+    return found
 
-# The fused kernel each model is compared with (ratio_fused).
-FUSED = {name: ("gru-fused" if name.startswith("gru") else "lstm-fused") for name in MODELS}
+
+def fused_of(name: str) -> str:
+    """The fused torch kernel a model is compared with (ratio_fused)."""
+    return "gru-fused" if name.startswith("gru") else "lstm-fused"
 
 
 def check_model(name: str) -> None:
-    if name not in MODELS:
-        raise UserError(f"unknown model {name!r}; choose from: {', '.join(MODELS)}")
+    if name not in models():
+        raise UserError(f"unknown model {name!r}; choose from: {', '.join(models())}")
 
 
 def uses_k(name: str) -> bool:
     check_model(name)
-    return MODELS[name][1]
+    return models()[name][1]
 
 
 def build_model(name: str, workload: Workload, k: Optional[int], device: torch.device, seed: int = 0) -> BenchModel:
     check_model(name)
     torch.manual_seed(seed)
-    rnn = MODELS[name][2](workload.input_size, workload.hidden, k if k is not None else 1)
+    rnn = models()[name][2](workload.input_size, workload.hidden, k if k is not None else 1)
     return BenchModel(rnn, workload).to(device)
