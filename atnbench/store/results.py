@@ -31,17 +31,8 @@ from typing import Any, Iterator, Optional, Union
 from atnbench.errors import UserError
 from atnbench.store.errors import MalformedRow, StoreError, UnknownRun
 from atnbench.store.files import DEFAULT_STORE, check_store_path
-from atnbench.store.schema import (
-    _ROW_COLUMNS,
-    _SCHEMA,
-    FINAL_STATUSES,
-    MIGRATIONS,
-    MODEL_KINDS,
-    RECORD_VERSION,
-    SCHEMA_VERSION,
-    STATUSES,
-    STORE_TABLES,
-)
+from atnbench.store.schema import _ROW_COLUMNS, _SCHEMA, FINAL_STATUSES, MIGRATIONS, MODEL_KINDS, STATUSES
+from atnbench.store.schema import RECORD_VERSION, SCHEMA_VERSION, STORE_TABLES
 
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
