@@ -596,3 +596,14 @@ def test_bad_command_lines(tmp_path):
         result = invoke(*args, "--store", tmp_path / "r.db")
         assert result.exit_code == 2 and expected in result.output, (args, result.output)
     assert not (tmp_path / "r.db").exists()
+
+
+def test_a_dry_run_counts_runs_of_vouched_older_code_as_the_sweep_does(tmp_path):
+    # the published k-ablation runs were made by older code that the canary vouched for: the
+    # sweep skips them as done, and its dry run (and reproduce's) must say the same
+    store = tmp_path / "published.db"
+    imported = runner.invoke(app, ["store", "import", str(REPO / "results" / "runs.jsonl"), "--store", str(store)])
+    assert imported.exit_code == 0, imported.output
+    dry = runner.invoke(app, ["sweep", "k-ablation", "--seeds", "0-11", "--dry-run", "--store", str(store)])
+    assert dry.exit_code == 0, dry.output
+    assert "60 runs, 60 in the store, 0 left" in dry.stdout

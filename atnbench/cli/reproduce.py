@@ -162,7 +162,7 @@ def _dry_run(planned, store: Path) -> None:
                          no_wrap=column == "part")
     every_left = []
     for item in planned:
-        statuses = _store_statuses(store, [run.run_id for run in item.runs])
+        statuses = _store_statuses(store, item.runs)
         left = [run.config for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
         every_left += left
         cost = estimate(left, rates)

@@ -44,8 +44,12 @@ def _k_text(config) -> str:
     return str(config.k) if SCHEMES[config.norm].windowed else "-"
 
 
-def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]:
-    """Statuses from an existing store, read-only (no store yet: nothing is in it)."""
+def _store_statuses(store: Path, runs) -> dict[str, Optional[str]]:
+    """Each run's status in an existing store, read-only (no store yet: nothing is in it). A run
+    the store holds finished by older code that a canary vouched for counts as the sweep counts
+    it: done (``atnbench.equivalence``)."""
+    from atnbench.equivalence import finished_equivalent
+    from atnbench.identity import config_key
     from atnbench.store import StoreMissing
 
     try:
@@ -53,7 +57,19 @@ def _store_statuses(store: Path, run_ids: list[str]) -> dict[str, Optional[str]]
     except StoreMissing:
         return {}
     with results:
-        return {run_id: results.status(run_id) for run_id in run_ids}
+        finished: dict[str, list] = {}
+        for record in results.runs():
+            if record.status in ("done", "diverged"):
+                finished.setdefault(config_key(record.config), []).append(record)
+        statuses = {}
+        for run in runs:
+            status = results.status(run.run_id)
+            if status is None:
+                config = run.config.to_dict()
+                vouched = finished_equivalent(finished.get(config_key(config), []), config)
+                status = vouched.status if vouched is not None else None
+            statuses[run.run_id] = status
+        return statuses
 
 
 def _left(status: Optional[str]) -> str:
@@ -122,7 +138,7 @@ def _held(runs, keys) -> str:
 def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     from atnbench.sweep import estimate, measured_rates
 
-    statuses = _store_statuses(store, [run.run_id for run in runs])
+    statuses = _store_statuses(store, runs)
     if json_out:
         print(json.dumps([{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
                            "config": run.config.to_dict()} for run in runs]))
