@@ -187,10 +187,13 @@ def check_task_data(config) -> None:
     """ConfigError (one line) unless the run's real data loads; nothing for generated tasks."""
     import torch
 
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_for
 
-    task = get_task(config.task)
+    task = task_for(config)
     if task.make_source is None:
+        return
+    if "problem" in (config.options or {}).get("user_task", {}):  # a user's data files: read as it resolved
+        task.make_source(config, torch.device("cpu"))  # with T and val_samples applied, now
         return
     where, named, in_folder = _where(config.options or {})
     problem = _named_file_problem(named)  # a plainly unreadable file: said before loading anything

@@ -39,7 +39,7 @@ from typing import Any
 
 PACKAGE = Path(__file__).resolve().parent
 CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
-DATA_OPTIONS = ("data_dir", "data_files")
+DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
 
 
@@ -83,7 +83,8 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     if not is_windowed(norm):
         values["k"] = None
     else:
-        length = _generated_length(values["task"], values["T"])
+        user_task = "user_task" in (values.get("options") or {})  # never capped: found by name only where included
+        length = None if user_task else _generated_length(values["task"], values["T"])
         if length is not None and values["k"] is not None:
             values["k"] = min(values["k"], length)
     if values.get("optimizer") not in MOMENTUM_OPTIMIZERS:

@@ -133,7 +133,7 @@ def type_ok(expected: Any, value: Any) -> bool:
     return isinstance(value, base)
 
 
-def _check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
+def check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
     if not isinstance(layer, dict):
         raise _fail(path, where, f"expected a mapping of run settings, got {type(layer).__name__}")
     for key, value in layer.items():
@@ -163,6 +163,11 @@ def check_top_level(path: Path, data: dict[str, Any], allowed: tuple[str, ...], 
 
 
 def load_task_preset(name_or_path: str | Path) -> TaskPreset:
+    from atnbench.tasks import user  # a user task of the search folders (--include, $ATNBENCH_TASKS)
+
+    user_file = user.find(name_or_path) if isinstance(name_or_path, str) else None
+    if user_file is not None:
+        return user.load_preset(user_file)
     path = find_preset_file("tasks", name_or_path)
     stat = path.stat()
     return _read_task_preset(path, path.resolve(), stat.st_mtime_ns, stat.st_size)
@@ -190,11 +195,11 @@ def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int) -> T
     for T, layer in per_T.items():
         if type(T) is not int or T < 1:
             raise _fail(path, f"per_T.{T}", "expected a positive integer T as the key")
-        _check_layer(path, f"per_T.{T}", layer)
+        check_layer(path, f"per_T.{T}", layer)
     for name, layer in variants.items():
         if not isinstance(name, str):
             raise _fail(path, f"variants.{name}", "expected a string variant name")
-        _check_layer(path, f"variants.{name}", layer)
+        check_layer(path, f"variants.{name}", layer)
     aliases = data.get("aliases") or {}
     if not isinstance(aliases, dict):
         raise _fail(path, "aliases", f"expected a mapping of old name -> variant (or null), got {type(aliases).__name__}")
@@ -205,7 +210,7 @@ def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int) -> T
             raise _fail(path, f"aliases.{name}", f"expected null (the defaults) or a variant name, got {target!r}")
     return TaskPreset(
         task=data["task"], citation=data["citation"], default_T=data["default_T"],
-        defaults=dict(_check_layer(path, "defaults", data["defaults"])),
+        defaults=dict(check_layer(path, "defaults", data["defaults"])),
         per_T={T: dict(layer) for T, layer in per_T.items()},
         variants={name: dict(layer) for name, layer in variants.items()},
         source=path, aliases=dict(aliases),

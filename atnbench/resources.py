@@ -44,9 +44,9 @@ def run_estimate(T: int, batch: int, hidden: int, layers: int, input_size: int, 
 
 def config_estimate(config) -> Estimate:
     """A RunConfig's estimate; the task's input/output widths (a vocabulary for real data)."""
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_for
 
-    task = get_task(config.task)
+    task = task_for(config)
     width = task.input_size or 1
     # real-data tasks: tokens are embedded, and the validation set is the dataset's (not val_samples)
     synthetic = task.make_source is None

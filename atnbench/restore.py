@@ -17,7 +17,7 @@ from atnbench.config import RunConfig, build_config
 from atnbench.errors import UserError
 from atnbench.resources import check_fits, config_estimate
 from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
-from atnbench.tasks import get_task
+from atnbench.tasks.registry import task_for
 from atnbench.tasks.source import DataSource, make_source
 
 
@@ -66,7 +66,7 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
         state = torch.load(io.BytesIO(weights), map_location=device, weights_only=True)
     except Exception as error:  # noqa: BLE001 - pickle, zip, EOF: every way stored bytes can be damaged
         raise UnreadableWeights(record.run_id, kind, error) from None
-    source = make_source(get_task(config.task), config, device)
+    source = make_source(task_for(config), config, device)
     model = build_model(config, source).to(device)
     try:
         model.load_state_dict(state)

@@ -34,7 +34,7 @@ from atnbench.nn import detach_state
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
 from atnbench.store import ResultsStore, environment
-from atnbench.tasks import get_task
+from atnbench.tasks.registry import task_for
 from atnbench.tasks.source import Batch, DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, count_parameters, model_name
 
@@ -93,8 +93,25 @@ def task_loss(task, logits: Tensor, target: Tensor, lengths: Optional[Tensor] = 
     if task.target == "last":
         logits = last_steps(logits, lengths)  # each sequence's own last step
     if task.loss == "mse":
+        if task.target == "all" and lengths is not None:  # padded steps of a regression target
+            valid = valid_steps(lengths, logits.shape[0])
+            return F.mse_loss(logits.squeeze(-1)[valid], target[valid])
         return F.mse_loss(logits.squeeze(-1), target)
+    # a padded step's class is -100, cross_entropy's ignore_index: it is not scored
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+
+def valid_steps(lengths: Tensor, steps: int) -> Tensor:
+    """(T, B) True where a step of a right-padded batch is real."""
+    return torch.arange(steps, device=lengths.device)[:, None] < lengths[None, :]
+
+
+def scored_count(task, batch: Batch) -> int:
+    """Targets a batch scores: every one, but a padded per-step target."""
+    if task.target == "all" and batch.lengths is not None:
+        per_step = batch.y.numel() // (batch.y.shape[0] * batch.y.shape[1])
+        return int(batch.lengths.sum()) * per_step
+    return batch.y.numel()
 
 
 # Rows per evaluation forward for models whose eval output is per sample (no batch statistics,
@@ -130,7 +147,8 @@ def merge_batches(batches: list[Batch], rows: int, task) -> list[Batch]:
 
 @torch.no_grad()
 def evaluate(model, task, source: DataSource, split: str, rows: Optional[int] = None) -> tuple[float, Optional[float]]:
-    """Mean loss per scored example over a split, and the accuracy where the task has one;
+    """Mean loss per scored example over a split, and the accuracy (or mean absolute error) where
+    the task reports one;
     ``rows``: merge the split's batches up to that many rows (``eval_rows``)."""
     was_training = model.training
     model.eval()
@@ -140,13 +158,20 @@ def evaluate(model, task, source: DataSource, split: str, rows: Optional[int] = 
         batches = merge_batches(list(batches), rows, task)
     for batch in batches:
         logits, state = run_model(model, batch, state if batch.carry else None)
-        scored_here = batch.y.numel()  # every scored step counts alike, whatever the segment's length
+        scored_here = scored_count(task, batch)  # every scored step counts alike, whatever the segment's length
         total += task_loss(task, logits, batch.y, batch.lengths).item() * scored_here
         count += scored_here
+        scores = last_steps(logits, batch.lengths) if task.target == "last" else logits
         if task.metric == "accuracy":
-            scores = last_steps(logits, batch.lengths) if task.target == "last" else logits
-            correct += int((scores.argmax(-1) == batch.y).sum())
-            scored += batch.y.numel()
+            valid = batch.y != -100  # padded steps of a per-step target are not scored
+            correct += int(((scores.argmax(-1) == batch.y) & valid).sum())
+            scored += int(valid.sum())
+        elif task.metric == "mae":
+            errors = (scores.squeeze(-1) - batch.y).abs()
+            if task.target == "all" and batch.lengths is not None:
+                errors = errors[valid_steps(batch.lengths, errors.shape[0])]
+            correct += float(errors.sum())
+            scored += errors.numel()
     model.train(was_training)
     return total / count, (correct / scored if scored else None)
 
@@ -197,7 +222,7 @@ class Checkpoint:
 
 
 def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float, params: int) -> dict:
-    task = get_task(config.task)
+    task = task_for(config)
     curve = store.curve(config.run_id)
     train = [p.train_loss for p in curve if p.train_loss is not None]
     val = [p.val_loss for p in curve if p.val_loss is not None]
@@ -267,7 +292,7 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
 
 def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Reporter, resume: bool,
            sweep: Optional[str], checkpoint_every: int, keep_model: bool = True) -> dict:
-    task = get_task(config.task)
+    task = task_for(config)
     run_id = config.run_id
     checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id))
     saved = None

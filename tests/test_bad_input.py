@@ -398,7 +398,7 @@ CASES = [
     ("build", ["--nosuch"], USAGE, "No such option"),
     ("build", ["--verbose=3"], USAGE, "--verbose"),
     # -- atnbench tasks / models / the top level -----------------------------------------------
-    ("tasks", ["extra"], USAGE, "unexpected extra argument"),
+    ("tasks", ["extra"], USAGE, "No such command 'extra'"),
     ("tasks", ["--nosuch"], USAGE, "No such option"),
     ("models", ["extra"], USAGE, "unexpected extra argument"),
     ("models", ["--nosuch"], USAGE, "No such option"),

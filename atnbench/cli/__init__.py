@@ -1,6 +1,7 @@
 """The ``atnbench`` command line. Each command lives in its own module and registers on ``app``."""
 
-from atnbench.cli import run as _run  # noqa: F401  (registers run, tasks, models)
+from atnbench.cli import run as _run  # noqa: F401  (registers run, models)
+from atnbench.cli import tasks as _tasks  # noqa: F401  (registers tasks, tasks new|check)
 from atnbench.cli import bench as _bench  # noqa: F401
 from atnbench.cli import analysis as _analysis  # noqa: F401  (registers stats, invariances, gradcheck)
 from atnbench.cli import report as _report  # noqa: F401  (registers report, plot)

@@ -34,7 +34,7 @@ def evaluate(
     """
     from atnbench.restore import restore
     from atnbench.store import ResultsStore
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_for
     from atnbench.train import evaluate as evaluate_split
     from atnbench.tasks.source import derived_metric
     from atnbench.zoo import resolve_device
@@ -43,7 +43,7 @@ def evaluate(
                                ("table", "json"))
     with ResultsStore.open_read_only(store) as results:
         restored = restore(results, run_id, resolve_device(device), weights)
-    task = get_task(restored.config.task)
+    task = task_for(restored.config)  # a user task from its stored definition: no --include needed
     scores = []
     for split in restored.source.splits:
         loss, accuracy = evaluate_split(restored.model, task, restored.source, split)

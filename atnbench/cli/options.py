@@ -25,6 +25,8 @@ flag                meaning                                                     
 --T INTEGER         sequence length                                              the preset's
 --k                 the ATN window in time steps (a comma list where a command   the preset's
                     compares several: bench, stats, gradcheck)
+--include DIR       a folder of user task files (NAME.yaml), before              $ATNBENCH_TASKS
+                    $ATNBENCH_TASKS; every command that names a task
 --task, --T,        which stored runs a reading command takes (report, plot,     all
 --norm, --sweep,    runs list|export, store export): this task, length,
 --since, --status   normalization, sweep, age or status
@@ -144,6 +146,25 @@ Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results da
 STORE = DEFAULT_STORE
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
+
+
+def include_folders(folders: Optional[list[Path]]) -> Optional[list[Path]]:
+    """typer callback for every ``--include``: the folders join the user-task search before the
+    command looks up its task (atnbench/tasks/user.py)."""
+    if folders:
+        from atnbench.tasks.user import include
+
+        try:
+            include(folders)
+        except UserError as err:
+            raise typer.BadParameter(str(err).removeprefix("--include ")) from None
+    return folders
+
+
+Include = Annotated[Optional[list[Path]], typer.Option(
+    "--include", metavar="DIR", callback=include_folders,
+    help="A folder of your own task files (NAME.yaml), searched before $ATNBENCH_TASKS; repeatable. "
+         "See docs/adding-a-task.md.")]
 
 
 def check_threads(threads: int) -> int:

@@ -50,6 +50,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     """
     from atnbench.report.aggregate import RunData, aggregate
     from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_of
     from atnbench.zoo import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
@@ -72,9 +73,10 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
                 for record in records]
         path = results.path
     baselines = {}
-    for key in {(r.task, r.T) for r in records}:
+    options = {(r.task, r.T): r.config.get("options") for r in records}
+    for key in options:
         try:
-            baselines[key] = get_task(key[0]).baseline(key[1])
+            baselines[key] = task_of(key[0], options[key]).baseline(key[1])
         except (ValueError, TypeError):
             pass
     groups = [group for group in aggregate(runs, baselines) if group.rows]
@@ -115,7 +117,9 @@ def report(
     plots_dir: Annotated[Optional[Path], options.out_dir("the figures (PNG and SVG), also written when given")] = None,
     verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs. Each comparison shows n, means and CIs, Hedges' g, P(lower < higher) with a bootstrap interval, the seeds that left the baseline, Welch's p (Holm-corrected) and the seeds per side 80% power would need. " + RULE),
     baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
+    claims_file: Optional[Path] = typer.Option(None, "--claims", metavar="FILE", help="Test your own claims (a YAML file like atnbench/report/paper_claims.yaml: 'ATN < LN on my task') instead of the paper's; implies --verdicts."),
     store: options.Store = options.STORE,
+    include: options.Include = None,
     plots_old: Optional[Path] = options.deprecated_flag("--plots", "--out-dir", metavar="DIR"),
 ):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
@@ -134,11 +138,13 @@ def report(
     from atnbench.report.render import group_view, k_ablation_view, rich_view
 
     from atnbench.outputs import check_output_dir, check_output_file
-    from atnbench.report.verdicts import check_margin
+    from atnbench.report.verdicts import check_margin, read_claims
 
     plots = options.deprecated(plots_old, "--plots", "--out-dir", plots_dir)
     fmt = format_for(fmt, str(output) if output is not None else None)
     margin = check_margin(baseline_margin)
+    verdicts = verdicts or claims_file is not None
+    user_claims = read_claims(claims_file) if claims_file is not None else None  # a bad file: one line, now
     if verdicts and fmt not in ("table", "markdown", "json"):
         fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     if output is not None:
@@ -163,7 +169,7 @@ def report(
 
     meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
             "paper": paper, "runs_selected": selected, "runs_in_store": total}
-    claims = _verdicts(groups, margin) if verdicts else None
+    claims = _verdicts(groups, margin, user_claims) if verdicts else None
     plans = _plans(path) if verdicts else []
     if claims is not None and fmt == "json":
         from dataclasses import asdict
@@ -197,11 +203,11 @@ def report(
         _write_plots(groups, plots, k_view, say)
 
 
-def _verdicts(groups, margin: float):
-    """(results, claims without runs) for the paper's claims on these groups."""
+def _verdicts(groups, margin: float, claims=None):
+    """(results, claims without runs) for the paper's claims (or the user's) on these groups."""
     from atnbench.report.verdicts import evaluate, paper_claims
 
-    return evaluate(paper_claims(), groups, margin=margin)
+    return evaluate(claims if claims is not None else paper_claims(), groups, margin=margin)
 
 
 def _verdicts_markdown(claims, plans) -> str:

@@ -1,4 +1,4 @@
-"""``atnbench run``, ``atnbench tasks`` and ``atnbench models``."""
+"""``atnbench run`` and ``atnbench models``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import logging
 from pathlib import Path
 from typing import Annotated, Optional
 
-import torch
 import typer
 from rich.markup import escape
 
@@ -15,11 +14,10 @@ from atnbench.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, sigterm_interrupts, user_errors
 from atnbench.equivalence import finished_equivalent
-from atnbench.presets import list_task_presets, load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
-from atnbench.tasks import get_task, task_names
+from atnbench.tasks import get_task
 from atnbench.warmup import load_fast_path
 from atnbench.zoo import models as all_models, resolve_device
 
@@ -163,6 +161,7 @@ def run(
                                                                            "record")] = None,
     output: Annotated[Optional[Path], options.output_file("the result record as JSON (as well as printing)")] = None,
     quiet: options.Quiet = False,
+    include: options.Include = None,
     json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--output", metavar="FILE"),
 ):
@@ -244,32 +243,6 @@ def run(
         out.print(summary_table(run_config, record, store_path))
     if record["status"] != "done":
         raise typer.Exit(1)
-
-
-@app.command()
-@user_errors
-def tasks():
-    """List the tasks, their presets (paper protocols) and what they measure."""
-    # two columns (a task's name, presets and variants over each other; what it measures over its
-    # source): the long text wraps in the one wide column, readable at 80 columns
-    table = FitTable(title="atnbench tasks", show_lines=True, lift=False)
-    table.add_column("task / presets", max_width=28)
-    table.add_column("what it measures / source")
-    presets = set(list_task_presets())
-    for name in task_names():
-        spec = get_task(name)
-        if name in presets:
-            preset = load_task_preset(name)
-            ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
-            variants = list(preset.variants)
-            aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
-            source = preset.citation
-        else:
-            ts, variants, aliases, source = [], [], [], spec.reference
-        left = "\n".join([f"[bold]{name}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants),
-                          *(f"[dim]old name[/] {alias}" for alias in aliases)])
-        table.add_row(left, f"{spec.description}\n[dim]{spec.measures}[/]\n[italic]{source}[/]")
-    out.print(table)
 
 
 @app.command()

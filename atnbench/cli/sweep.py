@@ -221,6 +221,9 @@ def _planned_seeds(spec, runs, store: Path, power: float, max_seeds: int, seeds_
 def sweep(
     name: Optional[str] = typer.Argument(None, help="Sweep preset name (see --list) or path to a sweep YAML file."),
     list_: bool = typer.Option(False, "--list", help="List the sweep presets with their size and a rough cost."),
+    task: Optional[str] = typer.Option(None, "--task", help="Apply the sweep's grid to this task (a user task too, "
+                                       "with --include): its preset gives T; runs are stored as sweep NAME@TASK."),
+    include: options.Include = None,
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the expanded runs and what the store holds; run nothing."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
@@ -301,6 +304,10 @@ def sweep(
         fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
 
     spec = load_sweep(name)
+    if task is not None:
+        from atnbench.sweep.spec import retarget
+
+        spec = retarget(spec, task)
     overrides = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers,
                      batch_size=batch_size, lr=lr, optimizer=optimizer, momentum=momentum,
                      epochs=epochs if iters is None else None, steps=iters, eval_every=eval_every,

@@ -43,6 +43,8 @@ STAT_LABELS = {
     "test_bpc_at_best_val": "test bpc at best val.",
     "test_ppl_at_best_val": "test ppl at best val.",
     "test_accuracy_at_best_val": "test accuracy at best val.",
+    "min_val_mae": "min validation MAE",
+    "test_mae_at_best_val": "test MAE at best val.",
 }
 # What each statistic is: shown under every report table and in `atnbench report --help`.
 STAT_DEFINITIONS = {
@@ -56,7 +58,8 @@ STAT_DEFINITIONS = {
     "test_loss_at_best_val": "the test loss at the evaluation with the lowest validation loss (model selection "
                              "on validation, as a held-out result should be)",
 }
-for _metric in ("bpc", "ppl", "accuracy"):  # the task's own measure, taken the same way
+STAT_DEFINITIONS["min_val_mae"] = "the lowest validation mean absolute error over the evaluations (regression tasks)"
+for _metric in ("bpc", "ppl", "accuracy", "mae"):  # the task's own measure, taken the same way
     STAT_DEFINITIONS[f"test_{_metric}_at_best_val"] = STAT_DEFINITIONS["test_loss_at_best_val"].replace(
         "the test loss", f"the test {_metric}", 1)
 

@@ -65,16 +65,17 @@ def pilot_groups(store_path, task: str, Ts: Iterable[int]) -> list:
     """The report's groups of the store's finished runs of ``task`` at the lengths ``Ts``."""
     from atnbench.report.aggregate import RunData, aggregate
     from atnbench.store import ResultsStore
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_of
 
     Ts = set(Ts)
     with ResultsStore.open_read_only(store_path) as results:
         runs = [RunData(r, tuple(results.curve(r.run_id)) if r.status == "done" else ())
                 for r in results.runs(task=task) if r.T in Ts and r.status in ("done", "diverged")]
     baselines = {}
+    options = next((r.record.config.get("options") for r in runs), None)
     for T in Ts:
         try:
-            baselines[(task, T)] = get_task(task).baseline(T)
+            baselines[(task, T)] = task_of(task, options).baseline(T)
         except (ValueError, TypeError):
             pass
     return [group for group in aggregate(runs, baselines) if group.rows]

@@ -48,6 +48,7 @@ DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
 COLUMN_LABELS = STAT_LABELS
 ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy", "max_test_accuracy": "max test accuracy"}
+MAE_COLUMNS = {"min_val_mae": "min validation MAE"}  # regression tasks of the user's, in the target's units
 PAPER_NAMES = {"lstm": "LSTM", "ln": "LN", "atn": "ATN"}
 
 
@@ -115,14 +116,19 @@ class TableView:
 # -- building views ------------------------------------------------------------------------------
 
 
-def measure_of(task: str) -> str:
+def measure_of(task: str, options: Optional[dict] = None) -> str:
     try:
-        from atnbench.tasks import get_task
+        from atnbench.tasks.registry import task_of
 
-        spec = get_task(task)
+        spec = task_of(task, options)
     except ValueError:
         return "loss"
     return {"ce": "cross-entropy loss", "mse": "MSE loss"}.get(spec.loss, "loss")
+
+
+def group_options(group: Group) -> Optional[dict]:
+    """A run's task options of the group (a user task's definition travels in them)."""
+    return next((run.record.config.get("options") for runs in group.runs.values() for run in runs), None)
 
 
 def auto_scale(values: list[Optional[float]]) -> float:
@@ -276,9 +282,12 @@ def _order_text(values: dict[str, float]) -> str:
 def _test_at_best_val(group: Group) -> Optional[str]:
     """The test statistic at the best validation evaluation, in the task's own measure (bpc,
     perplexity, accuracy) where the runs recorded it, else as a loss; None without test scores."""
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import task_of
 
-    metric = get_task(group.task).metric
+    try:
+        metric = task_of(group.task, group_options(group)).metric
+    except ValueError:  # a task no longer found: its loss alone
+        metric = None
     for key in ([f"test_{metric}_at_best_val"] if metric else []) + ["test_loss_at_best_val"]:
         if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
             return key
@@ -298,10 +307,10 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
         measure = table.measure
     else:
         columns = [Column(key, COLUMN_LABELS[key]) for key in DEFAULT_COLUMNS]
-        measure = measure_of(group.task)
-        for key, label in ACCURACY_COLUMNS.items():  # tasks scored by accuracy (smnist-noise, imdb)
+        measure = measure_of(group.task, group_options(group))
+        for key, label in {**ACCURACY_COLUMNS, **MAE_COLUMNS}.items():  # tasks scored by accuracy or MAE
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
-                columns.append(Column(key, label, scale=1.0, higher_better=True))
+                columns.append(Column(key, label, scale=1.0, higher_better=key in ACCURACY_COLUMNS))
     at_best = _test_at_best_val(group)
     if at_best is not None:
         accuracy = higher_is_better(at_best.removesuffix("_at_best_val"))  # accuracy keeps its own scale, as above
@@ -346,7 +355,7 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False,
         auto_scale([r.cells[c.key].mean for r in rows + refs for c in columns])
     title, protocol_notes, protocol = _title(group, f"k-ablation of {view_data.model}")
     view = TableView(kind="k-ablation", title=title, task=group.task,
-                     T=group.T, budget=group.budget, variant=group.variant, measure=measure_of(group.task),
+                     T=group.T, budget=group.budget, variant=group.variant, measure=measure_of(group.task, group_options(group)),
                      scale=scale, protocol=protocol, columns=columns, rows=rows + refs + ([baseline] if baseline else []),
                      notes=list(group.notes) + [n.replace("protocol differs", "protocol (besides k) differs")
                                                 for n in protocol_notes])

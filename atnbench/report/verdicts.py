@@ -384,8 +384,8 @@ def parse_side(text: str) -> Side:
     return Side(model, k, tuple(settings))
 
 
-def load_claims(path: Path = CLAIMS_FILE) -> list[Claim]:
-    data = yaml.safe_load(Path(path).read_text())
+def load_claims(path: Path = CLAIMS_FILE, data: Optional[dict] = None) -> list[Claim]:
+    data = yaml.safe_load(Path(path).read_text()) if data is None else data
     claims = []
     for entry in data["claims"]:
         if "order" in entry:
@@ -398,6 +398,36 @@ def load_claims(path: Path = CLAIMS_FILE) -> list[Claim]:
         claims.append(Claim(id=entry["id"], text=entry["claim"], source=entry["source"], task=entry["task"],
                             T=entry.get("T"), stat=entry.get("stat", "min_val_loss"), pairs=pairs))
     return claims
+
+
+def read_claims(path: Path) -> list[Claim]:
+    """A user's claims file (the format of paper_claims.yaml; ``source`` optional), every mistake
+    one ConfigError line naming the file."""
+    from atnbench.config import ConfigError
+    from atnbench.presets import read_yaml_mapping
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--claims {path}: no such file")
+    data = read_yaml_mapping(path)
+    entries = data.get("claims")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: key 'claims': expected a list of claims (id, claim, task, order or pairs)")
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{path}: claims[{i}]: expected a mapping, got {type(entry).__name__}")
+        for key in ("id", "claim", "task"):
+            if not isinstance(entry.get(key), str):
+                raise ConfigError(f"{path}: claims[{i}].{key}: required text")
+        if not isinstance(entry.get("order", entry.get("pairs")), list):
+            raise ConfigError(f"{path}: claims[{i}]: give 'order' (best first) or 'pairs', a list")
+        if entry.get("T") is not None and (type(entry["T"]) is not int or entry["T"] < 1):
+            raise ConfigError(f"{path}: claims[{i}].T: expected a positive whole number or nothing")
+        entry.setdefault("source", str(path))
+    try:
+        return load_claims(path, data)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{path}: {err}") from None
 
 
 @functools.lru_cache(maxsize=1)

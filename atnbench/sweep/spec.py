@@ -68,6 +68,22 @@ class SweepSpec:
         return keys
 
 
+def retarget(spec: SweepSpec, task: str) -> SweepSpec:
+    """The sweep's grid applied to another task (``--task``): the sweep's sequence lengths were
+    chosen for its own task, so the new task's preset gives T; the rest of the grid, the base
+    settings and the seeds stay. Its runs are stored as sweep ``NAME@TASK``."""
+    import dataclasses
+
+    from atnbench.tasks import get_task
+
+    get_task(task)  # an unknown task is one line now
+    def without_T(entry: dict) -> dict:
+        return {key: value for key, value in entry.items() if key != "T"}
+
+    return dataclasses.replace(spec, name=f"{spec.name}@{task}", task=task, base=without_T(spec.base),
+                               grid=without_T(spec.grid), runs=[e for e in map(without_T, spec.runs) if e] or [])
+
+
 def _fail(path: Path, key: str, expected: str) -> ConfigError:
     return ConfigError(f"{path}: key '{key}': {expected}")
 

@@ -34,9 +34,6 @@ from atnbench.data.common import generator
 from atnbench.tasks.registry import TaskSpec
 
 
-def make_batch(generator, batch_size, T):
-    raise RuntimeError("imdb reads IMDB reviews: its batches come from make_source(config, device)")
-
 
 def pad_right(reviews: list[list[int]], T: int, pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, T) int64 each review's last T ids followed by ``pad``, and (N,) their lengths.
@@ -55,7 +52,7 @@ def pad_right(reviews: list[list[int]], T: int, pad: int = 0) -> tuple[torch.Ten
 
 def make_source(config, device: torch.device):
     from atnbench.data.imdb import load_imdb
-    from atnbench.tasks.real import ClassificationSource
+    from atnbench.tasks.real import ExampleSource
 
     options = config.options
     data, vocab = load_imdb(options)
@@ -83,7 +80,7 @@ def make_source(config, device: torch.device):
         "test": (test_x, torch.tensor(test_labels, dtype=torch.long)[test_order]),
     }
     split_lengths = {"train": lengths[:n_train], "val": lengths[val], "test": test_lengths}
-    return ClassificationSource("imdb", split, config, device, input_size=int(options.get("embedding", 128)),
+    return ExampleSource("imdb", split, config, device, input_size=int(options.get("embedding", 128)),
                                 output_size=2, vocab_size=len(vocab), lengths=split_lengths)
 
 
@@ -95,7 +92,6 @@ SPEC = TaskSpec(
     output_size=2,
     loss="ce",
     target="last",
-    make_batch=make_batch,
     baseline=lambda T: math.log(2),
     min_T=1,
     seq_len=lambda T: T,

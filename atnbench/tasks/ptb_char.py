@@ -20,9 +20,6 @@ import torch
 from atnbench.tasks.registry import TaskSpec
 
 
-def make_batch(generator, batch_size, T):
-    raise RuntimeError("ptb-char reads the Penn Treebank: its batches come from make_source(config, device)")
-
 
 def make_source(config, device: torch.device):
     from atnbench.data.ptb import load_ptb_char
@@ -40,7 +37,6 @@ SPEC = TaskSpec(
     output_size=50,  # the alphabet of Mikolov's files; the source counts the real one
     loss="ce",
     target="all",
-    make_batch=make_batch,
     baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
     min_T=1,
     seq_len=lambda T: T,

@@ -17,9 +17,6 @@ import torch
 from atnbench.tasks.registry import TaskSpec
 
 
-def make_batch(generator, batch_size, T):
-    raise RuntimeError("ptb-word reads the Penn Treebank: its batches come from make_source(config, device)")
-
 
 def make_source(config, device: torch.device):
     from atnbench.data.ptb import load_ptb_word
@@ -36,7 +33,6 @@ SPEC = TaskSpec(
     output_size=10000,  # 9,999 words + <eos>; the source counts the real one
     loss="ce",
     target="all",
-    make_batch=make_batch,
     baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
     min_T=1,
     seq_len=lambda T: T,

@@ -8,9 +8,9 @@ recurrent state, ATN window included, across (truncated BPTT), and evaluation sc
 as one long sequence per column. Training reads the stream in order, pass after pass, so the
 source's state is just a position.
 
-``ClassificationSource`` (smnist-noise, imdb): a fixed set of examples reshuffled every epoch
-by a seeded generator (full batches only); validation and test in a fixed order. Examples of
-different lengths (imdb) are right-padded and carry their lengths into every batch.
+``ExampleSource`` (smnist-noise, imdb, user tasks): a fixed set of examples reshuffled every
+epoch by a seeded generator (full batches only); validation and test in a fixed order. Examples
+of different lengths (imdb) are right-padded and carry their lengths into every batch.
 
 Both expose ``epoch`` (passes over the training data so far, fractional), which the learning
 rate schedule (``atnbench/schedule.py``) counts in.
@@ -88,15 +88,16 @@ class LMSource:
         self.pos, self.epochs_done = int(state["pos"]), int(state["epochs_done"])
 
 
-class ClassificationSource:
-    """Examples ``x`` (N, T, F) float or (N, T) token ids, labels ``y`` (N,) per split."""
-
-    splits = ("val", "test")
+class ExampleSource:
+    """Examples ``x`` (N, T, F) float or (N, T) token ids and targets ``y`` per split: (N,) or
+    (N, D) per example, or (N, T) / (N, T, D) per step (``step_targets``, served time first)."""
 
     def __init__(self, name: str, data: dict[str, tuple[Tensor, Tensor]], config, device: torch.device,
                  input_size: int, output_size: int, vocab_size: Optional[int] = None,
-                 lengths: Optional[dict[str, Tensor]] = None):
+                 lengths: Optional[dict[str, Tensor]] = None, splits: tuple[str, ...] = ("val", "test"),
+                 step_targets: bool = False):
         self.name, self.config, self.device = name, config, device
+        self.splits, self.step_targets = splits, step_targets
         self.input_size, self.output_size, self.vocab_size = input_size, output_size, vocab_size
         self.data = data
         self.lengths = lengths  # per split, (N,) valid steps of each right-padded example
@@ -119,8 +120,9 @@ class ClassificationSource:
     def _batch(self, split: str, index) -> Batch:
         x, y = self.data[split]
         xb = x[index].transpose(0, 1)  # time first: (T, B, F) or (T, B)
+        yb = y[index].transpose(0, 1) if self.step_targets else y[index]
         lengths = None if self.lengths is None else self.lengths[split][index].to(self.device)
-        return Batch(xb.to(self.device), y[index].to(self.device), lengths=lengths)
+        return Batch(xb.to(self.device), yb.to(self.device), lengths=lengths)
 
     def train_batch(self) -> Batch:
         n = len(self.data["train"][1])

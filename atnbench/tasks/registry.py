@@ -29,15 +29,25 @@ class TaskSpec:
     output_size: int
     loss: str  # "mse" or "ce"
     target: str  # "last": only the last step's output is scored; "all": every step
-    make_batch: Callable[[torch.Generator, int, int], tuple[Tensor, Tensor]]
     baseline: Callable[[int], Optional[float]]
     min_T: int
     seq_len: Callable[[int], int]
     reference: str
-    # Real-data tasks build a DataSource (atnbench/tasks/source.py) instead of generating
-    # batches; None means a synthetic task served by make_batch.
+    # The two kinds of task, one of these two set: a generated task's batches are a pure function
+    # of a torch.Generator (make_batch(generator, batch_size, T) -> x, y); a data task builds a
+    # DataSource over its data (make_source(config, device), atnbench/tasks/source.py).
+    make_batch: Optional[Callable[[torch.Generator, int, int], tuple[Tensor, Tensor]]] = None
     make_source: Optional[Callable] = None
-    metric: Optional[str] = None  # "accuracy", "bpc" or "ppl", reported beside the loss
+    metric: Optional[str] = None  # "accuracy", "mae", "bpc" or "ppl", reported beside the loss
+
+    def __post_init__(self):
+        if (self.make_batch is None) == (self.make_source is None):
+            raise UserError(f"task {self.name!r}: give make_batch (a generated task) or make_source "
+                            f"(a task over data), exactly one of them")
+
+    @property
+    def kind(self) -> str:
+        return "generated" if self.make_batch is not None else "data"
 
 
 def batch_generator(seed: int, stream: str) -> torch.Generator:
@@ -75,13 +85,37 @@ TASK_MODULES = {
 
 
 def task_names() -> list[str]:
-    return sorted(TASK_MODULES)
+    """The shipped tasks and the user tasks of the search folders (atnbench/tasks/user.py)."""
+    from atnbench.tasks.user import user_task_files
+
+    return sorted(set(TASK_MODULES) | set(user_task_files()))
 
 
 def get_task(name: str) -> TaskSpec:
-    if name not in TASK_MODULES:
-        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())}")
-    return importlib.import_module(TASK_MODULES[name]).SPEC
+    if name in TASK_MODULES:
+        return importlib.import_module(TASK_MODULES[name]).SPEC
+    from atnbench.tasks.user import ENV_FOLDERS, get_user_task
+
+    spec = get_user_task(name)
+    if spec is None:
+        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())} "
+                        f"(a task of your own: --include DIR or ${ENV_FOLDERS})")
+    return spec
+
+
+def task_of(name: str, options: Optional[dict] = None) -> TaskSpec:
+    """The task of a run: a user task from the definition its options carry (so a run is a
+    function of its config, wherever its task file is now), a shipped one by name."""
+    if "user_task" in (options or {}):
+        from atnbench.tasks.user import spec_from_options
+
+        return spec_from_options(name, options)
+    return get_task(name)
+
+
+def task_for(config) -> TaskSpec:
+    """``task_of`` a RunConfig."""
+    return task_of(config.task, config.options)
 
 
 def tasks() -> dict[str, TaskSpec]:

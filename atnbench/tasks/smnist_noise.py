@@ -31,9 +31,6 @@ from atnbench.tasks.registry import TaskSpec
 PIXELS = 784
 
 
-def make_batch(generator, batch_size, T):
-    raise RuntimeError("smnist-noise reads MNIST: its batches come from make_source(config, device)")
-
 
 def permutation(seed: int) -> torch.Tensor:
     return torch.randperm(PIXELS, generator=generator(seed, "smnist-permutation"))
@@ -41,7 +38,7 @@ def permutation(seed: int) -> torch.Tensor:
 
 def make_source(config, device: torch.device):
     from atnbench.data.mnist import load_mnist
-    from atnbench.tasks.real import ClassificationSource
+    from atnbench.tasks.real import ExampleSource
 
     T, options = config.T, config.options
     if PIXELS % T:
@@ -73,7 +70,7 @@ def make_source(config, device: torch.device):
         "val": (train_all[n - val_size: n - val_size + scored], train_y[n - val_size: n - val_size + scored]),
         "test": (prepare("test", test_x), test_y),
     }
-    return ClassificationSource("smnist-noise", data, config, device, input_size=PIXELS // T, output_size=10)
+    return ExampleSource("smnist-noise", data, config, device, input_size=PIXELS // T, output_size=10)
 
 
 SPEC = TaskSpec(
@@ -84,7 +81,6 @@ SPEC = TaskSpec(
     output_size=10,
     loss="ce",
     target="last",
-    make_batch=make_batch,
     baseline=lambda T: math.log(10),
     min_T=1,
     seq_len=lambda T: T,

@@ -80,11 +80,12 @@ def make_source(task: TaskSpec, config, device: torch.device) -> DataSource:
 
 
 def derived_metric(metric: Optional[str], loss: float, accuracy: Optional[float]) -> Optional[float]:
-    """The task's headline number from its mean cross-entropy (nats) or accuracy."""
+    """The task's headline number from its mean cross-entropy (nats), or the accuracy or mean
+    absolute error that evaluation measured (``accuracy``)."""
     if metric == "bpc":
         return loss / math.log(2)
     if metric == "ppl":
         return math.exp(min(loss, 700.0))
-    if metric == "accuracy":
+    if metric in ("accuracy", "mae"):
         return accuracy
     return None

@@ -32,9 +32,6 @@ from atnbench.tasks.registry import TaskSpec
 DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
 
 
-def make_batch(generator, batch_size, T):
-    raise RuntimeError("wikitext2 reads WikiText-2: its batches come from make_source(config, device)")
-
 
 def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """One dropout mask per sequence, the same at every step (variational dropout)."""
@@ -119,7 +116,6 @@ SPEC = TaskSpec(
     output_size=33278,  # wikitext-2-v1's vocabulary; the source counts the real one
     loss="ce",
     target="all",
-    make_batch=make_batch,
     baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
     min_T=1,
     seq_len=lambda T: T,

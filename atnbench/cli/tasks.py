@@ -1,0 +1,140 @@
+"""``atnbench tasks``: list the tasks; ``tasks new`` and ``tasks check`` for a task of your own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.markup import escape
+
+from atnbench.cli import options
+from atnbench.cli.app import Commands, app, out, user_errors
+from atnbench.config import ConfigError
+from atnbench.tables import FitTable
+
+tasks_app = typer.Typer(cls=Commands, invoke_without_command=True,
+                        help="The tasks (shipped and your own), what they measure and where they come from.")
+app.add_typer(tasks_app, name="tasks")
+
+
+@tasks_app.callback()
+@user_errors
+def tasks(ctx: typer.Context, include: options.Include = None):
+    """List the tasks, their presets (paper protocols) and what they measure; your own tasks
+    (--include DIR, $ATNBENCH_TASKS) with the file each comes from."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from atnbench.presets import list_task_presets, load_task_preset
+    from atnbench.tasks import get_task, task_names
+    from atnbench.tasks.registry import TASK_MODULES
+    from atnbench.tasks.user import user_task_files
+
+    # two columns (a task's name, presets and variants over each other; what it measures over its
+    # source): the long text wraps in the one wide column, readable at 80 columns
+    table = FitTable(title="atnbench tasks", show_lines=True, lift=False)
+    table.add_column("task / presets", max_width=28)
+    table.add_column("what it measures / source")
+    presets, user_files = set(list_task_presets()), user_task_files()
+    for name in task_names():
+        try:
+            spec = get_task(name)
+        except ConfigError as err:  # a broken task file of the user's: listed, with what is wrong
+            table.add_row(f"[bold]{escape(name)}[/]", f"[red]{escape(str(err))}[/]")
+            continue
+        if name in TASK_MODULES and name in presets:
+            preset = load_task_preset(name)
+            ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
+            variants = list(preset.variants)
+            aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
+            source = preset.citation
+        else:
+            ts, variants, aliases, source = [], [], [], spec.reference
+        if name in user_files:
+            source = f"your task: {user_files[name]}"
+        left = "\n".join([f"[bold]{escape(name)}[/]", *ts, *(f"[dim]variant[/] {v}" for v in variants),
+                          *(f"[dim]old name[/] {alias}" for alias in aliases)])
+        table.add_row(left, f"{escape(spec.description)}\n[dim]{escape(spec.measures)}[/]\n[italic]{escape(source)}[/]")
+    out.print(table)
+
+
+@tasks_app.command("new")
+@user_errors
+def new(
+    name: str = typer.Argument(..., help="The task's name (its file is NAME.yaml)."),
+    data: Path = typer.Option(..., "--from", metavar="FILE", help="A data file: .npz, .csv, .tsv, .parquet, .arrow."),
+    folder: Path = typer.Option(Path("."), "--dir", metavar="DIR", help="Where to write NAME.yaml (default: here)."),
+    problem: Optional[str] = typer.Option(None, "--problem", metavar="KIND",
+                                          help="sequence-classification, sequence-regression, step-classification "
+                                               "or step-regression (default: inferred from the targets)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing NAME.yaml."),
+):
+    """Write a starting task file for a data file: shapes, problem kind and lengths inferred.
+
+    Example: [bold]atnbench tasks new vowels --from data/train.npz --dir mytasks[/], then
+    [bold]atnbench tasks check vowels --include mytasks[/]
+    """
+    from atnbench.taskdraft import draft_task
+
+    target = folder / f"{name}.yaml"
+    if target.exists() and not force:
+        raise ConfigError(f"{target} exists; give --force to replace it")
+    if not folder.is_dir():
+        raise ConfigError(f"--dir {folder}: no such folder")
+    text = draft_task(name, data, folder, problem)
+    target.write_text(text, encoding="utf-8")
+    out.print(f"wrote {escape(str(target))}; check it with: atnbench tasks check {name} --include {escape(str(folder))}")
+
+
+@tasks_app.command("check")
+@user_errors
+def check(
+    name: str = typer.Argument(..., help="A task of your own (found with --include DIR or $ATNBENCH_TASKS)."),
+    include: options.Include = None,
+):
+    """Read a task of your own and say what it holds: sizes, lengths, classes, the no-information
+    baseline; every mistake in the task or data file is one line naming the file and the field."""
+    from atnbench.presets import load_task_preset
+    from atnbench.tasks.user import ENV_FOLDERS, find, read_definition, task_options
+    from atnbench.tasks.userprep import PROBLEMS, prepared, summary
+
+    path = find(name)
+    if path is None:
+        raise ConfigError(f"no task file {name}.yaml in the search folders (--include DIR or ${ENV_FOLDERS})")
+    definition = read_definition(path)
+    from atnbench.runspec import resolve_run
+
+    preset = load_task_preset(name)
+    resolve_run(name, {})  # every check a run makes, the task file's defaults included
+    table = FitTable(title=f"atnbench tasks check {name}", show_header=False, lift=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    rows = [("file", str(path))]
+    if definition.module is not None:
+        from atnbench.tasks import get_task
+
+        spec = get_task(name)
+        rows += [("task object", definition.module), ("kind", spec.kind), ("inputs", str(spec.input_size)),
+                 ("outputs", str(spec.output_size)), ("loss", spec.loss)]
+    else:
+        options_ = task_options(definition, path)
+        problem = PROBLEMS[definition.problem]
+        facts = summary(prepared(options_["user_task"], options_["data_files"]), problem.per_step)
+        rows += [("problem", definition.problem),
+                 ("sequences", ", ".join(f"{split} {n}" for split, n in facts["sizes"].items())),
+                 ("channels", str(facts["channels"])),
+                 ("lengths", "{} to {} steps".format(*facts["lengths"])),
+                 ("inputs", "standardized with the training split's mean and std" if definition.standardize else "as stored")]
+        if "classes" in facts:
+            shown = ", ".join(map(str, facts["classes"][:12])) + (" ..." if len(facts["classes"]) > 12 else "")
+            rows += [("classes", f"{len(facts['classes'])}: {shown}"),
+                     ("majority class", f"{facts['majority']} ({facts['majority_accuracy']:.1%} of validation)")]
+        else:
+            rows += [("target size", str(facts["target_dim"])), ("training mean", f"{facts['train_mean']:.4g}")]
+        rows.append(("no-information loss", f"{facts['baseline_loss']:.4g} on validation (the report's baseline)"))
+    rows += [("default T", str(preset.default_T)),
+             ("defaults", ", ".join(f"{k}={v}" for k, v in preset.defaults.items() if k != "options"))]
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    out.print(table)
+    out.print(f"ok: run it with  atnbench run {name} --include {escape(str(path.parent))} --norm atn")

@@ -1,0 +1,108 @@
+"""A starting task file for a data file (``atnbench tasks new``): what can be inferred, said.
+
+The problem kind is read off the targets: one per sequence or one per step (NumPy: the shape of
+``y``; tables: the long layout has a target per row), classes when the targets are text or a
+few whole numbers (at most ``MAX_CLASSES`` distinct values), regression otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from atnbench.config import ConfigError
+from atnbench.tasks.userdata import TABLE_SUFFIXES, Fields, read_split
+from atnbench.tasks.userprep import PROBLEMS
+
+MAX_CLASSES = 50
+NAMES = {"x": ("x", "X", "inputs", "data"), "y": ("y", "Y", "label", "labels", "target", "targets", "class"),
+         "lengths": ("lengths", "length", "lens", "seq_len"), "id": ("id", "seq_id", "series", "sequence"),
+         "time": ("time", "t", "step", "timestamp")}
+
+
+def _first(names: tuple[str, ...], available) -> Optional[str]:
+    return next((name for name in names if name in available), None)
+
+
+def _infer_fields(path: Path) -> Fields:
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=True) as archive:
+            files = archive.files
+        x, y = _first(NAMES["x"], files), _first(NAMES["y"], files)
+        if x is None or y is None:
+            raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(files)})")
+        return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], files))
+    import pandas as pd
+
+    if path.suffix in TABLE_SUFFIXES:
+        columns = list(pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], nrows=5).columns)
+    else:
+        from atnbench.tasks.userdata import _load_frame
+
+        columns = list(_load_frame(path).columns)
+    y = _first(NAMES["y"], columns) or columns[0]
+    seq_id, time = _first(NAMES["id"], columns), _first(NAMES["time"], columns)
+    if seq_id is not None:
+        return Fields(y=y, layout="long", id=seq_id, time=time)
+    return Fields(y=y)
+
+
+def _infer_problem(path: Path, fields: Fields) -> str:
+    per_step = fields.layout == "long" or (path.suffix == ".npz" and _y_per_step(path, fields))
+    part = read_split(path, fields, per_step)
+    values = np.concatenate([np.asarray(y).reshape(-1) for y in part.ys]) if per_step else np.asarray(part.ys)
+    if per_step and fields.layout == "long":  # a long table's per-sequence target repeats on every row
+        constant = all(len(set(np.asarray(y).reshape(-1).tolist())) == 1 for y in part.ys)
+        per_step = not constant
+    classes = values.dtype.kind in "OUSb" or (values.dtype.kind in "iu" and len(np.unique(values)) <= MAX_CLASSES)
+    if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0) and len(np.unique(values)) <= MAX_CLASSES:
+        classes = True
+    return f"{'step' if per_step else 'sequence'}-{'classification' if classes else 'regression'}"
+
+
+def _y_per_step(path: Path, fields: Fields) -> bool:
+    with np.load(path, allow_pickle=True) as archive:
+        y = archive[fields.y]
+    return y.dtype == object or y.ndim >= 2 and y.shape[1] > 1 and archive_x_steps(path, fields) == y.shape[1]
+
+
+def archive_x_steps(path: Path, fields: Fields) -> Optional[int]:
+    with np.load(path, allow_pickle=True) as archive:
+        x = archive[fields.x]
+    return x.shape[1] if x.dtype != object and x.ndim >= 2 else None
+
+
+def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = None) -> str:
+    """The text of NAME.yaml for ``data``, checked by reading the data as the task will."""
+    if not data.exists():
+        raise ConfigError(f"--from {data}: no such file")
+    if problem is not None and problem not in PROBLEMS:
+        raise ConfigError(f"--problem {problem!r}: choose one of: {', '.join(PROBLEMS)}")
+    fields = _infer_fields(data)
+    problem = problem or _infer_problem(data, fields)
+    part = read_split(data, fields, PROBLEMS[problem].per_step)
+    lengths = [len(x) for x in part.xs]
+    relative = os.path.relpath(data.absolute(), folder.absolute())
+    lines = [f"# {name}: written by `atnbench tasks new` from {data.name}; check it with `atnbench tasks check {name}`",
+             f"# {len(part.xs)} sequences, {part.xs[0].shape[1]} channel(s), lengths {min(lengths)} to {max(lengths)}",
+             f"description: \"{problem} on {data.name}\"",
+             f"problem: {problem}        # inferred from the targets; one of: {', '.join(PROBLEMS)}",
+             "data:",
+             f"  train: {relative}",
+             "  # validation: FILE       # else carved from train by split.validation",
+             "  # test: FILE",
+             "  split: {validation: 0.2, test: 0.0, seed: 0}"]
+    if fields.x is not None:
+        lines.append(f"  x: {fields.x}")
+    lines.append(f"  y: {fields.y}")
+    if fields.lengths is not None:
+        lines.append(f"  lengths: {fields.lengths}")
+    if fields.layout is not None:
+        lines += [f"  layout: {fields.layout}", f"  id: {fields.id}", f"  time: {fields.time or 'null'}"]
+    lines += ["standardize: true        # inputs scaled with the training split's mean and std",
+              "# default_T: the longest training sequence; longer sequences keep their first T steps",
+              "defaults: {}             # run settings, e.g. {hidden: 64, lr: 1.0e-3, epochs: 20}", ""]
+    return "\n".join(lines)

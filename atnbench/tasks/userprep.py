@@ -1,0 +1,303 @@
+"""A data-file user task made ready to train: splits, labels, standardization, tensors, TaskSpec.
+
+Splits not given as files are carved from the training file by the stated fractions with a
+permutation of the stated seed (both recorded in the run's options). Class labels are the
+sorted distinct training labels (a validation or test label never seen in training is an
+error); regression targets are numbers. Inputs are standardized per channel with the mean and
+standard deviation of the training split's steps (no statistic from validation or test data);
+``standardize: false`` turns that off. Sequences of different lengths are right-padded and
+carry their lengths, so the recurrence, the classifier and every normalization statistic see
+only real steps (``atnbench/nn/padding.py``); padded per-step targets are left out of the loss.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from atnbench.config import ConfigError
+from atnbench.tasks.registry import TaskSpec
+from atnbench.tasks.userdata import Fields, Sequences, read_split
+
+IGNORE = -100  # F.cross_entropy's ignore_index: a padded step's class
+
+
+@dataclass(frozen=True)
+class Problem:
+    per_step: bool
+    classes: bool
+    measures: str
+
+
+PROBLEMS = {
+    "sequence-classification": Problem(False, True, "cross-entropy of the last step's class (accuracy reported)"),
+    "sequence-regression": Problem(False, False, "mean squared error of the last step's output (MAE reported)"),
+    "step-classification": Problem(True, True, "cross-entropy per step (accuracy reported)"),
+    "step-regression": Problem(True, False, "mean squared error per step (MAE reported)"),
+}
+
+
+@dataclass
+class Prepared:
+    """A user task's splits after reading, splitting and labelling (before T and standardization)."""
+
+    splits: dict[str, Sequences]  # train, val and, where there is one, test
+    classes: Optional[list]  # the class labels in index order (None: regression)
+    target_dim: int  # regression targets per step or sequence
+    channels: int
+
+
+def prepared(user: dict[str, Any], files: dict[str, str]) -> Prepared:
+    key = json.dumps({"user": user, "files": files}, sort_keys=True)
+    return _prepared(key, tuple(_stamp(path) for path in sorted(files.values())))
+
+
+def _stamp(path: str) -> tuple[str, int, int]:
+    try:
+        stat = __import__("os").stat(path)
+        return (path, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        return (path, -1, -1)
+
+
+@functools.lru_cache(maxsize=8)
+def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is read again
+    spec = json.loads(key)
+    user, files = spec["user"], spec["files"]
+    problem = PROBLEMS[user["problem"]]
+    fields = Fields(**user["fields"])
+    given = {}
+    for split in ("train", "validation", "test"):
+        parts = {name.split(".", 1)[1]: path for name, path in files.items() if name.startswith(f"{split}.")}
+        where = parts or files.get(split)
+        if where:
+            given[split] = read_split(where, fields, problem.per_step)
+    if "train" not in given:
+        raise ConfigError("data.train: required (the training file)")
+    splits = _carve(given, user["split"])
+    channels = {seq.shape[1] for part in splits.values() for seq in part.xs}
+    if len(channels) > 1:
+        raise ConfigError(f"data.x: the splits have different numbers of channels ({sorted(channels)})")
+    classes, target_dim = None, 1
+    if problem.classes:
+        classes = _classes(splits, problem.per_step)
+    else:
+        target_dim = _check_numbers(splits, problem.per_step)
+    return Prepared(splits, classes, target_dim, channels.pop())
+
+
+def _carve(given: dict[str, Sequences], split: dict[str, Any]) -> dict[str, Sequences]:
+    train = given["train"]
+    n = len(train.xs)
+    order = np.random.default_rng(split.get("seed", 0)).permutation(n)
+    taken, out = 0, {}
+    for name, key in (("validation", "val"), ("test", "test")):
+        if name in given:
+            out[key] = given[name]
+            continue
+        fraction = split.get(name, 0.0)
+        count = int(round(fraction * n))
+        if fraction > 0 and count == 0 or (name == "validation" and count == 0):
+            raise ConfigError(f"data.split.{name}: {fraction:g} of {n} training sequences leaves the {name} split "
+                              f"empty; give a larger fraction or a data.{name} file")
+        if count:
+            index = order[taken:taken + count]
+            out[key] = Sequences([train.xs[i] for i in index], [train.ys[i] for i in index], f"{train.source} ({name})")
+        taken += count
+    if taken >= n:
+        raise ConfigError(f"data.split: the validation and test fractions leave no training sequence of {n}")
+    rest = sorted(order[taken:]) if taken else range(n)
+    out["train"] = Sequences([train.xs[i] for i in rest], [train.ys[i] for i in rest], train.source)
+    for key, part in out.items():
+        if not part.xs:
+            raise ConfigError(f"{part.source}: the {key} split is empty")
+    return out
+
+
+def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
+    def labels(part: Sequences) -> set:
+        values = (np.concatenate([np.asarray(y).reshape(-1) for y in part.ys]) if per_step else part.ys)
+        return {_label(v) for v in values}
+
+    known = labels(splits["train"])
+    if len(known) < 2:
+        raise ConfigError(f"{splits['train'].source}: data.y: the training split has {len(known)} class; "
+                          f"classification needs at least 2")
+    for key in ("val", "test"):
+        if key in splits:
+            unseen = labels(splits[key]) - known
+            if unseen:
+                shown = ", ".join(map(repr, sorted(unseen, key=str)[:5]))
+                raise ConfigError(f"{splits[key].source}: data.y: label(s) {shown} of the {key} split are missing "
+                                  f"from the training split")
+    return sorted(known, key=lambda v: (isinstance(v, str), v))
+
+
+def _label(value: Any) -> Any:
+    value = value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"data.y: a class label is {value}")
+    return value
+
+
+def _check_numbers(splits: dict[str, Sequences], per_step: bool) -> int:
+    dims = set()
+    for key, part in splits.items():
+        for i, y in enumerate(part.ys):
+            try:
+                target = np.asarray(y, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split is not a number "
+                                  f"(a regression problem needs numeric targets)") from None
+            if not np.isfinite(target).all():
+                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split is NaN or infinite")
+            shape = target.shape[1:] if per_step else target.shape  # per step: (T_i,) or (T_i, D)
+            if len(shape) > 1:
+                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split has shape "
+                                  f"{tuple(target.shape)}; expected {'(T,) or (T, D)' if per_step else 'a number or (D,)'}")
+            dims.add(shape[0] if shape else 1)
+    if len(dims) > 1:
+        raise ConfigError(f"data.y: targets of different sizes ({sorted(dims)})")
+    return dims.pop()
+
+
+# --- tensors ------------------------------------------------------------------------------------
+
+def standardizer(prep: Prepared, on: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and standard deviation of the training steps (0 and 1 when off)."""
+    if not on:
+        return np.zeros(prep.channels), np.ones(prep.channels)
+    steps = np.concatenate(prep.splits["train"].xs)
+    std = steps.std(0)
+    return steps.mean(0), np.where(std > 0, std, 1.0)
+
+
+def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tuple:
+    """x (N, T', C) float32 right-padded, y, and lengths (None when every sequence fills T')."""
+    part = prep.splits[split]
+    lengths = [min(len(seq), T) for seq in part.xs]
+    width = max(lengths)
+    x = torch.zeros(len(part.xs), width, prep.channels)
+    for i, (seq, n) in enumerate(zip(part.xs, lengths)):
+        x[i, :n] = torch.from_numpy((seq[:n] - mean) / std)
+    index = {label: i for i, label in enumerate(prep.classes or [])}
+    if prep.classes is not None and per_step:
+        y = torch.full((len(part.ys), width), IGNORE, dtype=torch.long)
+        for i, (target, n) in enumerate(zip(part.ys, lengths)):
+            y[i, :n] = torch.tensor([index[_label(v)] for v in np.asarray(target).reshape(-1)[:n]])
+    elif prep.classes is not None:
+        y = torch.tensor([index[_label(v)] for v in part.ys], dtype=torch.long)
+    elif per_step:
+        y = torch.zeros(len(part.ys), width, *([prep.target_dim] if prep.target_dim > 1 else []))
+        for i, (target, n) in enumerate(zip(part.ys, lengths)):
+            y[i, :n] = torch.as_tensor(np.asarray(target, dtype=np.float64)[:n], dtype=torch.float32)
+    else:
+        y = torch.as_tensor(np.asarray(part.ys, dtype=np.float64), dtype=torch.float32)
+    lengths_t = torch.tensor(lengths, dtype=torch.long)
+    return x, y, (None if all(n == width for n in lengths) else lengths_t)
+
+
+def no_information_loss(prep: Prepared, per_step: bool) -> float:
+    """The validation loss of a guess that ignores the inputs: the training class frequencies
+    (cross-entropy) or the training mean (squared error)."""
+    train, val = prep.splits["train"], prep.splits["val"]
+    if prep.classes is not None:
+        def flat(part):
+            return [_label(v) for y in part.ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+        counts = {label: 0 for label in prep.classes}
+        for label in flat(train):
+            counts[label] += 1
+        total = sum(counts.values())
+        return float(-np.mean([math.log(counts[label] / total) for label in flat(val)]))
+    def stacked(part):
+        return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, prep.target_dim) for y in part.ys])
+    mean = stacked(train).mean(0)
+    return float(((stacked(val) - mean) ** 2).mean())
+
+
+def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
+    """What ``atnbench tasks check`` prints: sizes, lengths, classes, the no-information guess."""
+    lengths = [len(seq) for part in prep.splits.values() for seq in part.xs]
+    info = {"sizes": {key: len(prep.splits[key].xs) for key in ("train", "val", "test") if key in prep.splits},
+            "channels": prep.channels,
+            "lengths": (min(lengths), max(lengths)), "longest_train": max(len(s) for s in prep.splits["train"].xs),
+            "baseline_loss": no_information_loss(prep, per_step)}
+    if prep.classes is not None:
+        train = [_label(v) for y in prep.splits["train"].ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+        majority = max(prep.classes, key=train.count)
+        val = [_label(v) for y in prep.splits["val"].ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+        info.update(classes=prep.classes, majority=majority, majority_accuracy=val.count(majority) / len(val))
+    else:
+        info.update(target_dim=prep.target_dim, train_mean=float(np.mean(np.concatenate(
+            [np.asarray(y, dtype=np.float64).reshape(-1) for y in prep.splits["train"].ys]))))
+    return info
+
+
+# --- the spec -----------------------------------------------------------------------------------
+
+def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpec:
+    problem = PROBLEMS[user["problem"]]
+    prep = prepared(user, files)
+    baseline = no_information_loss(prep, problem.per_step)
+    return TaskSpec(
+        name=name,
+        description=f"user task: {user['problem']} from {_short(files)}",
+        measures=problem.measures + "; the no-information guess scores the baseline",
+        input_size=prep.channels,
+        output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
+        loss="ce" if problem.classes else "mse",
+        target="all" if problem.per_step else "last",
+        baseline=lambda T: baseline,
+        min_T=1,
+        seq_len=lambda T: T,
+        reference=f"user task ({_short(files)})",
+        make_source=functools.partial(make_source, name, user, files),
+        metric="accuracy" if problem.classes else "mae",
+    )
+
+
+def _short(files: dict[str, str]) -> str:
+    from pathlib import Path
+
+    return ", ".join(sorted({Path(p).name for p in files.values()}))
+
+
+def make_source(name: str, user: dict[str, Any], files: dict[str, str], config, device: torch.device):
+    from atnbench.tasks.real import ExampleSource
+
+    problem = PROBLEMS[user["problem"]]
+    prep = prepared(user, files)
+    mean, std = standardizer(prep, user["standardize"])
+    data, lengths = {}, {}
+    for split in prep.splits:
+        x, y, n = tensors(prep, split, config.T, problem.per_step, mean, std)
+        if split == "val":
+            x, y, n = x[:config.val_samples], y[:config.val_samples], (None if n is None else n[:config.val_samples])
+        data[split], lengths[split] = (x, y), n
+    if all(n is None for n in lengths.values()):
+        lengths = None  # every sequence fills T: the plain (unpacked) path
+    else:  # a split whose sequences all fill its width still needs its lengths listed
+        lengths = {split: (n if n is not None else torch.full((len(data[split][1]),), data[split][0].shape[1]))
+                   for split, n in lengths.items()}
+    splits = ("val", "test") if "test" in prep.splits else ("val",)
+    return ExampleSource(name, data, config, device, input_size=prep.channels,
+                         output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
+                         lengths=lengths, splits=splits, step_targets=problem.per_step)
+
+
+def suggested_defaults(prep: Prepared) -> dict[str, Any]:
+    """Settings that fit the data where the task file says nothing: Adam at 1e-3, a 64-unit
+    LSTM, batches of up to 32, 20 passes over the training split, evaluated once per pass."""
+    n_train, n_val = len(prep.splits["train"].xs), len(prep.splits["val"].xs)
+    batch = min(32, n_train)
+    per_epoch = max(1, n_train // batch)
+    return {"cell": "lstm", "hidden": 64, "optimizer": "adam", "lr": 1.0e-3, "batch_size": batch, "k": 10,
+            "steps_per_epoch": per_epoch, "epochs": 20, "eval_every": per_epoch, "val_samples": n_val}

@@ -1,0 +1,365 @@
+"""Your own task (#32): task files outside the package, from data files or from code, through run,
+sweep, report, verdicts, evaluate, store transfer, ``tasks new`` and ``tasks check``; every
+mistake in a task or data file one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\n"
+
+
+@pytest.fixture(autouse=True)
+def _no_user_folders(monkeypatch):
+    """Each test starts with no search folders; what --include adds is undone after it."""
+    monkeypatch.setenv("ATNBENCH_TASKS", "")
+    monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
+
+
+def ok(result):
+    assert result.exit_code == 0, f"{result.stdout}\n{result.stderr}\n{result.exception!r}"
+    return result
+
+
+def ragged(n=40, channels=3, classes=3, seed=0, lo=4, hi=12):
+    """Variable-length multivariate sequences whose class sets their mean."""
+    rng = np.random.default_rng(seed)
+    xs = np.empty(n, dtype=object)
+    ys = np.arange(n) % classes
+    for i in range(n):
+        xs[i] = rng.normal(ys[i], 1.0, (int(rng.integers(lo, hi)), channels))
+    return xs, ys
+
+
+@pytest.fixture
+def npz_task(tmp_path):
+    folder = tmp_path / "mytasks"
+    folder.mkdir()
+    xs, ys = ragged()
+    np.savez(folder / "seqs.npz", x=xs, y=ys)
+    (folder / "vowels.yaml").write_text("problem: sequence-classification\ndata:\n  train: seqs.npz\n"
+                                        "  split: {validation: 0.25, seed: 0}\n" + SMALL)
+    return folder
+
+
+@pytest.fixture
+def csv_task(tmp_path):
+    folder = tmp_path / "regression"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    with open(folder / "sums.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["target"] + [f"t{i}" for i in range(8)])
+        for _ in range(30):
+            n = int(rng.integers(3, 9))
+            values = rng.normal(0, 1, n)
+            writer.writerow([values.sum()] + list(values) + [""] * (8 - n))
+    (folder / "sums.yaml").write_text("problem: sequence-regression\ndata:\n  train: sums.csv\n  y: target\n" + SMALL)
+    return folder
+
+
+def test_an_npz_task_runs_sweeps_reports_and_is_judged(npz_task, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "s.db"
+    ok(invoke("run", "vowels", "--include", npz_task, "--norm", "atn", "--k", 3, "--store", store, "-q"))
+    ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0,1",
+              "--budget", 0.5, "--store", store, "-q"))
+    with sqlite3.connect(store) as db:
+        sweeps = {row[0] for row in db.execute("select sweep from sweep_runs")}
+        statuses = {row[0] for row in db.execute("select status from runs")}
+    assert "norm-ablation@vowels" in sweeps and statuses == {"done"}
+    report = ok(invoke("report", "--include", npz_task, "--task", "vowels", "--store", store, "--format", "json"))
+    tables = json.loads(report.stdout)["tables"]
+    assert tables and all(t["task"] == "vowels" for t in tables)
+    assert "cross-entropy" in tables[0]["measure"]
+    assert any("accuracy" in column["key"] for column in tables[0]["columns"])
+    claims = tmp_path / "claims.yaml"
+    claims.write_text("claims:\n  - id: mine\n    claim: 'ATN < LN on my task'\n    task: vowels\n"
+                      "    order: [atn, ln]\n")
+    verdicts = ok(invoke("report", "--include", npz_task, "--store", store, "--claims", claims, "--format", "json"))
+    judged = json.loads(verdicts.stdout)["verdicts"]["claims"]
+    assert [c["id"] for c in judged] == ["mine"] and judged[0]["task"] == "vowels"
+    assert judged[0]["verdict"] and judged[0]["comparisons"][0]["lower_cell"]["n"] == 2  # two seeds a side
+    ok(invoke("report", "--include", npz_task, "--store", store, "--sweep", "norm-ablation@vowels",
+              "--out-dir", tmp_path / "figs"))
+    assert list((tmp_path / "figs").glob("*.png"))
+
+
+def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
+    store = tmp_path / "s.db"
+    result = ok(invoke("run", "sums", "--include", csv_task, "--norm", "ln", "--store", store, "--format", "json"))
+    record = json.loads(result.stdout)
+    assert record["metric"] == "mae" and record["val_mae"] is not None and record["val_mae"] > 0
+    report = ok(invoke("report", "--include", csv_task, "--store", store, "--format", "json"))
+    table = json.loads(report.stdout)["tables"][0]
+    assert "MSE" in table["measure"]
+    assert any("mae" in column["key"] for column in table["columns"]), table["columns"]
+
+
+def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):
+    store = tmp_path / "s.db"
+    record = json.loads(ok(invoke("run", "vowels", "--include", npz_task, "--norm", "ln", "--store", store,
+                                  "--format", "json")).stdout)
+    import os
+
+    os.environ["ATNBENCH_TASKS"] = ""  # the task file is no longer found: the run's options carry it
+    scores = json.loads(ok(invoke("evaluate", record["run_id"], "--store", store, "--format", "json")).stdout)
+    assert scores  # the same validation split, rebuilt from the stored definition
+    ok(invoke("store", "export", tmp_path / "runs.jsonl", "--store", store))
+    ok(invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "other.db"))
+    with sqlite3.connect(tmp_path / "other.db") as db:
+        assert db.execute("select run_id from runs").fetchall() == [(record["run_id"],)]
+
+
+def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):
+    from atnbench.runspec import resolve_run
+    from atnbench.tasks.registry import task_for
+    from atnbench.tasks.source import make_source
+
+    config = resolve_run(task, {"T": T, "val_samples": val_samples, "batch_size": batch_size, "seed": seed})
+    return config, make_source(task_for(config), config, torch.device("cpu"))
+
+
+def test_standardized_with_the_training_split_only(npz_task):
+    from atnbench.tasks.user import include
+
+    include([npz_task])
+    (npz_task / "val.npz").write_bytes((npz_task / "seqs.npz").read_bytes())
+    text = (npz_task / "vowels.yaml").read_text().replace("  split: {validation: 0.25, seed: 0}\n", "  validation: val.npz\n")
+    (npz_task / "vowels.yaml").write_text(text)
+    _, source = _source("vowels")
+    train_before = source.data["train"][0].clone()
+    steps = torch.cat([x[:n] for x, n in zip(source.data["train"][0], source.lengths["train"])])
+    assert torch.allclose(steps.mean(0), torch.zeros(3), atol=1e-5)
+    assert torch.allclose(steps.std(0, unbiased=False), torch.ones(3), atol=1e-4)
+    xs, ys = ragged(seed=7)
+    np.savez(npz_task / "val.npz", x=xs * 100 + 5, y=ys)  # other validation data: the training inputs keep their scale
+    _, source = _source("vowels")
+    assert torch.equal(source.data["train"][0], train_before)
+
+
+@pytest.mark.parametrize("norm", ["atn", "bn", "bln", "ln"])
+def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
+    """Per-step regression over padded arrays: the padded steps' inputs and targets changed to
+    garbage give bit-identical losses (no statistic, no loss term includes them)."""
+    from atnbench.runspec import resolve_run
+    from atnbench.store import ResultsStore
+    from atnbench.tasks.user import include
+    from atnbench.train import train
+
+    rng = np.random.default_rng(3)
+    n, T = 24, 10
+    lengths = rng.integers(3, T + 1, n)
+    x, y = rng.normal(0, 1, (n, T, 2)), rng.normal(0, 1, (n, T))
+    losses = []
+    for fill, folder in ((0.0, tmp_path / "a"), (1e3, tmp_path / "b")):
+        folder.mkdir()
+        padded_x, padded_y = x.copy(), y.copy()
+        for i, length in enumerate(lengths):
+            padded_x[i, length:], padded_y[i, length:] = fill, -fill
+        np.savez(folder / "d.npz", x=padded_x, y=padded_y, lengths=lengths)
+        (folder / "steps.yaml").write_text("problem: step-regression\ndata: {train: d.npz, lengths: lengths}\n"
+                                           + SMALL)
+        include([folder])
+        config = resolve_run("steps", {"norm": norm, "k": 3, "steps": 4, "eval_every": 2})
+        with ResultsStore(folder / "s.db") as store:
+            record = train(config, store, torch.device("cpu"))
+            losses.append([(p.train_loss, p.val_loss) for p in store.curve(config.run_id)])
+        assert record["status"] == "done"
+    assert losses[0] == losses[1]
+
+
+def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
+    from atnbench.runspec import resolve_run
+    from atnbench.tasks.user import include
+
+    include([npz_task])
+    first = resolve_run("vowels", {}).run_id
+    moved = tmp_path / "moved"
+    shutil.copytree(npz_task, moved)
+    include([moved])
+    assert resolve_run("vowels", {}).run_id == first  # the same contents elsewhere: the same run
+    xs, ys = ragged(seed=5)
+    np.savez(moved / "seqs.npz", x=xs, y=ys)
+    assert resolve_run("vowels", {}).run_id != first
+
+
+def test_step_classification_from_a_long_table(tmp_path):
+    from atnbench.tasks.user import include
+
+    folder = tmp_path / "tags"
+    folder.mkdir()
+    rng = np.random.default_rng(2)
+    rows = [("id", "time", "a", "b", "tag")]
+    for seq in range(20):
+        for t in range(int(rng.integers(3, 7))):
+            value = rng.normal()
+            rows.append((seq, t, value, -value, "up" if value > 0 else "down"))
+    with open(folder / "tags.tsv", "w", newline="") as handle:
+        csv.writer(handle, delimiter="\t").writerows(rows)
+    (folder / "tagger.yaml").write_text("problem: step-classification\ndata: {train: tags.tsv, y: tag, layout: long}\n"
+                                        + SMALL)
+    include([folder])
+    config, source = _source("tagger")
+    x, y = source.data["train"]
+    assert x.shape[-1] == 2 and y.dtype == torch.long and (y == -100).any()  # padded steps are not scored
+    assert source.step_targets and set(y[y >= 0].tolist()) == {0, 1}
+
+
+def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
+    out = tmp_path / "drafts"
+    out.mkdir()
+    ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out))
+    ok(invoke("tasks", "new", "draft-csv", "--from", csv_task / "sums.csv", "--dir", out))
+    assert "problem: sequence-classification" in (out / "draft-npz.yaml").read_text()
+    assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()
+    again = invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out)
+    assert again.exit_code == 2 and "exists" in again.stderr
+    checked = ok(invoke("tasks", "check", "draft-npz", "--include", out)).stdout
+    assert "classes" in checked and "3: 0, 1, 2" in checked and "majority class" in checked
+    assert "channels" in checked and "no-information loss" in checked
+    checked = ok(invoke("tasks", "check", "draft-csv", "--include", out)).stdout
+    assert "training mean" in checked
+    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(out)], env={"COLUMNS": "1000"})).stdout
+    assert "draft-npz" in listed and f"your task: {out / 'draft-npz.yaml'}" in listed
+
+
+GENERATOR = '''
+import torch
+from atnbench.tasks import TaskSpec
+
+def make_batch(generator, batch_size, T):
+    x = torch.randn(T, batch_size, 2, generator=generator)
+    return x, x[:, :, 0].sum(0, keepdim=False)[:, None].squeeze(-1)
+
+SPEC = TaskSpec(name="sum", description="sum of the first channel", measures="squared error",
+                input_size=2, output_size=1, loss="mse", target="last", baseline=lambda T: float(T),
+                min_T=1, seq_len=lambda T: T, reference="a test", make_batch=make_batch)
+'''
+
+
+def test_a_task_from_code(tmp_path):
+    folder = tmp_path / "code"
+    folder.mkdir()
+    (folder / "gen.py").write_text(GENERATOR)
+    (folder / "summing.yaml").write_text("module: gen.py:SPEC\ndefault_T: 6\ndefaults: {hidden: 8, steps: 3, "
+                                         "eval_every: 3, val_samples: 16, batch_size: 8}\n")
+    result = ok(invoke("run", "summing", "--include", folder, "--norm", "atn", "--store", tmp_path / "s.db",
+                       "--format", "json"))
+    record = json.loads(result.stdout)
+    assert record["status"] == "done" and record["baseline"] == 6.0
+    first = record["run_id"]
+    (folder / "gen.py").write_text(GENERATOR.replace("x[:, :, 0]", "x[:, :, 1]"))  # other code: another run
+    result = ok(invoke("run", "summing", "--include", folder, "--norm", "atn", "--store", tmp_path / "s.db",
+                       "--format", "json"))
+    assert json.loads(result.stdout)["run_id"] != first
+
+
+# -- mistakes: one line, exit 2, nothing written ----------------------------------------------------
+
+def _files(folder: Path) -> None:
+    xs, ys = ragged()
+    np.savez(folder / "good.npz", x=xs, y=ys)
+    np.savez(folder / "nokey.npz", inputs=xs, y=ys)
+    np.savez(folder / "flat.npz", x=np.zeros(10), y=np.zeros(10))
+    padded = np.full((6, 5, 2), np.nan)
+    padded[:, :3] = 1.0
+    np.savez(folder / "nanpad.npz", x=padded, y=np.arange(6) % 2)
+    np.savez(folder / "shorty.npz", x=xs, y=ys[:5])
+    np.savez(folder / "badlen.npz", x=np.ones((4, 5, 1)), y=np.arange(4) % 2, lengths=np.array([1, 2, 9, 3]))
+    np.savez(folder / "oneclass.npz", x=xs, y=np.zeros(len(ys), dtype=int))
+    np.savez(folder / "steps.npz", x=np.ones((4, 5, 1)), y=np.ones((4, 3)))
+    unseen = ys.copy()
+    unseen[:3] = 9
+    np.savez(folder / "unseen.npz", x=xs, y=unseen)
+    np.savez(folder / "words.npz", x=xs, y=np.array(["a"] * len(ys), dtype=object))
+    (folder / "garbage.npz").write_bytes(b"not a zip at all")
+    (folder / "data.xyz").write_text("1,2,3\n")
+    (folder / "empty.csv").write_text("label,t0,t1\n")
+    (folder / "gap.csv").write_text("label,t0,t1,t2\n0,1.0,,3.0\n1,1.0,2.0,3.0\n")
+    (folder / "long.csv").write_text("seq,time,v,label\n0,0,1.0,0\n0,1,2.0,1\n1,0,1.0,1\n")
+    (folder / "text.csv").write_text("label,t0,t1\n0,a,b\n1,c,d\n")
+    (folder / "broken.py").write_text("raise RuntimeError('no')\n")
+    (folder / "notspec.py").write_text("SPEC = 3\n")
+
+
+BAD = [  # (task file text, what the one line must say)
+    ("problem: sequence-classification\n", "give 'data' (files) or 'module'"),
+    ("data: {train: good.npz}\n", "key 'problem': required"),
+    ("problem: sequence-sorting\ndata: {train: good.npz}\n", "key 'problem'"),
+    ("problem: sequence-classification\ndata: {test: good.npz}\n", "key 'data.train': required"),
+    ("problem: sequence-classification\ndata: {train: missing.npz}\n", "missing.npz: no such data file"),
+    ("problem: sequence-classification\ndata: {train: data.xyz}\n", "unknown data format '.xyz'"),
+    ("problem: sequence-classification\ndata: {train: garbage.npz}\n", "not a NumPy .npz archive"),
+    ("problem: sequence-classification\ndata: {train: nokey.npz}\n", "data.x: no array 'x'"),
+    ("problem: sequence-classification\ndata: {train: flat.npz}\n", "data.x: expected shape (N, T, C)"),
+    ("problem: sequence-classification\ndata: {train: nanpad.npz}\n", "NaN or infinity in sequence 0 at step 3"),
+    ("problem: sequence-classification\ndata: {train: shorty.npz}\n", "data.y: expected 40 targets"),
+    ("problem: sequence-classification\ndata: {train: badlen.npz, lengths: lengths}\n", "data.lengths[2]: expected 1..5, got 9"),
+    ("problem: sequence-classification\ndata: {train: oneclass.npz}\n", "classification needs at least 2"),
+    ("problem: sequence-classification\ndata: {train: good.npz, test: unseen.npz}\n", "missing from the training split"),
+    ("problem: step-regression\ndata: {train: steps.npz}\n", "a per-step target needs one value per step"),
+    ("problem: sequence-regression\ndata: {train: words.npz}\n", "not a number"),
+    ("problem: sequence-classification\ndata: {train: good.npz, split: {validation: 0.0}}\n", "leaves the validation split empty"),
+    ("problem: sequence-classification\ndata: {train: good.npz, split: {validation: 0.6, test: 0.5}}\n", "leave no training sequence"),
+    ("problem: sequence-classification\ndata: {train: good.npz, split: {validation: 1.5}}\n", "key 'data.split.validation'"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\nstandardize: maybe\n", "key 'standardize'"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\nepochs: 3\n", "key 'epochs': unknown key"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {hidden: -1}\n", "hidden"),
+    ("problem: sequence-classification\ndata: {train: empty.csv}\n", "no rows"),
+    ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
+    ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "hold non-numbers"),
+    ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
+    ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
+    ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),
+    ("problem: [unclosed\n", "invalid YAML"),
+    ("module: broken.py:SPEC\ndefault_T: 5\n", "cannot import it"),
+    ("module: notspec.py:SPEC\ndefault_T: 5\n", "expected an atnbench.tasks.TaskSpec"),
+    ("module: nowhere.py:SPEC\ndefault_T: 5\n", "no such file"),
+    ("module: SPEC\ndefault_T: 5\n", "expected 'file.py:OBJECT'"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[message[:40] for _, message in BAD])
+@pytest.mark.parametrize("command", ["run", "tasks check"])
+def test_a_mistake_is_one_line_and_writes_nothing(tmp_path, monkeypatch, text, message, command):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    _files(folder)
+    (folder / "mine.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    result = invoke(*command.split(), "mine", "--include", folder, "--store", tmp_path / "s.db") \
+        if command == "run" else invoke(*command.split(), "mine", "--include", folder)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, f"{result.stdout}\n{result.stderr}\n{result.exception!r}"
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], lines
+    assert "Traceback" not in result.stdout + result.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if "__pycache__" not in p.parts) == \
+        [p for p in before if "__pycache__" not in p.parts]
+
+
+def test_the_mistake_list_is_long_enough():
+    assert len(BAD) >= 20
+
+
+def test_include_of_a_missing_folder_is_one_line(tmp_path):
+    result = invoke("run", "mine", "--include", tmp_path / "nope")
+    assert result.exit_code == 2 and "no such folder" in result.stderr
