@@ -191,6 +191,19 @@ def setting_of(config, key: str) -> Any:
     return value
 
 
+def data_paths(options: Any) -> list[Path]:
+    """The data files and folders a config's options name (``DATA_OPTIONS``: a path, or a
+    split -> path mapping), as ``_options_identity`` reads them."""
+    if not isinstance(options, dict):
+        return []
+    paths = []
+    for key in DATA_OPTIONS:
+        value = options.get(key)
+        if value is not None:
+            paths.extend(Path(str(path)) for path in (value.values() if isinstance(value, dict) else (value,)))
+    return paths
+
+
 def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
     for key in DATA_OPTIONS:

@@ -4,10 +4,12 @@ written into a store: one pydantic schema, checked record by record.
 A record is refused when a field has the wrong type (a ``T`` given as a string, a loss given as
 a word: no coercion), a number is not finite (``1e999``, NaN, inf; a missing value is ``null``,
 as the store writes it), a step or size is negative, an integer does not fit SQLite's 64 bits,
-the task is unknown, the run id is not 12 hexadecimal characters, or the run id does not follow
-from the config (recomputed with ``identity`` under the code fingerprint the record carries, or this code's;
-a config that names data files on disk is checked by format only, since those files need not be
-on this machine). ``problem`` names the first field at fault.
+a curve's ``wall_s`` is negative, the task is unknown, the run id is not 12 hexadecimal
+characters, or the run id does not follow from the config (recomputed with ``identity`` under the
+code fingerprint the record carries, this code's where it carries none or ``null``). A config that
+names data files (``identity.DATA_OPTIONS``) has them in its id by content: its id is recomputed
+when every one of them is on this machine, and otherwise checked by format only (``id_checkable``
+says which; the import says how many). ``problem`` names the first field at fault.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import re
 from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, StrictStr, ValidationError
+
+from atnbench import identity
 
 SQLITE_MAX = 2**63 - 1
 TEXT_SUMMARY_KEYS = frozenset({"metric", "model"})  # every other summary value is a number (or null)
@@ -31,6 +35,34 @@ def _number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"must be a finite number (null where there is none), got {value!r}")
     return value
+
+
+def _duration(value: Any) -> Any:
+    if _number(value) < 0:
+        raise ValueError(f"must be ≥ 0 seconds, got {value!r}")
+    return value
+
+
+def _finite_values(value: Any) -> Any:
+    """Any JSON value whose numbers are finite: a config setting, checked before the run id is
+    recomputed from it (an ``1e999`` would otherwise only show as an id that does not follow)."""
+    where = _non_finite(value)
+    if where is not None:
+        path, number = where
+        raise ValueError(f"{path + ' ' if path else ''}must be a finite number, got {number!r}")
+    return value
+
+
+def _non_finite(value: Any, path: str = "") -> Optional[tuple[str, float]]:
+    """The path of the first non-finite number in a JSON value and the number, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _non_finite(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def _count(value: Any) -> Any:
@@ -60,22 +92,26 @@ def _run_id(value: Any) -> str:
 
 Number = Annotated[Any, PlainValidator(_number)]
 Count = Annotated[Any, PlainValidator(_count)]
+Duration = Annotated[Any, PlainValidator(_duration)]
+Setting = Annotated[Any, PlainValidator(_finite_values)]
 
 
 class CurvePoint(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: Count
-    wall_s: Optional[Number] = None
+    wall_s: Optional[Duration] = None
     train_loss: Optional[Number] = None
     val_loss: Optional[Number] = None
     metrics: dict[str, Optional[Number]] = {}
 
 
 class Config(BaseModel):
-    """The run config's identity columns; the rest is checked by the run-id recomputation."""
+    """The run config's identity columns typed; every other setting has finite numbers, and
+    the run-id recomputation checks the rest."""
 
     model_config = ConfigDict(extra="allow")
+    __pydantic_extra__: dict[str, Setting]
 
     task: StrictStr
     T: Count
@@ -84,13 +120,21 @@ class Config(BaseModel):
     k: Optional[Count] = None
 
 
+class Env(BaseModel):
+    """Where the run ran; only the code fingerprint matters to the check (it is in the run id)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    code: Optional[StrictStr] = None
+
+
 class Record(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     run_id: Annotated[Any, PlainValidator(_run_id)]
     status: StrictStr
     config: Config
-    env: dict[str, Any] = {}
+    env: Env = Env()
     summary: Annotated[dict[str, Any], AfterValidator(_summary)] = {}
     curve: list[CurvePoint] = []
     sweeps: list[StrictStr] = []
@@ -114,23 +158,32 @@ def problem(record: dict) -> Optional[str]:
         return f"config.task: unknown task {checked.config.task!r} (known: {', '.join(task_names())})"
     expected = expected_run_id(record)
     if expected is not None and expected != checked.run_id:
-        return f"run_id: {checked.run_id} does not follow from the config (it gives {expected})"
+        data = " and the contents of its data files here" if identity.data_paths(_options(record)) else ""
+        return f"run_id: {checked.run_id} does not follow from the config{data} (it gives {expected})"
     return None
+
+
+def id_checkable(record: dict) -> bool:
+    """Whether the record's run id can be recomputed here: not when its config names data files
+    (``identity.DATA_OPTIONS``) that are not all on this machine, since the id holds their
+    contents' fingerprint and nothing here can stand in for it."""
+    return all(path.exists() for path in identity.data_paths(_options(record)))
 
 
 def expected_run_id(record: dict) -> Optional[str]:
     """The run id the record's config gives under its own code fingerprint (this code's when it
-    records none); None when it cannot be told here (the config names data files)."""
-    from atnbench import identity
-
-    code = (record.get("env") or {}).get("code", identity.code_fingerprint())  # none recorded: this code's
-    options = record["config"].get("options") or {}
-    if not isinstance(code, str) or any(key in options for key in identity.DATA_OPTIONS):
+    records none or null); None when it cannot be told here (``id_checkable``)."""
+    if not id_checkable(record):
         return None
+    code = (record.get("env") or {}).get("code")
     try:
-        return identity.run_id_under(record["config"], code)
+        return identity.run_id_under(record["config"], identity.code_fingerprint() if code is None else code)
     except (TypeError, ValueError, KeyError):
         return "(none: the config does not resolve)"
+
+
+def _options(record: dict) -> Any:
+    return record["config"].get("options") or {}
 
 
 def _message(error: dict) -> str:

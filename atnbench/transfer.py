@@ -112,6 +112,24 @@ def checked_records(path: Path) -> list[dict]:
     return recs
 
 
+def unchecked_ids(recs: Iterable[dict]) -> int:
+    """How many records passed with their run id checked by format only: their configs name data
+    files that are not on this machine, and the id holds those files' contents."""
+    from atnbench.records import id_checkable
+
+    return sum(not id_checkable(record) for record in recs)
+
+
+def unchecked_note(recs: Iterable[dict], source: str) -> Optional[str]:
+    """The ``note:`` line an import or merge prints for ``unchecked_ids``, or None when there are none."""
+    n = unchecked_ids(recs)
+    if not n:
+        return None
+    whose = "1 record's run id" if n == 1 else f"{n} records' run ids"
+    return (f"note: {source}: {whose} could not be checked against the config: the data files it names "
+            f"are not on this machine (only the id's format was checked)")
+
+
 def write_lines(recs: Iterable[dict], stream: TextIO) -> int:
     """Write records as JSON Lines; returns how many."""
     n = 0

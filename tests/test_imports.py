@@ -42,6 +42,17 @@ def _set(path: str, value):
     return change
 
 
+def _both(*changes):
+    def change(record):
+        for each in changes:
+            each(record)
+    return change
+
+
+def _tampered(record):
+    record["run_id"] = format(int(record["run_id"], 16) ^ 1, "012x")
+
+
 BAD = {
     "T as a string": (_set("config.T", "100"), "config.T"),
     "a loss that is a word": (_set("summary.min_val_loss", "low"), "min_val_loss"),
@@ -53,6 +64,10 @@ BAD = {
     "an id that is a path": (_set("run_id", "../x"), "12 hexadecimal"),
     "an integer too large for SQLite": (_set("config.seed", 2**64), "64-bit"),
     "a boolean for a number": (_set("summary.min_val_loss", True), "min_val_loss"),
+    "a negative curve wall_s": (_set("curve.0.wall_s", -1.0), "curve.0.wall_s: must be ≥ 0"),
+    "an infinite config setting": (_set("config.lr", float("inf")), "config.lr: must be a finite number"),
+    "a code fingerprint that is not text": (_set("env.code", 5), "env.code"),
+    "a tampered id with a null code": (_both(_set("env.code", None), _tampered), "does not follow from the config"),
 }
 
 
@@ -118,3 +133,65 @@ def test_one_malformed_row_is_one_bad_row(tmp_path, exported):
     assert broken not in out.read_text() and len(out.read_text().splitlines()) == 2
     merged = invoke("store", "merge", tmp_path / "m.db", db)
     assert merged.exit_code == 0 and "2 added" in merged.output and broken in merged.stderr
+
+
+def _import_text(tmp_path, records, replace=("", "")):
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records).replace(*replace))
+    return invoke("store", "import", path, "--store", tmp_path / "target.db")
+
+
+def test_a_config_number_of_1e999_is_named_as_not_finite_before_the_id_is_checked(tmp_path, exported):
+    records = copy.deepcopy(exported)
+    records[0]["config"]["lr"] = 0.123456789
+    result = _import_text(tmp_path, records, ("0.123456789", "1e999"))  # json reads 1e999 as inf
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert "\n" not in line and "line 1" in line and "config.lr: must be a finite number" in line
+    assert "run_id" not in line and not (tmp_path / "target.db").exists()
+
+
+def test_an_untampered_record_with_a_null_code_is_checked_under_this_code_and_imported(tmp_path, exported):
+    records = copy.deepcopy(exported)
+    for record in records:
+        record.setdefault("env", {})["code"] = None
+    result = _import_text(tmp_path, records)
+    assert result.exit_code == 0 and "3 added" in result.stderr and "note:" not in result.stderr
+
+
+def _with_data_file(record, data_file):
+    """The record as if its run had read ``data_file``: the id then holds the file's contents."""
+    from atnbench import identity
+
+    record["config"]["options"] = {**record["config"].get("options", {}), "data_files": {"train": str(data_file)}}
+    record["run_id"] = identity.run_id(record["config"])
+    return record
+
+
+def test_an_id_whose_data_files_are_here_is_recomputed_from_their_contents(tmp_path, exported):
+    data_file = tmp_path / "train.txt"
+    data_file.write_text("a tiny corpus\n")
+    record = _with_data_file(copy.deepcopy(exported[0]), data_file)
+    imported = _import_text(tmp_path, [record])
+    assert imported.exit_code == 0 and "1 added" in imported.stderr and "note:" not in imported.stderr
+    data_file.write_text("another corpus\n")  # the same config over other data is another run
+    refused = _import_text(tmp_path, [record])
+    assert refused.exit_code == 2 and "does not follow from the config and the contents of its data files" \
+        in refused.stderr
+    _tampered(record)
+    assert "does not follow" in _import_text(tmp_path, [record]).stderr
+
+
+def test_ids_whose_data_files_are_not_here_are_counted_in_one_note(tmp_path, exported):
+    data_file = tmp_path / "train.txt"
+    data_file.write_text("a tiny corpus\n")
+    records = [_with_data_file(copy.deepcopy(r), data_file) for r in exported[:2]] + [exported[2]]
+    data_file.unlink()
+    result = _import_text(tmp_path, records)
+    assert result.exit_code == 0 and "3 added" in result.stderr
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "2 records' run ids could not be checked" in notes[0]
+    merged = invoke("store", "merge", tmp_path / "merged.db", tmp_path / "target.db")  # a merge says so too
+    assert merged.exit_code == 0 and "3 added" in merged.stderr
+    assert [line for line in merged.stderr.splitlines() if line.startswith("note:")] == \
+        [notes[0].replace(str(tmp_path / "in.jsonl"), str(tmp_path / "target.db"))]

@@ -33,6 +33,22 @@ CREATE TABLE sweep_runs (
 );
 INSERT INTO meta VALUES ('schema_version', '1');
 """
+# The schema of the release at 283613b (atnbench/store.py, after kept models came in 8fd5b68): the
+# first release's tables and `models`, the version still only in `meta` (1), PRAGMA user_version 0.
+RELEASE_MODELS = RELEASE_1 + """
+CREATE INDEX runs_T ON runs (T);
+CREATE INDEX runs_norm ON runs (norm);
+CREATE INDEX runs_status ON runs (status);
+CREATE INDEX runs_created_at ON runs (created_at);
+CREATE INDEX sweep_runs_run ON sweep_runs (run_id);
+CREATE TABLE models (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('final', 'best')),
+    step INTEGER NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (run_id, kind)
+);
+"""
 RUN = ("0123456789ab", "adding", 100, "ln", None, 0, 1.0, "done", json.dumps({"task": "adding", "T": 100}),
        "{}", json.dumps({"min_val_loss": 0.01}), None, "2026-11-01T00:00:00+00:00", "2026-11-01T01:00:00+00:00")
 
@@ -43,6 +59,16 @@ def release_1_store(path):
         conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", RUN)
         conn.execute("INSERT INTO evals VALUES (?, 100, 1.0, 0.02, 0.01, '{}')", (RUN[0],))
         conn.execute("INSERT INTO sweep_runs VALUES ('table2-adding', ?)", (RUN[0],))
+    return path
+
+
+def release_models_store(path):
+    """A store as the release at 283613b left it: one finished run that kept its best model."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript(RELEASE_MODELS)
+        conn.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", RUN)
+        conn.execute("INSERT INTO evals VALUES (?, 100, 1.0, 0.02, 0.01, '{}')", (RUN[0],))
+        conn.execute("INSERT INTO models VALUES (?, 'best', 100, ?)", (RUN[0], sqlite3.Binary(b"kept weights")))
     return path
 
 
@@ -64,6 +90,21 @@ def test_a_release_1_store_is_upgraded_with_nothing_lost(tmp_path):
         assert store.model(RUN[0], "final") == (100, b"weights")
     user_version, meta, tables = versions(path)
     assert user_version == SCHEMA_VERSION and meta == str(SCHEMA_VERSION) and "models" in tables
+
+
+def test_a_store_that_already_keeps_models_is_upgraded_with_its_models(tmp_path):
+    path = release_models_store(tmp_path / "models.db")
+    assert versions(path)[:2] == (0, "1") and "models" in versions(path)[2]
+    with ResultsStore(path) as store:
+        assert store.version == SCHEMA_VERSION
+        assert store.model(RUN[0], "best") == (100, b"kept weights") and store.model(RUN[0], "final") is None
+        run = store.get_run(RUN[0])
+        assert (run.task, run.T, run.norm, run.status) == ("adding", 100, "ln", "done")
+        assert run.summary == {"min_val_loss": 0.01} and [p.step for p in store.curve(RUN[0])] == [100]
+    user_version, meta, _ = versions(path)
+    assert user_version == SCHEMA_VERSION and meta == str(SCHEMA_VERSION)
+    with ResultsStore.open_read_only(path) as store:  # the upgrade was written, not only seen
+        assert store.version == SCHEMA_VERSION and store.model(RUN[0], "best") == (100, b"kept weights")
 
 
 def test_reading_a_release_1_store_does_not_upgrade_it(tmp_path):

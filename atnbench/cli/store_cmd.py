@@ -54,6 +54,12 @@ def check_sweep(results: ResultsStore, sweep: Optional[str]) -> None:
         fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
 
 
+def _note_unchecked(recs: list[dict], source: str) -> None:
+    note = transfer.unchecked_note(recs, source)
+    if note is not None:
+        err.print(Text(note), soft_wrap=True)
+
+
 def _finish(tally: transfer.Tally, where: Path) -> None:
     for conflict in tally.conflicts:
         err.print(Text(conflict.line()), soft_wrap=True)
@@ -111,11 +117,12 @@ def import_cmd(
 
     A conflict (same run id, different numbers) is a line on stderr; the store's row is kept; exit code 1.
 
-    Every record is checked first (types, finite numbers, known task, run-id format, run id recomputed from the config): one bad record is one line naming the file, line, run and field, and nothing of the file is imported (exit code 2).
+    Every record is checked first (types, finite numbers, known task, run-id format, run id recomputed from the config; not where the config names data files absent here: a note counts those): one bad record is one line naming the file, line, run and field, and nothing of the file is imported (exit code 2).
 
     Example: [bold]atnbench store import machine-a.jsonl --store all.db[/]
     """
     recs = transfer.read_lines(file)  # every line checked before anything is written
+    _note_unchecked(recs, str(file))
     with open_store(store, create=True) as results:
         tally = transfer.combine_all(results, recs, str(file))
         path = results.path
@@ -154,6 +161,8 @@ def merge_cmd(
         check_store_path(target, create=True, write=True)
     tally = transfer.Tally()
     every = [(source, transfer.checked_records(source)) for source in sources]  # all checked first
+    for source, recs in every:
+        _note_unchecked(recs, str(source))
     with open_store(target, create=True) as results:
         with results.batch():  # one transaction: a failure leaves the output as it was
             for source, recs in every:
