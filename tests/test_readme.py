@@ -27,7 +27,8 @@ def test_ci_runs_the_readme_test_command():
     assert f"-e '.[{extras}]'" in (ROOT / ".ci" / "run").read_text()
 
 
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md"]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "README.md",
+        *sorted((ROOT / "examples").glob("*/README.md"))]
 
 
 def test_the_readme_is_short_and_every_link_in_the_docs_resolves():

@@ -363,3 +363,31 @@ def test_the_mistake_list_is_long_enough():
 def test_include_of_a_missing_folder_is_one_line(tmp_path):
     result = invoke("run", "mine", "--include", tmp_path / "nope")
     assert result.exit_code == 2 and "no such folder" in result.stderr
+
+
+def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
+    """examples/japanese-vowels: the README's commands, on a copy of the folder, at 1 seed and a
+    small budget (the data come out of the aeon package: real, not generated)."""
+    import re
+    import subprocess
+    import sys
+
+    example = REPO / "examples" / "japanese-vowels"
+    folder = tmp_path / "japanese-vowels"
+    shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.npz", "*.png"))
+    block = re.search(r"```bash\n(.+?)\n```", (example / "README.md").read_text(), re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines()]
+    assert commands[0] == "pip install aeon && python examples/japanese-vowels/export.py"
+    subprocess.run([sys.executable, str(folder / "export.py")], check=True, capture_output=True)
+    train = np.load(folder / "train.npz", allow_pickle=True)
+    assert len(train["x"]) == 270 and train["x"][0].shape[1] == 12 and len({len(x) for x in train["x"]}) > 1
+    for command in commands[1:]:
+        words = command.replace("examples/japanese-vowels", str(folder)).split()[1:]
+        if words[0] == "sweep":
+            words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05"]  # --seeds 0, last
+        if "--out-dir" in words:
+            words[words.index("--out-dir") + 1] = str(tmp_path / "figs")
+        result = CliRunner().invoke(app, [*words, "--store", str(tmp_path / "s.db")] if words[0] in ("sweep", "report")
+                                    else words)
+        assert result.exit_code == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    assert list((tmp_path / "figs").glob("*.png"))

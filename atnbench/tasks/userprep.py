@@ -1,7 +1,9 @@
 """A data-file user task made ready to train: splits, labels, standardization, tensors, TaskSpec.
 
 Splits not given as files are carved from the training file by the stated fractions with a
-permutation of the stated seed (both recorded in the run's options). Class labels are the
+permutation of the stated seed (both recorded in the run's options); validation and test files
+are read in a fixed order shuffled by the same seed, so a file sorted by label never gives
+batch statistics (BN, BLN) a batch of one class. Class labels are the
 sorted distinct training labels (a validation or test label never seen in training is an
 error); regression targets are numbers. Inputs are standardized per channel with the mean and
 standard deviation of the training split's steps (no statistic from validation or test data);
@@ -97,9 +99,11 @@ def _carve(given: dict[str, Sequences], split: dict[str, Any]) -> dict[str, Sequ
     n = len(train.xs)
     order = np.random.default_rng(split.get("seed", 0)).permutation(n)
     taken, out = 0, {}
-    for name, key in (("validation", "val"), ("test", "test")):
-        if name in given:
-            out[key] = given[name]
+    for index, (name, key) in enumerate((("validation", "val"), ("test", "test")), start=1):
+        if name in given:  # a fixed shuffled order: a file sorted by label never makes a one-class batch
+            part = given[name]
+            shuffled = np.random.default_rng([split.get("seed", 0), index]).permutation(len(part.xs))
+            out[key] = Sequences([part.xs[i] for i in shuffled], [part.ys[i] for i in shuffled], part.source)
             continue
         fraction = split.get(name, 0.0)
         count = int(round(fraction * n))
