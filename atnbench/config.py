@@ -20,6 +20,7 @@ from pydantic.dataclasses import dataclass
 
 from atnbench.errors import UserError
 from atnbench.limits import FLOAT32_MAX, INT_MAX, MAX_THREADS, SEED_MAX
+from atnbench.settings import RENAMED_FLAGS
 
 OPTIMIZERS = ("rmsprop", "adam", "sgd", "asgd")
 FLOAT_AS_TEXT_HINT = " (YAML reads 1e-3 as text: write 1.0e-3)"
@@ -131,8 +132,7 @@ _TYPE_NAMES = {"int_type": "a whole number", "float_type": "a number", "bool_typ
 
 
 # config keys whose command-line flag has another name, so either can be recognised in a message
-FLAG_NAMES = {"steps": "--iters", "batch_size": "--batch-size", "eval_every": "--eval-every",
-              "val_samples": "--val-samples", "bias_inside": "--bias-inside/--bias-outside"}
+FLAG_NAMES = RENAMED_FLAGS
 
 
 def number_text(value) -> str:

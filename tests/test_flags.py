@@ -101,3 +101,38 @@ def test_sweep_takes_the_run_flags_of_run(tmp_path):
     assert {c["clip"] for c in chosen} == {0.25}  # the command line over the file
     assert dry("--seed", "3,4") == dry("--seeds", "3,4")
     assert not store.exists()
+
+
+def _options(command_name: str) -> dict[str, click.Option]:
+    command = typer.main.get_command(app).commands[command_name]
+    return {param.name: param for param in command.params if getattr(param, "param_type_name", "") == "option"}
+
+
+def test_run_and_sweep_take_their_run_flags_from_one_declaration():
+    """Every declared setting is an option of `run` (and, unless it is run-only, of `sweep`) with
+    the declared spellings and type; neither command declares a RunConfig setting of its own."""
+    import dataclasses
+
+    from atnbench.config import RunConfig
+    from atnbench.settings import RUN_SETTINGS, SWEEP_SETTINGS
+
+    run, sweep = _options("run"), _options("sweep")
+    for settings, options in ((RUN_SETTINGS, run), (SWEEP_SETTINGS, sweep)):
+        for setting in settings:
+            option = options[setting.param]
+            spelled = [*option.opts, *option.secondary_opts]
+            declared = [part for flag in setting.flags for part in flag.split("/")]
+            assert spelled == declared, (setting.param, spelled, declared)
+            assert option.default is None and not option.required
+    assert {s.param for s in RUN_SETTINGS} - {s.param for s in SWEEP_SETTINGS} == {"seed"}  # sweep: --seeds
+    fields = {f.name for f in dataclasses.fields(RunConfig)}
+    declared = {s.config_key for s in RUN_SETTINGS} | {"epochs", "budget"}
+    for name, option in {**run, **sweep}.items():
+        # machine settings are shared options of their own; sweep --task picks the task, as run's argument does
+        if name in fields and name not in ("threads", "device", "task"):
+            assert name in declared, f"{name} is a RunConfig setting declared outside atnbench/settings.py"
+    # the flag tables come from the same declaration
+    from atnbench.cli.sweep import FLAG_NAMES
+    from atnbench.config import FLAG_NAMES as RENAMED
+
+    assert FLAG_NAMES["steps"] == "--iters" == RENAMED["steps"] and FLAG_NAMES["options"].startswith("--data-dir")

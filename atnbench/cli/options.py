@@ -132,9 +132,6 @@ Threads = Annotated[int, typer.Option("--threads", help="torch CPU threads. Resu
                                       "between thread counts; sweeps use 1 per run, so the default matches them.")]
 Seed = Annotated[int, typer.Option("--seed", callback=seed_in_range,
                                    help="Random seed (model initialisation and data).")]
-OptionalSeed = Annotated[Optional[int], typer.Option("--seed", callback=seed_in_range,
-                                                     help="Random seed (model initialisation and data); "
-                                                          "default: the preset's.")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",
                                               help="Seeds, e.g. 0,1,2 or a range 0-4.")]
 # no dir_okay=False: runspec.read_config_file words a folder (and every other bad file) in one line
@@ -174,18 +171,6 @@ def check_threads(threads: int) -> int:
     return threads
 
 
-# run flags that `run` and `sweep` share (a sweep applies them to every run)
-Init = Annotated[Optional[str], typer.Option(
-    "--init", metavar="[atn|torch]",
-    help="Weight initialisation: atn (W_x orthogonal, W_h identity per gate, the ATN authors') or torch "
-         "(PyTorch's default). Default: torch for the plain LSTM/GRU, atn for normalized cells.")]
-DataDir = Annotated[Optional[Path], typer.Option(
-    "--data-dir", metavar="DIR", help="Real-data tasks: folder holding the dataset (see `atnbench tasks`).")]
-DataFiles = Annotated[Optional[str], typer.Option(
-    "--data-files", metavar="SPLIT=PATH[,...]", help="Real-data tasks: SPLIT=PATH[,SPLIT=PATH...] "
-                                                     "(train, validation, test).")]
-Permute = Annotated[Optional[bool], typer.Option(
-    "--permute/--no-permute", help="smnist-noise: pixels in one fixed, seeded random order.")]
 
 
 def deprecated_flag(old: str, replacement: str, metavar: Optional[str] = None, is_flag: bool = False):

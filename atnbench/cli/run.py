@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -12,9 +13,11 @@ from rich.markup import escape
 
 from atnbench.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.cli import options
-from atnbench.cli.app import app, err, fail, finite, out, sigterm_interrupts, user_errors
+from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_errors
+from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.equivalence import finished_equivalent
 from atnbench.runspec import resolve_run
+from atnbench.settings import RUN_SETTINGS
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 from atnbench.tasks import get_task
@@ -122,33 +125,9 @@ class ResumeNote:
 
 @app.command()
 @user_errors
+@with_settings(RUN_SETTINGS, after="task")
 def run(
     task: str = typer.Argument(..., help="Task to train on (see `atnbench tasks`)."),
-    T: Optional[int] = typer.Option(None, "--T", help="Sequence length (default: the preset's)."),
-    norm: Optional[str] = typer.Option(None, "--norm", help="Normalization: none|lstm, ln, atn, atn-bn, bn, bn-input, bln."),
-    k: Optional[int] = typer.Option(None, "--k", help="ATN window (time steps); default: the preset's for this T."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Epsilon inside the normalization's square root.", callback=finite),
-    cell: Optional[str] = typer.Option(None, "--cell", help="Recurrent cell: lstm or gru."),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Number of stacked recurrent layers."),
-    init: options.Init = None,
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Training batch size."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate.", callback=finite),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="rmsprop, adam, sgd or asgd."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Momentum (rmsprop, sgd).", callback=finite),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Training length in the preset's epochs.", callback=finite),
-    iters: Optional[int] = typer.Option(None, "--iters", help="Training length in optimizer steps (overrides --epochs)."),
-    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Evaluate on the validation set every N steps."),
-    val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Size of the held-out validation set."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Clip the gradient norm at this value.", callback=finite),
-    affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Trainable gain and bias in the normalizations."),
-    bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per norm)."),
-    seed: options.OptionalSeed = None,
-    variant: Optional[str] = typer.Option(None, "--variant", help="A named variant of the task preset (see `atnbench tasks`)."),
-    data_dir: options.DataDir = None,
-    data_files: options.DataFiles = None,
-    permute: options.Permute = None,
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink the protocol to this fraction (0, 1] of its steps.", callback=finite),
     config: options.Config = None,
     device: options.Device = options.DEVICE,
     threads: options.Threads = options.THREADS,
@@ -164,6 +143,7 @@ def run(
     include: options.Include = None,
     json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--output", metavar="FILE"),
+    **settings,
 ):
     """Train one model on one task and record it in the results store.
 
@@ -183,13 +163,10 @@ def run(
     out_name = "--out" if out_old is not None else "--output"
     out_file = options.deprecated(out_old, "--out", "--output", output)
     options.check_threads(threads)
-    flags = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers, batch_size=batch_size,
-                 lr=lr, optimizer=optimizer, momentum=momentum, epochs=epochs if iters is None else None,
-                 steps=iters, eval_every=eval_every, val_samples=val_samples, clip=clip, affine=affine,
-                 bias_inside=bias_inside, seed=seed, options=task_options(task, data_dir, data_files, permute))
+    flags = config_flags(RUN_SETTINGS, settings, functools.partial(task_options, task))
     torch_device = resolve_device(device)
     flags.update(threads=threads, device=torch_device.type)
-    run_config = resolve_run(task, flags, config_file=config, variant=variant, budget=budget)
+    run_config = resolve_run(task, flags, config_file=config, variant=flags.pop("variant"), budget=settings["budget"])
     if out_file is not None:
         check_output_file(out_file, out_name)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))

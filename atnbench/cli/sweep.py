@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Annotated, Optional
@@ -13,18 +14,15 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
+from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.config import ConfigError
 from atnbench.runspec import check_budget
+from atnbench.settings import SWEEP_SETTINGS, flag_names
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 
 # command-line flag -> the setting it overrides (for the "conflicts with the sweep" check)
-FLAG_NAMES = {"T": "--T", "norm": "--norm", "k": "--k", "eps": "--eps", "cell": "--cell", "hidden": "--hidden",
-              "layers": "--layers", "batch_size": "--batch-size", "lr": "--lr", "optimizer": "--optimizer",
-              "momentum": "--momentum", "epochs": "--epochs", "steps": "--iters", "eval_every": "--eval-every",
-              "val_samples": "--val-samples", "clip": "--clip", "affine": "--affine/--no-affine",
-              "bias_inside": "--bias-inside/--bias-outside", "variant": "--variant", "init": "--init",
-              "options": "--data-dir/--data-files/--permute"}
+FLAG_NAMES = flag_names(SWEEP_SETTINGS)
 # settings a flag can pick a sweep's runs by, where the sweep varies them
 SELECTABLE = frozenset(FLAG_NAMES) - {"epochs", "steps", "options"}
 
@@ -218,6 +216,7 @@ def _planned_seeds(spec, runs, store: Path, power: float, max_seeds: int, seeds_
 
 @app.command()
 @user_errors
+@with_settings(SWEEP_SETTINGS, after="config", sweep=True)
 def sweep(
     name: Optional[str] = typer.Argument(None, help="Sweep preset name (see --list) or path to a sweep YAML file."),
     list_: bool = typer.Option(False, "--list", help="List the sweep presets with their size and a rough cost."),
@@ -229,7 +228,6 @@ def sweep(
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
-    budget: Optional[float] = typer.Option(None, "--budget", "--scale", help="Shrink every run to this fraction (0, 1] of its steps.", callback=finite),
     seeds: Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
                                                  help="Seeds for every configuration, e.g. 0,1,2 or 0-4 "
                                                       "(default: the sweep's); --seed says the same.")] = None,
@@ -244,31 +242,9 @@ def sweep(
     fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")] = None,
     quiet: options.Quiet = False,
     config: options.Config = None,
-    T: Optional[int] = typer.Option(None, "--T", help="Run flag for every run; on a setting the sweep varies, its runs with this value."),
-    norm: Optional[str] = typer.Option(None, "--norm", help="Run flag for every run."),
-    k: Optional[int] = typer.Option(None, "--k", help="Run flag for every run (windowed norms only)."),
-    eps: Optional[float] = typer.Option(None, "--eps", help="Run flag for every run.", callback=finite),
-    cell: Optional[str] = typer.Option(None, "--cell", help="Run flag for every run."),
-    init: options.Init = None,
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Run flag for every run."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Run flag for every run."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Run flag for every run."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Run flag for every run.", callback=finite),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="Run flag for every run."),
-    momentum: Optional[float] = typer.Option(None, "--momentum", help="Run flag for every run.", callback=finite),
-    epochs: Optional[float] = typer.Option(None, "--epochs", help="Run flag for every run.", callback=finite),
-    iters: Optional[int] = typer.Option(None, "--iters", help="Run flag for every run (optimizer steps)."),
-    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="Run flag for every run."),
-    val_samples: Optional[int] = typer.Option(None, "--val-samples", help="Run flag for every run."),
-    clip: Optional[float] = typer.Option(None, "--clip", help="Run flag for every run.", callback=finite),
-    affine: Optional[bool] = typer.Option(None, "--affine/--no-affine", help="Run flag for every run."),
-    bias_inside: Optional[bool] = typer.Option(None, "--bias-inside/--bias-outside", help="Run flag for every run."),
-    variant: Optional[str] = typer.Option(None, "--variant", help="Task preset variant for every run."),
-    data_dir: options.DataDir = None,
-    data_files: options.DataFiles = None,
-    permute: options.Permute = None,
     keep_stale: bool = typer.Option(False, "--keep-stale", help="Count a finished run made by other code (a different code fingerprint) as done instead of re-running it; reports mark it as stale."),
     json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
+    **settings,
 ):
     """Run a sweep of runs (a paper table, an ablation) with skipping, resuming and parallel workers.
 
@@ -283,6 +259,7 @@ def sweep(
 
     json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                     ("table", "json")) == "json"
+    budget = settings["budget"]
     seed_list = parse_seeds(seeds) if seeds is not None else None
     if budget is not None:
         check_budget(budget)
@@ -308,11 +285,7 @@ def sweep(
         from atnbench.sweep.spec import retarget
 
         spec = retarget(spec, task)
-    overrides = dict(T=T, norm=norm, k=k, eps=eps, cell=cell, init=init, hidden=hidden, layers=layers,
-                     batch_size=batch_size, lr=lr, optimizer=optimizer, momentum=momentum,
-                     epochs=epochs if iters is None else None, steps=iters, eval_every=eval_every,
-                     val_samples=val_samples, clip=clip, affine=affine, bias_inside=bias_inside, variant=variant,
-                     options=task_options(spec.task, data_dir, data_files, permute))
+    overrides = config_flags(SWEEP_SETTINGS, settings, functools.partial(task_options, spec.task))
     overrides = {key: value for key, value in overrides.items() if value is not None}
     if config is not None:  # the file below the flags, as in `atnbench run`
         from atnbench.runspec import read_config_file
