@@ -25,6 +25,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from atnbench.analysis.invariances import draw
 from atnbench.nn import functional as F
 
 from reference import ref_atn_bn, ref_atn_ln, ref_bn_steps, ref_layer_norm
@@ -40,13 +41,9 @@ CHANGED_MIN = 1e-3
 
 
 def data(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(T, B, D, generator=g, dtype=torch.float64)
-    x = x * (torch.rand(T, 1, 1, generator=g, dtype=torch.float64) * 2 + 0.5)  # norms vary over time
-    W = torch.randn(N, D, generator=g, dtype=torch.float64)
-    gamma = torch.randn(D, generator=g, dtype=torch.float64)
-    c = torch.randn(D, generator=g, dtype=torch.float64) * 3
-    return x, W, gamma, c
+    """The measured inputs of `atnbench invariances` (norms varying over time), at this file's sizes."""
+    drawn = draw(N, seed)
+    return drawn.x, drawn.W, drawn.gamma, drawn.c
 
 
 NORMS = {

@@ -286,6 +286,14 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
     raise typer.Exit(code)
 
 
+def command_group(name: str, help: str, **settings) -> typer.Typer:
+    """A sub-command group of ``atnbench`` (``runs``, ``store``, ``data``, ``tasks``): atnbench's
+    one-line usage errors, Rich help, and the group's help when it is called bare."""
+    group = typer.Typer(cls=Commands, help=help, **{"no_args_is_help": True, "rich_markup_mode": "rich", **settings})
+    app.add_typer(group, name=name)
+    return group
+
+
 def user_errors(command):
     """Turn a user's mistake into one line and exit code 2 (ATNBENCH_DEBUG=1 keeps tracebacks).
 

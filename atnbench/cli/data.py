@@ -9,14 +9,13 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from atnbench.cli.app import Commands, app, err, fail, out, user_errors
+from atnbench.cli.app import command_group, err, fail, out, user_errors
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_dir
 from atnbench.tables import FitTable
 
-data_app = typer.Typer(cls=Commands, no_args_is_help=True,
-                       help="Datasets: where atnbench looks, prepare them offline from packages (or the Hub), verify them.")
-app.add_typer(data_app, name="data")
+data_app = command_group("data", "Datasets: where atnbench looks, prepare them offline from packages (or the Hub), "
+                                 "verify them.")
 
 ROOT_HELP = "Data root to use (default: $ATNBENCH_DATA, else ~/.cache/atnbench/data); each dataset is a folder in it."
 

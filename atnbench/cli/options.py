@@ -145,6 +145,20 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output."
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
 
 
+def check_backend(backend: str, address: Optional[str], workers: Optional[int]) -> None:
+    """``--backend``, ``--address`` and ``--workers`` of ``sweep`` and ``reproduce``, one line each."""
+    from atnbench.sweep import BACKENDS
+
+    if backend not in BACKENDS:
+        raise UserError(f"unknown --backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    if address is not None and backend != "ray":
+        raise UserError("--address is for --backend ray")
+    if workers is not None and workers < 1:
+        raise UserError(f"--workers must be >= 1, got {workers}")
+    if backend == "ray" and workers is not None:
+        raise UserError("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
+
+
 def include_folders(folders: Optional[list[Path]]) -> Optional[list[Path]]:
     """typer callback for every ``--include``: the folders join the user-task search before the
     command looks up its task (atnbench/tasks/user.py)."""

@@ -13,6 +13,7 @@ import typer
 from rich.text import Text
 
 from atnbench.cli import options
+from atnbench.cli.run_flags import with_filters
 from atnbench.cli.app import app, err, fail, out, user_errors
 from atnbench.errors import UserError
 from atnbench.report.verdicts import RULE
@@ -102,12 +103,8 @@ def _write_plots(groups, out_dir: Path, k_view: bool, say) -> list[Path]:
 
 @app.command()
 @user_errors
+@with_filters("task", "T", "sweep", "norm", "since")
 def report(
-    task: options.TaskFilter = None,
-    T: options.TFilter = None,
-    sweep: options.SweepFilter = None,
-    norm: options.NormFilter = None,
-    since: options.SinceFilter = None,
     paper: bool = typer.Option(False, "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper."),
     by_k: bool = typer.Option(False, "--by-k", help="Show loss against the ATN window k (the k-ablation view) whatever the sweep."),
     final: bool = typer.Option(False, "--final", help="Also show the final (last evaluation) losses."),
@@ -121,7 +118,8 @@ def report(
     store: options.Store = options.STORE,
     include: options.Include = None,
     plots_old: Optional[Path] = options.deprecated_flag("--plots", "--out-dir", metavar="DIR"),
-):
+
+    **filters,):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
 
     One row per model and setting (runs that differ in nothing but the seed), min train and min
@@ -133,6 +131,7 @@ def report(
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --out-dir figs[/]
     """
+    task, T, sweep, norm, since = (filters[key] for key in ("task", "T", "sweep", "norm", "since"))
     from atnbench.report.aggregate import k_ablations
     from atnbench.report.export import export, format_for
     from atnbench.report.render import group_view, k_ablation_view, rich_view
@@ -226,12 +225,8 @@ def _plans(path: Path) -> list:
 
 @app.command()
 @user_errors
+@with_filters("task", "T", "sweep", "norm", "since")
 def plot(
-    task: options.TaskFilter = None,
-    T: options.TFilter = None,
-    sweep: options.SweepFilter = None,
-    norm: options.NormFilter = None,
-    since: options.SinceFilter = None,
     by_k: bool = typer.Option(False, "--by-k", help="Draw the k-ablation figure even with a single k."),
     out_dir: Annotated[Optional[Path], options.out_dir("the PNG and SVG files (default: atnbench-results/plots)")] = None,
     store: options.Store = options.STORE,
@@ -239,7 +234,8 @@ def plot(
                                          help="Also draw the cost figure from these `atnbench bench --output` "
                                               "records (JSON); alone, only that figure."),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
-):
+
+    **filters,):
     """Write the figures only: loss curves, the k-ablation and the cost per model.
 
     Loss curves per task and T (mean and min-max band over seeds, the paper's minima as
@@ -248,6 +244,7 @@ def plot(
 
     Example: [bold]atnbench plot --task copying --out-dir figs[/]  ·  [bold]atnbench bench --output b.json && atnbench plot --bench b.json[/]
     """
+    task, T, sweep, norm, since = (filters[key] for key in ("task", "T", "sweep", "norm", "since"))
     from atnbench.outputs import check_output_dir
     from atnbench.report.plots import cost_figure, read_bench_records
 

@@ -54,7 +54,7 @@ def reproduce(
     """
     from atnbench.outputs import check_output_dir
     from atnbench.reproduce import available, parse_budgets, plan, select_parts
-    from atnbench.sweep import BACKENDS, load_sweep, parse_seeds, run_sweep
+    from atnbench.sweep import load_sweep, parse_seeds, run_sweep
     from atnbench.zoo import resolve_device
 
     # every input checked before the first note or run: a mistake is one line, and found now
@@ -64,14 +64,7 @@ def reproduce(
     options.check_threads(threads)
     default_budget, per_part = parse_budgets(budget)
     selected = select_parts(only)
-    if backend not in BACKENDS:
-        fail(f"unknown --backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if address is not None and backend != "ray":
-        fail("--address is for --backend ray")
-    if workers is not None and workers < 1:
-        fail(f"--workers must be >= 1, got {workers}")
-    if backend == "ray" and workers is not None:
-        fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
+    options.check_backend(backend, address, workers)
     if backend == "ray":
         from atnbench.sweep import ray_backend
 

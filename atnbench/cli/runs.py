@@ -20,8 +20,9 @@ import typer
 from rich.text import Text
 
 from atnbench.cli import options
+from atnbench.cli.run_flags import with_filters
 from atnbench.checkpoint import RunBusy, hold_run
-from atnbench.cli.app import EXIT_FAILED, Commands, app, err, fail, out, user_errors
+from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, user_errors
 from atnbench.cli.report import parse_since
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
@@ -29,13 +30,7 @@ from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.store import ResultsStore, RunRecord, StoreError, check_store_path
 from atnbench.tables import FitTable
 
-runs_app = typer.Typer(
-    cls=Commands,
-    help="List, show, compare, delete and export the runs of a results store.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-)
-app.add_typer(runs_app, name="runs")
+runs_app = command_group("runs", "List, show, compare, delete and export the runs of a results store.")
 
 IDS_HELP = "Run ids, or unique prefixes of them."
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "running": "cyan"}
@@ -123,20 +118,17 @@ def _thin(points: list, limit: int) -> list:
 
 @runs_app.command("list")
 @user_errors
+@with_filters("task", "T", "norm", "status", "sweep", "since")
 def list_cmd(
-    task: options.TaskFilter = None,
-    T: options.TFilter = None,
-    norm: options.NormFilter = None,
-    status: options.StatusFilter = None,
-    sweep: options.SweepFilter = None,
-    since: options.SinceFilter = None,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
     store: options.Store = options.STORE,
-):
+
+    **filters,):
     """The runs of the store, oldest first, one line each.
 
     Example: [bold]atnbench runs list --task adding --status done[/]  ·  [bold]atnbench runs list --since 1d[/]
     """
+    task, T, norm, status, sweep, since = (filters[key] for key in ("task", "T", "norm", "status", "sweep", "since"))
     with open_store(store) as results:
         runs = _select(results, task, T, norm, status, sweep, since)
         total = len(results.run_ids())
@@ -469,18 +461,14 @@ def _csv(rows: list[dict]) -> str:
 
 @runs_app.command("export")
 @user_errors
+@with_filters("task", "T", "norm", "status", "sweep", "since")
 def export_cmd(
-    task: options.TaskFilter = None,
-    T: options.TFilter = None,
-    norm: options.NormFilter = None,
-    status: options.StatusFilter = None,
-    sweep: options.SweepFilter = None,
-    since: options.SinceFilter = None,
     fmt_: Annotated[Optional[str], options.output_format(("csv", "json"), ", or what --output's suffix says")] = None,
     curves: bool = typer.Option(False, "--curves", help="CSV: one row per curve point instead of one per run (JSON always has both)."),
     output: Annotated[Optional[Path], options.output_file("the runs (instead of stdout)")] = None,
     store: options.Store = options.STORE,
-):
+
+    **filters,):
     """Runs and their curves as CSV or JSON, for a spreadsheet or your own analysis.
 
     CSV: one row per run (config.*, summary.*, env.* columns), or with --curves one row per curve point.
@@ -491,6 +479,7 @@ def export_cmd(
 
     Example: [bold]atnbench runs export --task adding -o adding.csv[/]  ·  [bold]atnbench runs export -f json --sweep table2-adding[/]
     """
+    task, T, norm, status, sweep, since = (filters[key] for key in ("task", "T", "norm", "status", "sweep", "since"))
     suffix = output.suffix.lstrip(".").lower() if output is not None else ""
     fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
     if fmt_ not in EXPORT_FORMATS:

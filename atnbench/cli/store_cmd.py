@@ -11,20 +11,14 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from atnbench.cli.app import Commands, app, err, fail, user_errors
+from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench import transfer
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
-store_app = typer.Typer(
-    cls=Commands,
-    help="Move results between stores: export to / import from JSON Lines, merge stores.",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-)
-app.add_typer(store_app, name="store")
+store_app = command_group("store", "Move results between stores: export to / import from JSON Lines, merge stores.")
 
 CONFLICT_EXIT = 1  # named in the import and merge help: keep them in step
 

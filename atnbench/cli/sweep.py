@@ -254,7 +254,7 @@ def sweep(
     Examples: [bold]atnbench sweep --list[/];  [bold]atnbench sweep k-ablation --budget 0.01 --dry-run[/];
     [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
     """
-    from atnbench.sweep import BACKENDS, expand, load_sweep, parse_seeds, run_sweep
+    from atnbench.sweep import expand, load_sweep, parse_seeds, run_sweep
     from atnbench.sweep.expand import pick
 
     json_out = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
@@ -270,15 +270,8 @@ def sweep(
         return
     if name is None:
         fail("give a sweep name or file (atnbench sweep --list shows the presets)")
-    if backend not in BACKENDS:
-        fail(f"unknown --backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    if address is not None and backend != "ray":
-        fail("--address is for --backend ray")
-    if workers is not None and workers < 1:
-        fail(f"--workers must be >= 1, got {workers}")
+    options.check_backend(backend, address, workers)
     options.check_threads(threads)
-    if backend == "ray" and workers is not None:
-        fail("--workers is for the local backend; Ray schedules the runs on the cluster's CPUs")
 
     spec = load_sweep(name)
     if task is not None:

@@ -9,13 +9,12 @@ import typer
 from rich.markup import escape
 
 from atnbench.cli import options
-from atnbench.cli.app import Commands, app, out, user_errors
+from atnbench.cli.app import command_group, out, user_errors
 from atnbench.config import ConfigError
 from atnbench.tables import FitTable
 
-tasks_app = typer.Typer(cls=Commands, invoke_without_command=True,
-                        help="The tasks (shipped and your own), what they measure and where they come from.")
-app.add_typer(tasks_app, name="tasks")
+tasks_app = command_group("tasks", "The tasks (shipped and your own), what they measure and where they come from.",
+                          invoke_without_command=True, no_args_is_help=False)
 
 
 @tasks_app.callback()
