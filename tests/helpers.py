@@ -29,6 +29,14 @@ class Interrupt:
             raise KeyboardInterrupt
 
 
+def tiny_sweep(name, norms, ks, steps, seeds=(0, 1), description="a tiny sweep for the tests"):
+    """The YAML of a sweep of adding T=8 runs small enough for a test (a grid of norms and k)."""
+    return (f"name: {name}\ndescription: {description}\ntask: adding\n"
+            f"base: {{T: 8, hidden: 8, batch_size: 4, steps: {steps}, eval_every: 2, val_samples: 8}}\n"
+            f"grid:\n  norm: [{', '.join(norms)}]\n  k: [{', '.join(map(str, ks))}]\n"
+            f"seeds: [{', '.join(map(str, seeds))}]\n")
+
+
 def fill_store(path, runs):
     """A results store holding known numbers, built through ResultsStore (no training).
 

@@ -22,21 +22,13 @@ from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
-from helpers import CliProcess, poll_store, still_running
+from helpers import CliProcess, poll_store, still_running, tiny_sweep
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 
-TINY = """\
-name: tiny
-description: a tiny sweep for the tests
-task: adding
-base: {T: 8, hidden: 8, batch_size: 4, steps: 6, eval_every: 2, val_samples: 8}
-grid:
-  norm: [none, ln, atn]
-  k: [3, 5]
-seeds: [0, 1]
-"""  # 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
+TINY = tiny_sweep("tiny", ["none", "ln", "atn"], [3, 5], steps=6)
+# 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
 
 # a variant axis: the copying preset's default (by its old name) and the paper text's optimiser
 VARIANTS = """\
@@ -248,13 +240,17 @@ def test_a_variant_axis_runs_and_reports_one_table_per_variant(tmp_path):
     assert any("variant paper-text" in t["title"] for t in tables)
 
 
-@pytest.fixture(scope="module")
-def tiny_reference(tmp_path_factory):
-    """The tiny sweep run serially, uninterrupted: what every other way of running it must give."""
-    folder = tmp_path_factory.mktemp("reference")
-    path, store = write(folder, "tiny.yaml", TINY), folder / "r.db"
+def serial_reference(tmp_path_factory, name: str, text: str) -> dict:
+    """A sweep run serially, uninterrupted: what every other way of running it must give."""
+    folder = tmp_path_factory.mktemp(f"{name}-reference")
+    path, store = write(folder, f"{name}.yaml", text), folder / "r.db"
     run_json(path, "--store", store, "--workers", "1")
     return snapshot(store)
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tmp_path_factory):
+    return serial_reference(tmp_path_factory, "tiny", TINY)
 
 
 def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
@@ -312,10 +308,7 @@ def one_done_and_ln_checkpointed(conn) -> bool:
 
 @pytest.fixture(scope="module")
 def kill_reference(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("kill-reference")
-    path, store = write(folder, "kill.yaml", KILL), folder / "r.db"
-    run_json(path, "--store", store, "--workers", "1")
-    return snapshot(store)
+    return serial_reference(tmp_path_factory, "kill", KILL)
 
 
 @pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 1), (signal.SIGTERM, 2)], ids=["SIGINT-serial", "SIGTERM-workers"])

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from atnbench.cli import app
 from atnbench.store import ResultsStore
 from atnbench.transfer import Conflict, combine, difference
-from helpers import fill_store, valid_record
+from helpers import fill_store, tiny_sweep, valid_record
 
 runner = CliRunner()
 
@@ -100,16 +100,7 @@ def test_merge_of_two_half_sweeps_reports_as_the_whole_sweep(tmp_path):
     assert json.loads(half.stdout)["runs_in_store"] < len(RUNS)  # the halves alone differ
 
 
-SWEEP = """\
-name: halves
-description: a tiny sweep split by seed
-task: adding
-base: {T: 8, hidden: 8, batch_size: 4, steps: 4, eval_every: 2, val_samples: 8}
-grid:
-  norm: [ln, atn]
-  k: [3]
-seeds: [0, 1]
-"""
+SWEEP = tiny_sweep("halves", ["ln", "atn"], [3], steps=4, description="a tiny sweep split by seed")
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from atnbench.tasks.registry import TaskSpec
+from atnbench.tasks.real import language_model_task
 
 
 
@@ -29,17 +29,12 @@ def make_source(config, device: torch.device):
     return LMSource("ptb-char", ids, vocab, config, device, input_size=int(config.options.get("embedding", 200)))
 
 
-SPEC = TaskSpec(
+SPEC = language_model_task(
     name="ptb-char",
     description="predict the next character of the Penn Treebank (segments of T, state carried across)",
     measures="cross-entropy per character in nats; bits per character (bpc) on validation and test reported",
     input_size=200,  # the embedding size; the source's own (options.embedding) is what the model gets
     output_size=50,  # the alphabet of Mikolov's files; the source counts the real one
-    loss="ce",
-    target="all",
-    baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
-    min_T=1,
-    seq_len=lambda T: T,
     reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 4.2.2 and Table 4; Mikolov et al. (2012)",
     make_source=make_source,
     metric="bpc",

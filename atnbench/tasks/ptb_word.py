@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from atnbench.tasks.registry import TaskSpec
+from atnbench.tasks.real import language_model_task
 
 
 
@@ -25,17 +25,12 @@ def make_source(config, device: torch.device):
     return awd_source("ptb-word", load_ptb_word, config, device)
 
 
-SPEC = TaskSpec(
+SPEC = language_model_task(
     name="ptb-word",
     description="predict the next word of the Penn Treebank with a 3-layer AWD-style LSTM (BPTT T, state carried)",
     measures="cross-entropy per word in nats; perplexity (ppl) on validation and test reported",
     input_size=400,  # the embedding size (options.embedding)
     output_size=10000,  # 9,999 words + <eos>; the source counts the real one
-    loss="ce",
-    target="all",
-    baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
-    min_T=1,
-    seq_len=lambda T: T,
     reference="Merity, Keskar & Socher (2018), AWD-LSTM on Penn Treebank; Mikolov et al. (2010)",
     make_source=make_source,
     metric="ppl",

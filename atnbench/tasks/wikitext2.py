@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from atnbench.errors import UserError
-from atnbench.tasks.registry import TaskSpec
+from atnbench.tasks.real import language_model_task
 
 DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
 
@@ -108,17 +108,12 @@ def make_source(config, device: torch.device):
     return awd_source("wikitext2", load_wikitext2, config, device)
 
 
-SPEC = TaskSpec(
+SPEC = language_model_task(
     name="wikitext2",
     description="predict the next word of WikiText-2 with a 3-layer AWD-style LSTM (BPTT T, state carried)",
     measures="cross-entropy per word in nats; perplexity (ppl) on validation and test reported",
     input_size=400,  # the embedding size (options.embedding)
     output_size=33278,  # wikitext-2-v1's vocabulary; the source counts the real one
-    loss="ce",
-    target="all",
-    baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
-    min_T=1,
-    seq_len=lambda T: T,
     reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 4.2.3 and Table 5; Merity, Keskar & Socher (2018)",
     make_source=make_source,
     metric="ppl",
