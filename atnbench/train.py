@@ -36,7 +36,7 @@ from atnbench.nn.padding import last_steps
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.registry import task_for
 from atnbench.tasks.source import Batch, DataSource, derived_metric, make_source
-from atnbench.zoo import SequenceModel, count_parameters, model_name
+from atnbench.zoo import SequenceModel, cell_options, count_parameters, model_name
 
 log = logging.getLogger("atnbench")
 
@@ -75,10 +75,8 @@ def make_optimizer(config: RunConfig, params) -> torch.optim.Optimizer:
 def build_model(config: RunConfig, source: DataSource) -> SequenceModel:
     if getattr(source, "build_model", None) is not None:  # a task with its own model (wikitext2)
         return source.build_model(config)
-    norm_options = dict(k=config.k, eps=config.eps, affine=config.affine, init=config.init)
     return SequenceModel(config.cell, config.norm, source.input_size, config.hidden, source.output_size,
-                         layers=config.layers, embedding=source.vocab_size, bias_inside=config.bias_inside,
-                         **norm_options)
+                         layers=config.layers, embedding=source.vocab_size, **cell_options(config))
 
 
 def run_model(model, batch, state):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from atnbench.errors import UserError
@@ -111,6 +112,64 @@ class SequenceModel(nn.Module):
             x = self.embed(x)
         y, state = self.rnn(x, state, lengths)
         return self.head(y), state
+
+
+def cell_options(config) -> dict:
+    """A run config's normalization settings as every cell takes them."""
+    return dict(k=config.k, eps=config.eps, affine=config.affine, init=config.init, bias_inside=config.bias_inside)
+
+
+DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
+
+
+
+def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    """One dropout mask per sequence, the same at every step (variational dropout)."""
+    if not training or p == 0:
+        return x
+    mask = x.new_empty(1, *x.shape[1:]).bernoulli_(1 - p) / (1 - p)
+    return x * mask
+
+
+class AWDStyleLM(nn.Module):
+    """Embedding -> stacked normalized LSTMs of their own widths -> decoder (tied by default):
+    AWD-LSTM's shape and dropouts (Merity et al. 2018), the model of wikitext2 and ptb-word
+    (``atnbench/tasks/wikitext2.py`` says what it keeps and leaves out)."""
+
+    def __init__(self, config, vocab_size: int, embedding: int, last_hidden: int, tie_weights: bool = True,
+                 **dropouts: float):
+        super().__init__()
+        if tie_weights and last_hidden != embedding:
+            raise UserError(f"tied weights need last_hidden == embedding, got {last_hidden} and {embedding}")
+        self.dropouts = {**DROPOUTS, **dropouts}
+        self.embed = nn.Embedding(vocab_size, embedding)
+        sizes = [embedding] + [config.hidden] * (config.layers - 1) + [last_hidden]
+        self.rnns = nn.ModuleList(
+            CELLS[config.cell](sizes[i], sizes[i + 1], num_layers=1, norm=config.norm, **cell_options(config))
+            for i in range(config.layers)
+        )
+        self.head = nn.Linear(last_hidden, vocab_size)
+        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
+        nn.init.zeros_(self.head.bias)
+        if tie_weights:
+            self.head.weight = self.embed.weight
+        else:
+            nn.init.uniform_(self.head.weight, -0.1, 0.1)
+
+    def forward(self, x: Tensor, state=None):
+        d = self.dropouts
+        weight = self.embed.weight
+        if self.training and d["dropoute"] > 0:  # drop whole words: rows of the embedding
+            keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1 - d["dropoute"]) / (1 - d["dropoute"])
+            weight = weight * keep
+        h = locked_dropout(F.embedding(x, weight), d["dropouti"], self.training)
+        states = []
+        for i, rnn in enumerate(self.rnns):
+            h, layer_state = rnn(h, None if state is None else state[i])
+            states.append(layer_state)
+            last = i == len(self.rnns) - 1
+            h = locked_dropout(h, d["dropout"] if last else d["dropouth"], self.training)
+        return self.head(h), tuple(states)
 
 
 def count_parameters(model: nn.Module) -> int:

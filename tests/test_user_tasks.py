@@ -106,10 +106,14 @@ def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
     result = ok(invoke("run", "sums", "--include", csv_task, "--norm", "ln", "--store", store, "--format", "json"))
     record = json.loads(result.stdout)
     assert record["metric"] == "mae" and record["val_mae"] is not None and record["val_mae"] > 0
+    ok(invoke("sweep", "norm-ablation", "--task", "sums", "--include", csv_task, "--seeds", "0", "--budget", 0.5,
+              "--store", store, "-q"))
     report = ok(invoke("report", "--include", csv_task, "--store", store, "--format", "json"))
-    table = json.loads(report.stdout)["tables"][0]
-    assert "MSE" in table["measure"]
-    assert any("mae" in column["key"] for column in table["columns"]), table["columns"]
+    tables = {t["budget"]: t for t in json.loads(report.stdout)["tables"]}  # the full run, the shrunk sweep
+    assert [len([r for r in tables[b]["rows"] if r["kind"] == "model"]) for b in (1.0, 0.5)] == [1, 7]
+    for table in tables.values():
+        assert "MSE" in table["measure"]
+        assert any("mae" in column["key"] for column in table["columns"]), table["columns"]
 
 
 def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):
@@ -121,10 +125,36 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):
     os.environ["ATNBENCH_TASKS"] = ""  # the task file is no longer found: the run's options carry it
     scores = json.loads(ok(invoke("evaluate", record["run_id"], "--store", store, "--format", "json")).stdout)
     assert scores  # the same validation split, rebuilt from the stored definition
+    verified = ok(invoke("verify", record["run_id"], "--store", store))
+    assert "bit for bit" in verified.stdout
     ok(invoke("store", "export", tmp_path / "runs.jsonl", "--store", store))
     ok(invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "other.db"))
     with sqlite3.connect(tmp_path / "other.db") as db:
         assert db.execute("select run_id from runs").fetchall() == [(record["run_id"],)]
+
+
+def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_path):
+    """The nested layout: one sequence per row, its steps a list (of channel lists)."""
+    import pandas as pd
+    from datasets import Dataset
+
+    from atnbench.tasks.user import include
+
+    xs, ys = ragged(n=30, channels=2)
+    frame = pd.DataFrame({"x": [x.tolist() for x in xs], "label": [f"class-{y}" for y in ys]})
+    folder = tmp_path / "nested"
+    folder.mkdir()
+    frame.to_parquet(folder / "seqs.parquet")
+    Dataset.from_pandas(frame).save_to_disk(str(folder / "hf"))
+    for name, data in (("fromparquet", "seqs.parquet"), ("fromhf", "hf")):
+        (folder / f"{name}.yaml").write_text(f"problem: sequence-classification\ndata: {{train: {data}, y: label}}\n"
+                                             + SMALL)
+    include([folder])
+    sources = [_source(name)[1] for name in ("fromparquet", "fromhf")]
+    for source in sources:
+        x, y = source.data["train"]
+        assert x.shape[-1] == 2 and set(y.tolist()) == {0, 1, 2} and source.lengths is not None
+    assert torch.equal(sources[0].data["train"][0], sources[1].data["train"][0])  # one reading of one data
 
 
 def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):

@@ -6,7 +6,7 @@ embedding 400, hidden 1150, BPTT 70, batch 32, gradient-norm clipping 0.25, SGD 
 (``options.asgd_switch``, ``atnbench/schedule.py``), k = 25, 500 epochs; perplexity on the
 validation and test streams (exp of the cross-entropy per word).
 
-The model here (``AWDStyleLM``) keeps AWD-LSTM's shape: embedding 400 -> normalized LSTM
+The model (``atnbench.zoo.AWDStyleLM``) keeps AWD-LSTM's shape: embedding 400 -> normalized LSTM
 1150 -> 1150 -> 400 (the last layer is the embedding size, ``options.last_hidden``) -> a
 decoder tied to the embedding (``options.tie_weights``), embeddings initialised U(-0.1, 0.1);
 ``layers`` and ``hidden`` come from the run config. Of AWD-LSTM's regularisers it keeps the
@@ -23,66 +23,9 @@ one; the training batch size by default). Expect perplexities above the paper's.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
 
-from atnbench.errors import UserError
 from atnbench.tasks.real import language_model_task
-
-DROPOUTS = {"dropoute": 0.1, "dropouti": 0.65, "dropouth": 0.2, "dropout": 0.4}
-
-
-
-def locked_dropout(x: Tensor, p: float, training: bool) -> Tensor:
-    """One dropout mask per sequence, the same at every step (variational dropout)."""
-    if not training or p == 0:
-        return x
-    mask = x.new_empty(1, *x.shape[1:]).bernoulli_(1 - p) / (1 - p)
-    return x * mask
-
-
-class AWDStyleLM(nn.Module):
-    """Embedding -> stacked normalized LSTMs of their own widths -> decoder (tied by default)."""
-
-    def __init__(self, config, vocab_size: int, embedding: int, last_hidden: int, tie_weights: bool = True,
-                 **dropouts: float):
-        super().__init__()
-        from atnbench.zoo import CELLS
-
-        if tie_weights and last_hidden != embedding:
-            raise UserError(f"tied weights need last_hidden == embedding, got {last_hidden} and {embedding}")
-        self.dropouts = {**DROPOUTS, **dropouts}
-        self.embed = nn.Embedding(vocab_size, embedding)
-        sizes = [embedding] + [config.hidden] * (config.layers - 1) + [last_hidden]
-        norm_options = dict(k=config.k, eps=config.eps, affine=config.affine, init=config.init)
-        self.rnns = nn.ModuleList(
-            CELLS[config.cell](sizes[i], sizes[i + 1], num_layers=1, norm=config.norm,
-                               bias_inside=config.bias_inside, **norm_options)
-            for i in range(config.layers)
-        )
-        self.head = nn.Linear(last_hidden, vocab_size)
-        nn.init.uniform_(self.embed.weight, -0.1, 0.1)
-        nn.init.zeros_(self.head.bias)
-        if tie_weights:
-            self.head.weight = self.embed.weight
-        else:
-            nn.init.uniform_(self.head.weight, -0.1, 0.1)
-
-    def forward(self, x: Tensor, state=None):
-        d = self.dropouts
-        weight = self.embed.weight
-        if self.training and d["dropoute"] > 0:  # drop whole words: rows of the embedding
-            keep = weight.new_empty(weight.shape[0], 1).bernoulli_(1 - d["dropoute"]) / (1 - d["dropoute"])
-            weight = weight * keep
-        h = locked_dropout(F.embedding(x, weight), d["dropouti"], self.training)
-        states = []
-        for i, rnn in enumerate(self.rnns):
-            h, layer_state = rnn(h, None if state is None else state[i])
-            states.append(layer_state)
-            last = i == len(self.rnns) - 1
-            h = locked_dropout(h, d["dropout"] if last else d["dropouth"], self.training)
-        return self.head(h), tuple(states)
-
+from atnbench.zoo import DROPOUTS, AWDStyleLM
 
 def awd_source(name: str, load, config, device: torch.device):
     """An ``LMSource`` over the corpus ``load(options)`` returns, training an ``AWDStyleLM``
