@@ -292,3 +292,18 @@ def test_reading_commands_leave_the_store_as_it_was(trained):
     for args in (("list",), ("show", ln_id), ("compare", ln_id, atn_id), ("export",), ("export", "-f", "json")):
         assert invoke("runs", *args, "--store", store).exit_code == 0
     assert everything() == before
+
+
+def test_list_and_show_as_json(trained, filled):
+    store, ln, atn = trained
+    listed = invoke("runs", "list", "--store", store, "--format", "json", "--norm", "atn")
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    assert [row["run_id"] for row in rows] == [atn] and rows[0]["k"] == 3 and rows[0]["model"] == "atn k=3"
+    assert rows[0]["min_val_loss"] is not None and rows[0]["status"] == "done"
+    shown = invoke("runs", "show", ln[:6], "--store", store, "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    record = json.loads(shown.stdout)
+    assert record["run_id"] == ln and record["config"]["norm"] == "ln" and record["curve"]
+    bad = invoke("runs", "list", "--store", filled[0], "--format", "csv")
+    assert bad.exit_code == 2 and "--format" in bad.stderr

@@ -118,8 +118,8 @@ def report(
     store: options.Store = options.STORE,
     include: options.Include = None,
     plots_old: Optional[Path] = options.deprecated_flag("--plots", "--out-dir", metavar="DIR"),
-
-    **filters,):
+    **filters,
+):
     """The results store as the ATN paper's tables, with the paper's values beside ours.
 
     One row per model and setting (runs that differ in nothing but the seed), min train and min
@@ -234,8 +234,8 @@ def plot(
                                          help="Also draw the cost figure from these `atnbench bench --output` "
                                               "records (JSON); alone, only that figure."),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
-
-    **filters,):
+    **filters,
+):
     """Write the figures only: loss curves, the k-ablation and the cost per model.
 
     Loss curves per task and T (mean and min-max band over seeds, the paper's minima as

@@ -121,9 +121,10 @@ def _thin(points: list, limit: int) -> list:
 @with_filters("task", "T", "norm", "status", "sweep", "since")
 def list_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
+    fmt_: Annotated[Optional[str], options.output_format(("table", "json"), "; json: one object per run")] = None,
     store: options.Store = options.STORE,
-
-    **filters,):
+    **filters,
+):
     """The runs of the store, oldest first, one line each.
 
     Example: [bold]atnbench runs list --task adding --status done[/]  ·  [bold]atnbench runs list --since 1d[/]
@@ -133,6 +134,11 @@ def list_cmd(
         runs = _select(results, task, T, norm, status, sweep, since)
         total = len(results.run_ids())
         path = results.path
+    if options.check_format(fmt_, ("table", "json")) == "json":
+        keys = ("run_id", "task", "T", "norm", "k", "seed", "budget", "status", "created_at", "updated_at")
+        print(json.dumps([{**{key: getattr(run, key) for key in keys}, "model": model_label(run),
+                           "min_val_loss": run.summary.get("min_val_loss")} for run in runs]))
+        return
     if quiet:
         for run in runs:
             sys.stdout.write(run.run_id + "\n")
@@ -210,6 +216,8 @@ def show_cmd(
     run_id: str = typer.Argument(..., help="Run id, or a unique prefix of it."),
     points: int = typer.Option(25, "--points", help="Curve rows to print, evenly spaced (0: every point)."),
     chart: Optional[bool] = typer.Option(None, "--chart/--no-chart", help="Draw the curve as text (default: in a terminal)."),
+    fmt_: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the run as `store export` "
+                                                                           "writes it (config, env, summary, curve)")] = None,
     store: options.Store = options.STORE,
 ):
     """One run: its config, environment, summary and curve.
@@ -221,6 +229,10 @@ def show_cmd(
     with open_store(store) as results:
         (full,) = resolve_ids(results, [run_id])
         run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)
+        record = results.export_record(full) if options.check_format(fmt_, ("table", "json")) == "json" else None
+    if record is not None:
+        print(json.dumps(record))
+        return
     header = Text.assemble((f"run {run.run_id}", "bold"), "  ", _status(run.status),
                            f"  {run.task} T={run.T} {model_label(run)} seed={run.seed} budget={fmt(run.budget, 3)}")
     out.print(header)
@@ -467,8 +479,8 @@ def export_cmd(
     curves: bool = typer.Option(False, "--curves", help="CSV: one row per curve point instead of one per run (JSON always has both)."),
     output: Annotated[Optional[Path], options.output_file("the runs (instead of stdout)")] = None,
     store: options.Store = options.STORE,
-
-    **filters,):
+    **filters,
+):
     """Runs and their curves as CSV or JSON, for a spreadsheet or your own analysis.
 
     CSV: one row per run (config.*, summary.*, env.* columns), or with --curves one row per curve point.
