@@ -421,3 +421,14 @@ def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
                                     else words)
         assert result.exit_code == 0, f"{command}\n{result.stdout}\n{result.stderr}"
     assert list((tmp_path / "figs").glob("*.png"))
+
+
+def test_the_shipped_grids_apply_to_a_task_found_through_the_environment(npz_task, tmp_path, monkeypatch):
+    monkeypatch.setenv("ATNBENCH_TASKS", str(npz_task))  # no --include: $ATNBENCH_TASKS alone
+    ok(invoke("tasks", "check", "vowels"))
+    for sweep, runs in (("k-ablation", 5), ("bias-placement", 4), ("norm-ablation", 7)):
+        dry = ok(invoke("sweep", sweep, "--task", "vowels", "--seeds", "0", "--dry-run", "--format", "json",
+                        "--store", tmp_path / "s.db"))
+        planned = json.loads(dry.stdout)
+        rows = planned["runs"] if isinstance(planned, dict) else planned
+        assert len(rows) == runs and all(row["config"]["task"] == "vowels" for row in rows), rows
