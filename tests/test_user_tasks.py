@@ -432,3 +432,30 @@ def test_the_shipped_grids_apply_to_a_task_found_through_the_environment(npz_tas
         planned = json.loads(dry.stdout)
         rows = planned["runs"] if isinstance(planned, dict) else planned
         assert len(rows) == runs and all(row["config"]["task"] == "vowels" for row in rows), rows
+
+
+def test_npy_files_per_part_and_an_arrow_table(tmp_path):
+    """A split as separate .npy files (x padded, y, lengths); a wide Feather/Arrow table."""
+    import pandas as pd
+
+    from atnbench.tasks.user import include
+
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(2, 7, 20)
+    x = rng.normal(0, 1, (20, 6, 3))
+    np.save(folder / "x.npy", x)
+    np.save(folder / "y.npy", np.arange(20) % 2)
+    np.save(folder / "n.npy", lengths)
+    (folder / "parts.yaml").write_text("problem: sequence-classification\n"
+                                       "data:\n  train: {x: x.npy, y: y.npy, lengths: n.npy}\n" + SMALL)
+    pd.DataFrame({"y": rng.normal(0, 1, 20), **{f"t{i}": rng.normal(0, 1, 20) for i in range(5)}}).to_feather(
+        folder / "wide.arrow")
+    (folder / "arrow.yaml").write_text("problem: sequence-regression\ndata: {train: wide.arrow}\n" + SMALL)
+    include([folder])
+    _, source = _source("parts")
+    assert source.data["train"][0].shape[-1] == 3
+    assert sorted(source.lengths["train"].tolist() + source.lengths["val"].tolist()) == sorted(lengths.tolist())
+    _, source = _source("arrow")
+    assert source.data["train"][0].shape[1:] == (5, 1) and source.data["train"][1].dtype == torch.float32
