@@ -230,7 +230,7 @@ def test_a_run_that_is_training_is_not_deleted_and_finishes(tmp_path):
     finished = invoke("run", "adding", *TINY, "--store", store, "--json")
     assert finished.exit_code == 0, finished.output
     other = json.loads(finished.stdout)["run_id"]
-    long_run = ["run", "adding", *TINY, "--iters", "300", "--eval-every", "25", "--seed", "1", "--store", store, "--json"]
+    long_run = ["run", "adding", *TINY, "--iters", "1500", "--eval-every", "25", "--seed", "1", "--store", store, "--json"]
     with CliProcess(long_run, tmp_path) as run:
         poll_store(store, lambda conn: conn.execute("SELECT COUNT(*) FROM evals JOIN runs USING (run_id) "
                                                     "WHERE status = 'running'").fetchone()[0] >= 1, run.popen)
