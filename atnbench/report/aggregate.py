@@ -49,7 +49,8 @@ STAT_LABELS = {
 # What each statistic is: shown under every report table and in `atnbench report --help`.
 STAT_DEFINITIONS = {
     "min_train_loss": "the lowest, over the evaluations, of the mean training-minibatch loss since the previous "
-                      "evaluation (the paper's attained minimum; minibatches of fresh data, not a fixed training set)",
+                      "evaluation (the paper's attained minimum; a generated task's minibatches are fresh data, a data "
+                      "task's come from its training split, pass after pass)",
     "min_val_loss": "the lowest validation loss over the evaluations (the paper's attained minimum)",
     "min_val_bpc": "the lowest validation bits per character over the evaluations (Table 4's measure)",
     "min_val_ppl": "the lowest validation perplexity over the evaluations (Table 5's measure)",
