@@ -55,14 +55,22 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.zoo import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
+    unknown = None
     if task is not None:
-        get_task(task)  # a typo is "unknown task", not "no finished runs match"
+        try:
+            get_task(task)  # a typo is "unknown task", not "no finished runs match"
+        except UserError as error:  # unless the store holds runs of it (a user task not --include'd)
+            unknown = error
+            if not Path(store).is_file():
+                raise
     with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
             fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
                  f"or `atnbench sweep` first")
         records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
+        if unknown is not None and not results.runs(task=task):
+            raise unknown
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"
             fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
