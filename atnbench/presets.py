@@ -163,7 +163,7 @@ def check_top_level(path: Path, data: dict[str, Any], allowed: tuple[str, ...], 
 
 
 def load_task_preset(name_or_path: str | Path) -> TaskPreset:
-    from atnbench.tasks import user  # a user task of the search folders (--include, $ATNBENCH_TASKS)
+    from atnbench import taskfiles as user  # a user task of the search folders (--include, $ATNBENCH_TASKS)
 
     user_file = user.find(name_or_path) if isinstance(name_or_path, str) else None
     if user_file is not None:

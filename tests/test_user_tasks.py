@@ -138,7 +138,7 @@ def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_pa
     import pandas as pd
     from datasets import Dataset
 
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
 
     xs, ys = ragged(n=30, channels=2)
     frame = pd.DataFrame({"x": [x.tolist() for x in xs], "label": [f"class-{y}" for y in ys]})
@@ -167,7 +167,7 @@ def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):
 
 
 def test_standardized_with_the_training_split_only(npz_task):
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
 
     include([npz_task])
     (npz_task / "val.npz").write_bytes((npz_task / "seqs.npz").read_bytes())
@@ -190,7 +190,7 @@ def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
     garbage give bit-identical losses (no statistic, no loss term includes them)."""
     from atnbench.runspec import resolve_run
     from atnbench.store import ResultsStore
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
     from atnbench.train import train
 
     rng = np.random.default_rng(3)
@@ -217,7 +217,7 @@ def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
 
 def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
     from atnbench.runspec import resolve_run
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
 
     include([npz_task])
     first = resolve_run("vowels", {}).run_id
@@ -231,7 +231,7 @@ def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
 
 
 def test_step_classification_from_a_long_table(tmp_path):
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
 
     folder = tmp_path / "tags"
     folder.mkdir()
@@ -438,7 +438,7 @@ def test_npy_files_per_part_and_an_arrow_table(tmp_path):
     """A split as separate .npy files (x padded, y, lengths); a wide Feather/Arrow table."""
     import pandas as pd
 
-    from atnbench.tasks.user import include
+    from atnbench.taskfiles import include
 
     folder = tmp_path / "parts"
     folder.mkdir()
@@ -459,3 +459,12 @@ def test_npy_files_per_part_and_an_arrow_table(tmp_path):
     assert sorted(source.lengths["train"].tolist() + source.lengths["val"].tolist()) == sorted(lengths.tolist())
     _, source = _source("arrow")
     assert source.data["train"][0].shape[1:] == (5, 1) and source.data["train"][1].dtype == torch.float32
+
+
+def test_a_broken_task_file_spoils_only_itself(npz_task):
+    (npz_task / "broken.yaml").write_text("problem: [unclosed\n")
+    ok(invoke("tasks", "check", "vowels", "--include", npz_task))  # its neighbour is fine
+    unknown = invoke("run", "nope", "--include", npz_task)
+    assert unknown.exit_code == 2 and "unknown task 'nope'" in unknown.stderr and "broken" in unknown.stderr
+    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(npz_task)], env={"COLUMNS": "1000"})).stdout
+    assert "invalid YAML" in listed and "vowels" in listed

@@ -161,9 +161,9 @@ def check_backend(backend: str, address: Optional[str], workers: Optional[int]) 
 
 def include_folders(folders: Optional[list[Path]]) -> Optional[list[Path]]:
     """typer callback for every ``--include``: the folders join the user-task search before the
-    command looks up its task (atnbench/tasks/user.py)."""
+    command looks up its task (atnbench/taskfiles.py)."""
     if folders:
-        from atnbench.tasks.user import include
+        from atnbench.taskfiles import include
 
         try:
             include(folders)

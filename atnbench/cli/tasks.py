@@ -27,7 +27,7 @@ def tasks(ctx: typer.Context, include: options.Include = None):
     from atnbench.presets import list_task_presets, load_task_preset
     from atnbench.tasks import get_task, task_names
     from atnbench.tasks.registry import TASK_MODULES
-    from atnbench.tasks.user import user_task_files
+    from atnbench.taskfiles import user_task_files
 
     # two columns (a task's name, presets and variants over each other; what it measures over its
     # source): the long text wraps in the one wide column, readable at 80 columns
@@ -94,7 +94,7 @@ def check(
     """Read a task of your own and say what it holds: sizes, lengths, classes, the no-information
     baseline; every mistake in the task or data file is one line naming the file and the field."""
     from atnbench.presets import load_task_preset
-    from atnbench.tasks.user import ENV_FOLDERS, find, read_definition, task_options
+    from atnbench.taskfiles import ENV_FOLDERS, find, read_definition, task_options
     from atnbench.tasks.userprep import PROBLEMS, prepared, summary
 
     path = find(name)

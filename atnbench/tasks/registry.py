@@ -85,8 +85,8 @@ TASK_MODULES = {
 
 
 def task_names() -> list[str]:
-    """The shipped tasks and the user tasks of the search folders (atnbench/tasks/user.py)."""
-    from atnbench.tasks.user import user_task_files
+    """The shipped tasks and the user tasks of the search folders (atnbench/taskfiles.py)."""
+    from atnbench.taskfiles import user_task_files
 
     return sorted(set(TASK_MODULES) | set(user_task_files()))
 
@@ -94,7 +94,7 @@ def task_names() -> list[str]:
 def get_task(name: str) -> TaskSpec:
     if name in TASK_MODULES:
         return importlib.import_module(TASK_MODULES[name]).SPEC
-    from atnbench.tasks.user import ENV_FOLDERS, get_user_task
+    from atnbench.taskfiles import ENV_FOLDERS, get_user_task
 
     spec = get_user_task(name)
     if spec is None:

@@ -1,0 +1,232 @@
+"""User tasks: a YAML file outside the package that points at data files or at a task object.
+
+A user task is found by name in the folders of ``$ATNBENCH_TASKS`` (``os.pathsep``-separated;
+``--include DIR`` adds one), as ``NAME.yaml``. It reads::
+
+    problem: sequence-classification   # or sequence-regression, step-classification, step-regression
+    description: "one line"            # optional
+    data:
+      train: train.npz                 # paths relative to this file
+      test: test.npz                   # optional; validation too
+      split: {validation: 0.2, test: 0.0, seed: 0}   # carved from train where no file is given
+      x: x                             # array or column names (see atnbench/tasks/userdata.py)
+      y: y
+      lengths: lengths                 # optional: valid steps of each padded sequence
+    standardize: true                  # inputs standardized with the training split's statistics
+    default_T: 29                      # optional: default, the longest sequence of any split
+    defaults: {hidden: 64, lr: 1.0e-3} # RunConfig settings, as in a shipped preset; variants too
+
+or, for a generator or a loader written in Python, ``module: tasks.py:SPEC`` (a file beside the
+YAML, or an importable ``package.module:OBJECT``) naming a ``TaskSpec``. The whole definition,
+with the data files' absolute paths, goes into the run's ``options``, so a run is a function of
+its config and the data's contents enter its id (``atnbench.identity``). ``T`` caps a sequence's
+length: a longer sequence keeps its first T steps.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+
+from atnbench.config import ConfigError
+
+ENV_FOLDERS = "ATNBENCH_TASKS"
+SPLIT_NAMES = ("train", "validation", "test")
+USER_KEYS = ("problem", "data", "module")  # a task YAML with one of these is a user task
+
+
+class Split(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    validation: float = Field(0.2, ge=0, lt=1)
+    test: float = Field(0.0, ge=0, lt=1)
+    seed: StrictInt = Field(0, ge=0)
+
+
+class DataBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    train: Union[StrictStr, dict[str, StrictStr]]
+    validation: Union[StrictStr, dict[str, StrictStr], None] = None
+    test: Union[StrictStr, dict[str, StrictStr], None] = None
+    split: Split = Split()
+    x: Union[StrictStr, list[StrictStr], None] = None
+    y: StrictStr = "y"
+    lengths: Optional[StrictStr] = None
+    layout: Optional[Literal["wide", "long", "nested"]] = None
+    id: StrictStr = "id"
+    time: Optional[StrictStr] = "time"
+
+
+class Definition(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: Optional[StrictStr] = None
+    description: Optional[StrictStr] = None
+    citation: Optional[StrictStr] = None
+    problem: Optional[Literal["sequence-classification", "sequence-regression", "step-classification",
+                              "step-regression"]] = None
+    data: Optional[DataBlock] = None
+    module: Optional[StrictStr] = None
+    standardize: StrictBool = True
+    default_T: Optional[StrictInt] = Field(None, ge=1)
+    defaults: dict[str, Any] = {}
+    per_T: dict[int, dict[str, Any]] = {}
+    variants: dict[str, dict[str, Any]] = {}
+
+
+# --- finding ------------------------------------------------------------------------------------
+
+def folders() -> list[Path]:
+    """The folders user tasks are looked for in, in order (``$ATNBENCH_TASKS``)."""
+    return [Path(p) for p in os.environ.get(ENV_FOLDERS, "").split(os.pathsep) if p]
+
+
+def include(paths: list[Path]) -> None:
+    """Add folders to the search (``--include``), ahead of ``$ATNBENCH_TASKS``; through the
+    environment, so a sweep's worker processes look where the command looked."""
+    for path in paths:
+        if not path.is_dir():
+            raise ConfigError(f"--include {path}: no such folder")
+    given = [str(p.expanduser().absolute()) for p in paths]
+    kept = [str(p) for p in folders() if str(p) not in given]
+    os.environ[ENV_FOLDERS] = os.pathsep.join(given + kept)
+
+
+def is_user_task_file(data: dict) -> bool:
+    return any(key in data for key in USER_KEYS)
+
+
+def user_task_files() -> dict[str, Path]:
+    """Every user task in the search folders: name -> YAML file (the first folder wins)."""
+    from atnbench.presets import read_yaml_mapping
+
+    found: dict[str, Path] = {}
+    for folder in folders():
+        for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
+            if path.stem in found or find(path.stem) != path:
+                continue
+            try:
+                mine = is_user_task_file(read_yaml_mapping(path))
+            except ConfigError:  # listed, so that looking it up says what is wrong with it
+                mine = True
+            if mine:
+                found[path.stem] = path
+    return found
+
+
+def find(name: str) -> Optional[Path]:
+    """NAME.yaml in the first search folder that has it; a shipped task's name is never a user's."""
+    from atnbench.tasks.registry import TASK_MODULES
+
+    if name in TASK_MODULES or not name or "/" in name or name.startswith("."):
+        return None
+    for folder in folders():
+        path = folder / f"{name}.yaml"
+        if path.is_file():
+            return path
+    return None
+
+
+# --- reading the YAML ---------------------------------------------------------------------------
+
+def read_definition(path: Path) -> Definition:
+    from atnbench.presets import read_yaml_mapping
+
+    try:
+        definition = Definition.model_validate(read_yaml_mapping(path))
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"] if not str(part).startswith("function-"))
+        got = f", got {first['input']!r}" if first["type"] not in ("missing", "extra_forbidden") else ""
+        problem = {"extra_forbidden": "unknown key", "missing": "required"}.get(first["type"], first["msg"])
+        raise ConfigError(f"{path}: key '{where}': {problem}{got}") from None
+    if (definition.data is None) == (definition.module is None):
+        raise ConfigError(f"{path}: give 'data' (files) or 'module' (a TaskSpec in Python), one of them")
+    if definition.data is not None and definition.problem is None:
+        raise ConfigError(f"{path}: key 'problem': required with 'data'; one of: sequence-classification, "
+                          f"sequence-regression, step-classification, step-regression")
+    if definition.name is not None and definition.name != path.stem:
+        raise ConfigError(f"{path}: key 'name': {definition.name!r} differs from the file's name {path.stem!r}; "
+                          f"a task is found by its file's name")
+    return definition
+
+
+def task_options(definition: Definition, path: Path) -> dict[str, Any]:
+    """What a run's ``options`` carry of the task: its definition and its files, absolute."""
+    base = path.parent.absolute()
+    if definition.module is not None:
+        target, _, obj = definition.module.rpartition(":")
+        if not target or not obj:
+            raise ConfigError(f"{path}: key 'module': expected 'file.py:OBJECT' or 'package.module:OBJECT', "
+                              f"got {definition.module!r}")
+        code = base / target if target.endswith(".py") else Path(_module_file(target, path))
+        if not code.is_file():
+            raise ConfigError(f"{path}: key 'module': no such file {code}")
+        return {"user_task": {"module": f"{code}:{obj}" if target.endswith(".py") else definition.module},
+                "task_code": str(code)}
+    data = definition.data
+    files: dict[str, str] = {}
+    for split in SPLIT_NAMES:
+        given = getattr(data, split)
+        if isinstance(given, dict):  # .npy files per part
+            unknown = set(given) - {"x", "y", "lengths"}
+            if unknown:
+                raise ConfigError(f"{path}: key 'data.{split}': parts are x, y, lengths, got {sorted(unknown)}")
+            files.update({f"{split}.{part}": str(base / file) for part, file in given.items()})
+        elif given is not None:
+            files[split] = str(base / given)
+    fields = data.model_dump(exclude={"train", "validation", "test", "split"})
+    split = {name: value for name, value in data.split.model_dump().items()
+             if name == "seed" or getattr(data, name) is None}  # fractions only where no file is given
+    return {"user_task": {"problem": definition.problem, "fields": fields, "split": split,
+                          "standardize": definition.standardize},
+            "data_files": files}
+
+
+def _module_file(target: str, path: Path) -> str:
+    spec = importlib.util.find_spec(target.split(".")[0]) and importlib.util.find_spec(target)
+    if spec is None or not spec.origin:
+        raise ConfigError(f"{path}: key 'module': no importable module {target!r}")
+    return spec.origin
+
+
+def get_user_task(name: str):
+    """The TaskSpec of the user task NAME (None if no search folder holds one)."""
+    from atnbench.tasks.user import spec_from_options
+
+    path = find(name)
+    if path is None:
+        return None
+    return spec_from_options(name, task_options(read_definition(path), path))
+
+
+def load_preset(path: Path):
+    """The TaskPreset of a user task file: its defaults over defaults that fit its data."""
+    from atnbench.presets import TaskPreset, check_layer
+
+    definition = read_definition(path)
+    options = task_options(definition, path)
+    given = check_layer(path, "defaults", definition.defaults)
+    defaults, longest = {}, None
+    if "module" not in options["user_task"]:
+        from atnbench.tasks.userprep import prepared, suggested_defaults
+
+        prep = prepared(options["user_task"], options["data_files"])
+        # the longest sequence of any split: no test sequence is cut unless the file says T
+        defaults, longest = suggested_defaults(prep), max(len(seq) for part in prep.splits.values() for seq in part.xs)
+        if "steps" in given:
+            defaults.pop("epochs")
+    defaults.update(given)
+    defaults["options"] = {**(given.get("options") or {}), **options}
+    default_T = definition.default_T or longest
+    if default_T is None:
+        raise ConfigError(f"{path}: key 'default_T': required for a task written in Python")
+    return TaskPreset(
+        task=path.stem, citation=definition.citation or definition.description or f"user task {path}",
+        default_T=default_T, defaults=defaults,
+        per_T={T: dict(check_layer(path, f"per_T.{T}", layer)) for T, layer in definition.per_T.items()},
+        variants={v: dict(check_layer(path, f"variants.{v}", layer)) for v, layer in definition.variants.items()},
+        source=path)
