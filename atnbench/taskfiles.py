@@ -13,6 +13,8 @@ A user task is found by name in the folders of ``$ATNBENCH_TASKS`` (``os.pathsep
       y: y
       lengths: lengths                 # optional: valid steps of each padded sequence
     standardize: true                  # inputs standardized with the training split's statistics
+    inputs: features                   # or tokens: integer ids read through an embedding (embedding: 64)
+    metric: accuracy                   # classification: accuracy, bpc or ppl; regression: mae
     default_T: 29                      # optional: default, the longest sequence of any split
     defaults: {hidden: 64, lr: 1.0e-3} # RunConfig settings, as in a shipped preset; variants too
 
@@ -71,6 +73,9 @@ class Definition(BaseModel):
     data: Optional[DataBlock] = None
     module: Optional[StrictStr] = None
     standardize: StrictBool = True
+    inputs: Literal["features", "tokens"] = "features"  # tokens: integer ids through an embedding
+    embedding: Optional[StrictInt] = Field(None, ge=1)  # tokens: the embedding size (default 64)
+    metric: Optional[Literal["accuracy", "bpc", "ppl", "mae"]] = None  # default: accuracy or mae
     default_T: Optional[StrictInt] = Field(None, ge=1)
     defaults: dict[str, Any] = {}
     per_T: dict[int, dict[str, Any]] = {}
@@ -148,6 +153,13 @@ def read_definition(path: Path) -> Definition:
     if definition.data is not None and definition.problem is None:
         raise ConfigError(f"{path}: key 'problem': required with 'data'; one of: sequence-classification, "
                           f"sequence-regression, step-classification, step-regression")
+    if definition.problem is not None and definition.metric is not None:
+        allowed = ("mae",) if definition.problem.endswith("regression") else ("accuracy", "bpc", "ppl")
+        if definition.metric not in allowed:
+            raise ConfigError(f"{path}: key 'metric': a {definition.problem} task reports {' or '.join(allowed)}, "
+                              f"got {definition.metric!r}")
+    if definition.embedding is not None and definition.inputs != "tokens":
+        raise ConfigError(f"{path}: key 'embedding': only for inputs: tokens")
     if definition.name is not None and definition.name != path.stem:
         raise ConfigError(f"{path}: key 'name': {definition.name!r} differs from the file's name {path.stem!r}; "
                           f"a task is found by its file's name")
@@ -181,9 +193,12 @@ def task_options(definition: Definition, path: Path) -> dict[str, Any]:
     fields = data.model_dump(exclude={"train", "validation", "test", "split"})
     split = {name: value for name, value in data.split.model_dump().items()
              if name == "seed" or getattr(data, name) is None}  # fractions only where no file is given
-    return {"user_task": {"problem": definition.problem, "fields": fields, "split": split,
-                          "standardize": definition.standardize},
-            "data_files": files}
+    user = {"problem": definition.problem, "fields": fields, "split": split, "standardize": definition.standardize}
+    if definition.inputs == "tokens":  # keys only where they are set: older definitions keep their run ids
+        user["tokens"] = {"embedding": definition.embedding or 64}
+    if definition.metric is not None:
+        user["metric"] = definition.metric
+    return {"user_task": user, "data_files": files}
 
 
 def _module_file(target: str, path: Path) -> str:

@@ -360,6 +360,8 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),
     ("problem: [unclosed\n", "invalid YAML"),
+    ("problem: sequence-classification\ninputs: tokens\ndata: {train: good.npz}\n", "inputs: tokens needs one whole number"),
+    ("problem: sequence-classification\nembedding: 8\ndata: {train: good.npz}\n", "key 'embedding': only for inputs: tokens"),
     ("module: broken.py:SPEC\ndefault_T: 5\n", "cannot import it"),
     ("module: notspec.py:SPEC\ndefault_T: 5\n", "expected an atnbench.tasks.TaskSpec"),
     ("module: nowhere.py:SPEC\ndefault_T: 5\n", "no such file"),
@@ -468,3 +470,24 @@ def test_a_broken_task_file_spoils_only_itself(npz_task):
     assert unknown.exit_code == 2 and "unknown task 'nope'" in unknown.stderr and "broken" in unknown.stderr
     listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(npz_task)], env={"COLUMNS": "1000"})).stdout
     assert "invalid YAML" in listed and "vowels" in listed
+
+
+def test_a_language_model_over_token_ids_reports_bits_per_character(tmp_path):
+    """Step classification over token inputs (an embedding, no scaling), measured in bpc."""
+    folder = tmp_path / "lm"
+    folder.mkdir()
+    rng = np.random.default_rng(6)
+    text = [rng.integers(0, 12, int(rng.integers(5, 15))) for _ in range(30)]
+    xs, ys = np.empty(30, dtype=object), np.empty(30, dtype=object)
+    xs[:], ys[:] = [t[:-1] for t in text], [t[1:] for t in text]  # the next character at every step
+    np.savez(folder / "chars.npz", x=xs, y=ys)
+    (folder / "chars.yaml").write_text("problem: step-classification\ninputs: tokens\nembedding: 8\nmetric: bpc\n"
+                                       "data: {train: chars.npz}\n" + SMALL)
+    checked = ok(invoke("tasks", "check", "chars", "--include", folder)).stdout
+    assert "token ids 0..11" in checked
+    record = json.loads(ok(invoke("run", "chars", "--include", folder, "--norm", "atn", "--k", 3,
+                                  "--store", tmp_path / "s.db", "--format", "json")).stdout)
+    assert record["metric"] == "bpc" and record["val_bpc"] == pytest.approx(record["min_val_loss"] / np.log(2))
+    (folder / "chars.yaml").write_text("problem: step-regression\nmetric: bpc\ndata: {train: chars.npz}\n")
+    bad = invoke("tasks", "check", "chars", "--include", folder)
+    assert bad.exit_code == 2 and "key 'metric'" in bad.stderr

@@ -123,7 +123,9 @@ def check(
                  ("sequences", ", ".join(f"{split} {n}" for split, n in facts["sizes"].items())),
                  ("channels", str(facts["channels"])),
                  ("lengths", "{} to {} steps".format(*facts["lengths"])),
-                 ("inputs", "standardized with the training split's mean and std" if definition.standardize else "as stored")]
+                 ("inputs", f"token ids 0..{facts['vocab'] - 1} through an embedding" if facts["vocab"] is not None
+                  else "standardized with the training split's mean and std" if definition.standardize
+                  else "as stored")]
         if "classes" in facts:
             shown = ", ".join(map(str, facts["classes"][:12])) + (" ..." if len(facts["classes"]) > 12 else "")
             rows += [("classes", f"{len(facts['classes'])}: {shown}"),

@@ -7,7 +7,8 @@ batch statistics (BN, BLN) a batch of one class. Class labels are the
 sorted distinct training labels (a validation or test label never seen in training is an
 error); regression targets are numbers. Inputs are standardized per channel with the mean and
 standard deviation of the training split's steps (no statistic from validation or test data);
-``standardize: false`` turns that off. Sequences of different lengths are right-padded and
+``standardize: false`` turns that off; token inputs (``inputs: tokens``, integer ids read through
+an embedding, e.g. a language model) are never scaled. Sequences of different lengths are right-padded and
 carry their lengths, so the recurrence, the classifier and every normalization statistic see
 only real steps (``atnbench/nn/padding.py``); padded per-step targets are left out of the loss.
 """
@@ -53,6 +54,7 @@ class Prepared:
     classes: Optional[list]  # the class labels in index order (None: regression)
     target_dim: int  # regression targets per step or sequence
     channels: int
+    vocab: Optional[int] = None  # token inputs: ids are 0 .. vocab - 1 (None: feature inputs)
 
 
 def prepared(user: dict[str, Any], files: dict[str, str]) -> Prepared:
@@ -91,7 +93,18 @@ def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is
         classes = _classes(splits, problem.per_step)
     else:
         target_dim = _check_numbers(splits, problem.per_step)
-    return Prepared(splits, classes, target_dim, channels.pop())
+    vocab = _vocabulary(splits) if "tokens" in user else None
+    return Prepared(splits, classes, target_dim, channels.pop(), vocab)
+
+
+def _vocabulary(splits: dict[str, Sequences]) -> int:
+    """Token inputs: one channel of whole numbers >= 0; the vocabulary covers every split's ids."""
+    for part in splits.values():
+        for i, seq in enumerate(part.xs):
+            if seq.shape[1] != 1 or (seq < 0).any() or (seq != np.round(seq)).any():
+                raise ConfigError(f"{part.source}: data.x: inputs: tokens needs one whole number >= 0 per step; "
+                                  f"sequence {i} has {seq.shape[1]} channel(s) or other values")
+    return int(max(seq.max() for part in splits.values() for seq in part.xs)) + 1
 
 
 def _carve(given: dict[str, Sequences], split: dict[str, Any]) -> dict[str, Sequences]:
@@ -176,8 +189,9 @@ def _check_numbers(splits: dict[str, Sequences], per_step: bool) -> int:
 # --- tensors ------------------------------------------------------------------------------------
 
 def standardizer(prep: Prepared, on: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and standard deviation of the training steps (0 and 1 when off)."""
-    if not on:
+    """Per-channel mean and standard deviation of the training steps (0 and 1 when off, and for
+    token ids)."""
+    if not on or prep.vocab is not None:
         return np.zeros(prep.channels), np.ones(prep.channels)
     steps = np.concatenate(prep.splits["train"].xs)
     std = steps.std(0)
@@ -189,9 +203,14 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
     part = prep.splits[split]
     lengths = [min(len(seq), T) for seq in part.xs]
     width = max(lengths)
-    x = torch.zeros(len(part.xs), width, prep.channels)
-    for i, (seq, n) in enumerate(zip(part.xs, lengths)):
-        x[i, :n] = torch.from_numpy((seq[:n] - mean) / std)
+    if prep.vocab is not None:  # token ids, (N, T'), for the embedding
+        x = torch.zeros(len(part.xs), width, dtype=torch.long)
+        for i, (seq, n) in enumerate(zip(part.xs, lengths)):
+            x[i, :n] = torch.from_numpy(seq[:n, 0].astype(np.int64))
+    else:
+        x = torch.zeros(len(part.xs), width, prep.channels)
+        for i, (seq, n) in enumerate(zip(part.xs, lengths)):
+            x[i, :n] = torch.from_numpy((seq[:n] - mean) / std)
     index = {label: i for i, label in enumerate(prep.classes or [])}
     if prep.classes is not None and per_step:
         y = torch.full((len(part.ys), width), IGNORE, dtype=torch.long)
@@ -231,7 +250,7 @@ def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
     """What ``atnbench tasks check`` prints: sizes, lengths, classes, the no-information guess."""
     lengths = [len(seq) for part in prep.splits.values() for seq in part.xs]
     info = {"sizes": {key: len(prep.splits[key].xs) for key in ("train", "val", "test") if key in prep.splits},
-            "channels": prep.channels,
+            "channels": prep.channels, "vocab": prep.vocab,
             "lengths": (min(lengths), max(lengths)), "longest_train": max(len(s) for s in prep.splits["train"].xs),
             "baseline_loss": no_information_loss(prep, per_step)}
     if prep.classes is not None:
@@ -255,7 +274,7 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         name=name,
         description=f"user task: {user['problem']} from {_short(files)}",
         measures=problem.measures + "; the no-information guess scores the baseline",
-        input_size=prep.channels,
+        input_size=_input_size(user, prep),
         output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
         loss="ce" if problem.classes else "mse",
         target="all" if problem.per_step else "last",
@@ -264,8 +283,13 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         seq_len=lambda T: T,
         reference=f"user task ({_short(files)})",
         make_source=functools.partial(make_source, name, user, files),
-        metric="accuracy" if problem.classes else "mae",
+        metric=user.get("metric") or ("accuracy" if problem.classes else "mae"),
     )
+
+
+def _input_size(user: dict[str, Any], prep: Prepared) -> int:
+    """What the recurrent cell reads: the embedding size for token ids, else the channels."""
+    return user["tokens"]["embedding"] if "tokens" in user else prep.channels
 
 
 def _short(files: dict[str, str]) -> str:
@@ -292,9 +316,9 @@ def make_source(name: str, user: dict[str, Any], files: dict[str, str], config, 
         lengths = {split: (n if n is not None else torch.full((len(data[split][1]),), data[split][0].shape[1]))
                    for split, n in lengths.items()}
     splits = ("val", "test") if "test" in prep.splits else ("val",)
-    return ExampleSource(name, data, config, device, input_size=prep.channels,
+    return ExampleSource(name, data, config, device, input_size=_input_size(user, prep),
                          output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
-                         lengths=lengths, splits=splits, step_targets=problem.per_step)
+                         vocab_size=prep.vocab, lengths=lengths, splits=splits, step_targets=problem.per_step)
 
 
 def suggested_defaults(prep: Prepared) -> dict[str, Any]:
