@@ -261,6 +261,9 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()
     again = invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out)
     assert again.exit_code == 2 and "exists" in again.stderr
+    for name, said in (("copying", "shipped task"), ("../up", "use letters")):
+        refused = invoke("tasks", "new", name, "--from", npz_task / "seqs.npz", "--dir", out)
+        assert refused.exit_code == 2 and said in refused.stderr
     checked = ok(invoke("tasks", "check", "draft-npz", "--include", out)).stdout
     assert "classes" in checked and "3: 0, 1, 2" in checked and "majority class" in checked
     assert "channels" in checked and "no-information loss" in checked

@@ -73,8 +73,15 @@ def new(
     Example: [bold]atnbench tasks new vowels --from data/train.npz --dir mytasks[/], then
     [bold]atnbench tasks check vowels --include mytasks[/]
     """
-    from atnbench.taskdraft import draft_task
+    import re
 
+    from atnbench.taskdraft import draft_task
+    from atnbench.tasks.registry import TASK_MODULES
+
+    if name in TASK_MODULES:
+        raise ConfigError(f"{name!r} is a shipped task; give yours another name")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError(f"task name {name!r}: use letters, digits, '-', '_' and '.' (it names NAME.yaml)")
     target = folder / f"{name}.yaml"
     if target.exists() and not force:
         raise ConfigError(f"{target} exists; give --force to replace it")
