@@ -90,6 +90,19 @@ def current_equivalent(code: Optional[str], config: dict[str, Any]) -> Optional[
     return code_fingerprint() if is_current(code, config) else code
 
 
+def on_its_data(record) -> bool:
+    """Whether a stored run's data files still hold what it was trained on. ``config_key`` reads
+    the files named in a config as they are now, so a run made before a file was edited in place
+    would otherwise pass for the same experiment on the new contents; its id, made from the old
+    contents, says it is not."""
+    from atnbench.identity import DATA_OPTIONS, run_id_under
+
+    code = (record.env or {}).get("code")
+    if code is None or not any(key in (record.config.get("options") or {}) for key in DATA_OPTIONS):
+        return True  # nothing that can change under the same config (or no way to tell)
+    return run_id_under(record.config, code) == record.run_id
+
+
 def finished_equivalent(records, config: dict[str, Any]):
     """A finished run among ``records`` (store rows) of the same experiment as ``config``
     (``identity.config_key``) made by code that counts as current: the run a sweep or
@@ -99,6 +112,6 @@ def finished_equivalent(records, config: dict[str, Any]):
     wanted = config_key(config)
     for record in records:
         if record.status in ("done", "diverged") and config_key(record.config) == wanted \
-                and is_current((record.env or {}).get("code"), record.config):
+                and is_current((record.env or {}).get("code"), record.config) and on_its_data(record):
             return record
     return None

@@ -228,13 +228,15 @@ def _data_fingerprint(paths: tuple[str, ...]) -> str:
                 continue
             name = path.relative_to(root_path).as_posix() if root_path.is_dir() else path.name
             digest.update(name.encode() + b"\0")
-            digest.update(_file_digest(str(path), *_stat(path)).encode())
+            digest.update(_file_digest(str(path), *file_stat(path)).encode())
     return digest.hexdigest()[:16]
 
 
-def _stat(path: Path) -> tuple[int, int]:
+def file_stat(path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, (-1, -1) if it cannot be read: what says a
+    cached reading of it is still good."""
     try:
-        stat = path.stat()
+        stat = Path(path).stat()
     except OSError:
         return (-1, -1)
     return (stat.st_size, stat.st_mtime_ns)

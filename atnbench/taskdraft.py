@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 
 from atnbench.config import ConfigError
-from atnbench.tasks.userdata import TABLE_SUFFIXES, Fields, read_split
+from atnbench.tasks.userdata import Fields, load_frame, load_npz, read_split
 from atnbench.tasks.userprep import PROBLEMS
 
 MAX_CLASSES = 50
@@ -29,20 +29,12 @@ def _first(names: tuple[str, ...], available) -> Optional[str]:
 
 def _infer_fields(path: Path) -> Fields:
     if path.suffix == ".npz":
-        with np.load(path, allow_pickle=True) as archive:
-            files = archive.files
-        x, y = _first(NAMES["x"], files), _first(NAMES["y"], files)
+        arrays = load_npz(path)
+        x, y = _first(NAMES["x"], arrays), _first(NAMES["y"], arrays)
         if x is None or y is None:
-            raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(files)})")
-        return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], files))
-    import pandas as pd
-
-    if path.suffix in TABLE_SUFFIXES:
-        columns = list(pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], nrows=5).columns)
-    else:
-        from atnbench.tasks.userdata import _load_frame
-
-        columns = list(_load_frame(path).columns)
+            raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(arrays)})")
+        return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], arrays))
+    columns = list(load_frame(path).columns)
     y = _first(NAMES["y"], columns) or columns[0]
     seq_id, time = _first(NAMES["id"], columns), _first(NAMES["time"], columns)
     if seq_id is not None:
@@ -57,22 +49,17 @@ def _infer_problem(path: Path, fields: Fields) -> str:
     if per_step and fields.layout == "long":  # a long table's per-sequence target repeats on every row
         constant = all(len(set(np.asarray(y).reshape(-1).tolist())) == 1 for y in part.ys)
         per_step = not constant
-    classes = values.dtype.kind in "OUSb" or (values.dtype.kind in "iu" and len(np.unique(values)) <= MAX_CLASSES)
-    if values.dtype.kind == "f" and np.all(np.mod(values, 1) == 0) and len(np.unique(values)) <= MAX_CLASSES:
-        classes = True
+    whole = values.dtype.kind in "iu" or (values.dtype.kind == "f" and bool(np.all(np.mod(values, 1) == 0)))
+    classes = values.dtype.kind in "OUSb" or (whole and len(np.unique(values)) <= MAX_CLASSES)
     return f"{'step' if per_step else 'sequence'}-{'classification' if classes else 'regression'}"
 
 
 def _y_per_step(path: Path, fields: Fields) -> bool:
-    with np.load(path, allow_pickle=True) as archive:
-        y = archive[fields.y]
-    return y.dtype == object or y.ndim >= 2 and y.shape[1] > 1 and archive_x_steps(path, fields) == y.shape[1]
-
-
-def archive_x_steps(path: Path, fields: Fields) -> Optional[int]:
-    with np.load(path, allow_pickle=True) as archive:
-        x = archive[fields.x]
-    return x.shape[1] if x.dtype != object and x.ndim >= 2 else None
+    """Targets per step: an object array (one array per sequence) or (N, T, ...) beside x's T."""
+    arrays = load_npz(path)
+    x, y = arrays[fields.x], arrays[fields.y]
+    steps = x.shape[1] if x.dtype != object and x.ndim >= 2 else None
+    return y.dtype == object or y.ndim >= 2 and y.shape[1] > 1 and steps == y.shape[1]
 
 
 def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = None) -> str:

@@ -35,7 +35,7 @@ from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.registry import task_for
-from atnbench.tasks.source import Batch, DataSource, derived_metric, make_source
+from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, cell_options, count_parameters, model_name
 
 log = logging.getLogger("atnbench")
@@ -95,7 +95,7 @@ def task_loss(task, logits: Tensor, target: Tensor, lengths: Optional[Tensor] = 
             valid = valid_steps(lengths, logits.shape[0])
             return F.mse_loss(logits.squeeze(-1)[valid], target[valid])
         return F.mse_loss(logits.squeeze(-1), target)
-    # a padded step's class is -100, cross_entropy's ignore_index: it is not scored
+    # a padded step's class is PADDED_CLASS, cross_entropy's ignore_index: it is not scored
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
 
 
@@ -150,7 +150,7 @@ def evaluate(model, task, source: DataSource, split: str, rows: Optional[int] = 
     ``rows``: merge the split's batches up to that many rows (``eval_rows``)."""
     was_training = model.training
     model.eval()
-    total, count, correct, scored, state = 0.0, 0, 0, 0, None
+    total, count, metric_sum, metric_count, state = 0.0, 0, 0.0, 0, None
     batches = source.eval_batches(split)
     if rows:
         batches = merge_batches(list(batches), rows, task)
@@ -159,19 +159,21 @@ def evaluate(model, task, source: DataSource, split: str, rows: Optional[int] = 
         scored_here = scored_count(task, batch)  # every scored step counts alike, whatever the segment's length
         total += task_loss(task, logits, batch.y, batch.lengths).item() * scored_here
         count += scored_here
+        if task.metric not in ("accuracy", "mae"):
+            continue
         scores = last_steps(logits, batch.lengths) if task.target == "last" else logits
         if task.metric == "accuracy":
-            valid = batch.y != -100  # padded steps of a per-step target are not scored
-            correct += int(((scores.argmax(-1) == batch.y) & valid).sum())
-            scored += int(valid.sum())
-        elif task.metric == "mae":
+            valid = batch.y != PADDED_CLASS
+            metric_sum += int(((scores.argmax(-1) == batch.y) & valid).sum())
+            metric_count += int(valid.sum())
+        else:  # mae
             errors = (scores.squeeze(-1) - batch.y).abs()
             if task.target == "all" and batch.lengths is not None:
                 errors = errors[valid_steps(batch.lengths, errors.shape[0])]
-            correct += float(errors.sum())
-            scored += errors.numel()
+            metric_sum += float(errors.sum())
+            metric_count += errors.numel()
     model.train(was_training)
-    return total / count, (correct / scored if scored else None)
+    return total / count, (metric_sum / metric_count if metric_count else None)
 
 
 def evaluate_all(model, task, source: DataSource, rows: Optional[int] = None) -> tuple[float, dict]:

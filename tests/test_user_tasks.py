@@ -261,6 +261,9 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()
     again = invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out)
     assert again.exit_code == 2 and "exists" in again.stderr
+    (tmp_path / "junk.npz").write_bytes(b"not an archive")
+    junk = invoke("tasks", "new", "junk", "--from", tmp_path / "junk.npz", "--dir", out)
+    assert junk.exit_code == 2 and "not a NumPy .npz archive" in junk.stderr and not (out / "junk.yaml").exists()
     for name, said in (("copying", "shipped task"), ("../up", "use letters")):
         refused = invoke("tasks", "new", name, "--from", npz_task / "seqs.npz", "--dir", out)
         assert refused.exit_code == 2 and said in refused.stderr
@@ -298,10 +301,12 @@ def test_a_task_from_code(tmp_path):
     record = json.loads(result.stdout)
     assert record["status"] == "done" and record["baseline"] == 6.0
     first = record["run_id"]
-    (folder / "gen.py").write_text(GENERATOR.replace("x[:, :, 0]", "x[:, :, 1]"))  # other code: another run
+    # other code: another run, made by the new code (not a cached reading of the old file)
+    (folder / "gen.py").write_text(GENERATOR.replace("x[:, :, 0]", "x[:, :, 1]").replace("float(T)", "2.0 * T"))
     result = ok(invoke("run", "summing", "--include", folder, "--norm", "atn", "--store", tmp_path / "s.db",
                        "--format", "json"))
-    assert json.loads(result.stdout)["run_id"] != first
+    again = json.loads(result.stdout)
+    assert again["run_id"] != first and again["baseline"] == 12.0
 
 
 # -- mistakes: one line, exit 2, nothing written ----------------------------------------------------
@@ -494,3 +499,19 @@ def test_a_language_model_over_token_ids_reports_bits_per_character(tmp_path):
     (folder / "chars.yaml").write_text("problem: step-regression\nmetric: bpc\ndata: {train: chars.npz}\n")
     bad = invoke("tasks", "check", "chars", "--include", folder)
     assert bad.exit_code == 2 and "key 'metric'" in bad.stderr
+
+
+def test_a_data_file_edited_in_place_makes_a_new_run_not_a_match_for_the_old_one(npz_task, tmp_path):
+    """The stored run was trained on the old contents: run and sweep train again on the new."""
+    store = tmp_path / "s.db"
+    first = json.loads(ok(invoke("run", "vowels", "--include", npz_task, "--norm", "ln", "--store", store,
+                                 "--format", "json")).stdout)
+    xs, ys = ragged(seed=9)
+    np.savez(npz_task / "seqs.npz", x=xs, y=ys)  # the same path, other sequences
+    again = ok(invoke("run", "vowels", "--include", npz_task, "--norm", "ln", "--store", store, "--format", "json"))
+    second = json.loads(again.stdout)
+    assert second["run_id"] != first["run_id"] and "already in" not in again.stderr
+    assert second["min_val_loss"] != first["min_val_loss"]
+    swept = ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0",
+                      "--store", store, "--dry-run", "--format", "json"))
+    assert all(row["status"] != "done" or row["run_id"] == second["run_id"] for row in json.loads(swept.stdout))

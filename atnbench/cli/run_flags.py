@@ -18,10 +18,9 @@ import typer
 
 from atnbench.cli.app import finite
 from atnbench.cli import options
-from atnbench.cli.options import seed_in_range
 from atnbench.settings import RunSetting
 
-CHECKS: dict[str, Callable] = {"": None, "finite": finite, "seed": seed_in_range}
+CHECKS: dict[str, Callable] = {"": None, "finite": finite, "seed": options.seed_in_range}
 
 
 def option(setting: RunSetting, help: str) -> inspect.Parameter:

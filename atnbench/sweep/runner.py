@@ -81,12 +81,12 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
     class (``atnbench.equivalence``); otherwise it is *stale*: it runs again under its new id, or with
     ``keep_stale`` the stale run joins the sweep instead. Returns (jobs, skipped, stale).
     """
-    from atnbench.equivalence import finished_equivalent
+    from atnbench.equivalence import finished_equivalent, on_its_data
     from atnbench.identity import config_key
 
     finished_elsewhere: dict[str, list[RunRecord]] = {}
     for record in store.runs():
-        if record.status in ("done", "diverged"):
+        if record.status in ("done", "diverged") and on_its_data(record):  # stale by code, not by data
             finished_elsewhere.setdefault(config_key(record.config), []).append(record)
     jobs, skipped, stale = [], [], []
     for run in runs:

@@ -19,6 +19,11 @@ from atnbench.errors import UserError
 from atnbench.tasks.registry import TaskSpec, batch_generator
 
 
+# The class target of a padded step of a per-step classification batch: cross_entropy's
+# ignore_index, so it is never scored.
+PADDED_CLASS = -100
+
+
 @dataclass
 class Batch:
     x: Tensor
@@ -79,13 +84,13 @@ def make_source(task: TaskSpec, config, device: torch.device) -> DataSource:
     return SyntheticSource(task, config, device)
 
 
-def derived_metric(metric: Optional[str], loss: float, accuracy: Optional[float]) -> Optional[float]:
+def derived_metric(metric: Optional[str], loss: float, measured: Optional[float]) -> Optional[float]:
     """The task's headline number from its mean cross-entropy (nats), or the accuracy or mean
-    absolute error that evaluation measured (``accuracy``)."""
+    absolute error that evaluation ``measured``."""
     if metric == "bpc":
         return loss / math.log(2)
     if metric == "ppl":
         return math.exp(min(loss, 700.0))
     if metric in ("accuracy", "mae"):
-        return accuracy
+        return measured
     return None

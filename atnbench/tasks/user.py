@@ -10,23 +10,25 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import sys
 from typing import Any
 
 from atnbench.config import ConfigError
+from atnbench.identity import file_stat
 
 
 def spec_from_options(name: str, options: dict[str, Any]):
     """The TaskSpec of a user task from a run's options (the same for every run of one config)."""
     user = options["user_task"]
-    if "module" in user:
-        return _code_spec(name, user["module"])
+    if "module" in user:  # read again once its file changes, as its run id does
+        return _code_spec(name, user["module"], file_stat(options["task_code"]))
     from atnbench.tasks.userprep import data_spec
 
     return data_spec(name, user, options.get("data_files") or {})
 
 
 @functools.lru_cache(maxsize=16)
-def _code_spec(name: str, target: str):
+def _code_spec(name: str, target: str, stat: tuple[int, int]):
     import dataclasses
 
     from atnbench.tasks.registry import TaskSpec
@@ -37,6 +39,8 @@ def _code_spec(name: str, target: str):
             loader = importlib.util.spec_from_file_location(f"atnbench_user_task_{name}", module_name)
             module = importlib.util.module_from_spec(loader)
             loader.loader.exec_module(module)
+        elif module_name in sys.modules:  # imported before: its file changed since (the cache key)
+            module = importlib.reload(sys.modules[module_name])
         else:
             module = importlib.import_module(module_name)
     except Exception as err:  # the user's code: any failure to import is theirs to fix

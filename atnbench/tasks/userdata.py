@@ -65,11 +65,11 @@ def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool) ->
     if not path.exists():
         raise ConfigError(f"{path}: no such data file")
     if path.suffix == ".npz":
-        return _from_arrays(_load_npz(path), fields, per_step, str(path), names=True)
+        return _from_arrays(load_npz(path), fields, per_step, str(path), names=True)
     if path.suffix == ".npy":
         raise ConfigError(f"{path}: a .npy file holds one array: give the split as a mapping "
                           f"{{x: X.npy, y: Y.npy, lengths: L.npy}}")
-    return _from_frame(_load_frame(path), fields, per_step, str(path))
+    return _from_frame(load_frame(path), fields, per_step, str(path))
 
 
 # --- NumPy --------------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def _load_npy(path: Path) -> np.ndarray:
         raise ConfigError(f"{path}: not a NumPy .npy file ({_first_line(err)})") from None
 
 
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
+def load_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=True) as archive:
             return {name: archive[name] for name in archive.files}
@@ -93,18 +93,15 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
 
 def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, source: str,
                  names: bool) -> Sequences:
-    x_name = fields.x if isinstance(fields.x, str) else "x"
-    wanted = {"x": x_name, "y": fields.y, "lengths": fields.lengths}
-    if not names:  # a mapping of .npy files is keyed by part: x, y, lengths
-        wanted = {part: part for part in ("x", "y", "lengths")}
-    for part in ("x", "y"):
-        if wanted[part] not in arrays:
-            raise ConfigError(f"{source}: data.{part}: no array {wanted[part]!r} (found: {', '.join(sorted(arrays)) or 'none'})")
-    x = arrays[wanted["x"]]
-    lengths = arrays.get(wanted["lengths"]) if wanted["lengths"] else None
-    if wanted["lengths"] and lengths is None:
-        raise ConfigError(f"{source}: data.lengths: no array {wanted['lengths']!r} (found: {', '.join(sorted(arrays))})")
-    xs = _split_x(x, lengths, source)
+    if names:
+        wanted = {"x": fields.x if isinstance(fields.x, str) else "x", "y": fields.y, "lengths": fields.lengths}
+    else:  # a mapping of .npy files is keyed by part: x, y and, where given, lengths
+        wanted = {"x": "x", "y": "y", "lengths": "lengths" if "lengths" in arrays else None}
+    for part, name in wanted.items():
+        if name is not None and name not in arrays:
+            raise ConfigError(f"{source}: data.{part}: no array {name!r} (found: {', '.join(sorted(arrays)) or 'none'})")
+    lengths = arrays[wanted["lengths"]] if wanted["lengths"] else None
+    xs = _split_x(arrays[wanted["x"]], lengths, source)
     ys = _split_y(arrays[wanted["y"]], [len(s) for s in xs], per_step, source)
     return Sequences(xs, ys, source)
 
@@ -130,11 +127,7 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
     channels = {seq.shape[1] for seq in xs}
     if len(channels) > 1:
         raise ConfigError(f"{source}: data.x: sequences have different numbers of channels ({sorted(channels)})")
-    for i, seq in enumerate(xs):
-        if not np.isfinite(seq).all():
-            step = int(np.argwhere(~np.isfinite(seq))[0][0])
-            raise ConfigError(f"{source}: data.x: NaN or infinity in sequence {i} at step {step} "
-                              f"(padding? give data.lengths, or end the row early)")
+    _check_finite(xs, source)
     return xs
 
 
@@ -153,10 +146,8 @@ def _as_steps(item: np.ndarray, where: str) -> np.ndarray:
 def _split_y(y: np.ndarray, lengths: list[int], per_step: bool, source: str) -> list[Any]:
     y = np.asarray(y)
     n = len(lengths)
-    if y.dtype != object and (y.ndim == 0 or len(y) != n):
+    if y.ndim == 0 or len(y) != n:
         raise ConfigError(f"{source}: data.y: expected {n} targets (one per sequence), got shape {tuple(y.shape)}")
-    if y.dtype == object and len(y) != n:
-        raise ConfigError(f"{source}: data.y: expected {n} targets (one per sequence), got {len(y)}")
     if not per_step:
         if y.ndim > 2 or y.dtype == object and any(np.ndim(v) for v in y):
             raise ConfigError(f"{source}: data.y: one target per sequence expected: shape (N,) or (N, D), "
@@ -174,7 +165,7 @@ def _split_y(y: np.ndarray, lengths: list[int], per_step: bool, source: str) -> 
 
 # --- tables -------------------------------------------------------------------------------------
 
-def _load_frame(path: Path):
+def load_frame(path: Path):
     import pandas as pd
 
     try:
@@ -284,7 +275,9 @@ def _numbers(frame, source: str, part: str) -> np.ndarray:
 def _check_finite(xs: list[np.ndarray], source: str) -> None:
     for i, seq in enumerate(xs):
         if not np.isfinite(seq).all():
-            raise ConfigError(f"{source}: data.x: NaN or infinity in sequence {i}")
+            step = int(np.argwhere(~np.isfinite(seq))[0][0])
+            raise ConfigError(f"{source}: data.x: NaN or infinity in sequence {i} at step {step} "
+                              f"(padding? give data.lengths, or end the row early)")
 
 
 def _columns(frame) -> str:

@@ -15,6 +15,7 @@ only real steps (``atnbench/nn/padding.py``); padded per-step targets are left o
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import math
@@ -25,11 +26,10 @@ import numpy as np
 import torch
 
 from atnbench.config import ConfigError
+from atnbench.identity import file_stat
 from atnbench.tasks.registry import TaskSpec
+from atnbench.tasks.source import PADDED_CLASS
 from atnbench.tasks.userdata import Fields, Sequences, read_split
-
-IGNORE = -100  # F.cross_entropy's ignore_index: a padded step's class
-
 
 @dataclass(frozen=True)
 class Problem:
@@ -59,15 +59,7 @@ class Prepared:
 
 def prepared(user: dict[str, Any], files: dict[str, str]) -> Prepared:
     key = json.dumps({"user": user, "files": files}, sort_keys=True)
-    return _prepared(key, tuple(_stamp(path) for path in sorted(files.values())))
-
-
-def _stamp(path: str) -> tuple[str, int, int]:
-    try:
-        stat = __import__("os").stat(path)
-        return (path, stat.st_size, stat.st_mtime_ns)
-    except OSError:
-        return (path, -1, -1)
+    return _prepared(key, tuple(file_stat(path) for path in sorted(files.values())))
 
 
 @functools.lru_cache(maxsize=8)
@@ -107,40 +99,50 @@ def _vocabulary(splits: dict[str, Sequences]) -> int:
     return int(max(seq.max() for part in splits.values() for seq in part.xs)) + 1
 
 
+def _subset(part: Sequences, index, source: str) -> Sequences:
+    return Sequences([part.xs[i] for i in index], [part.ys[i] for i in index], source)
+
+
 def _carve(given: dict[str, Sequences], split: dict[str, Any]) -> dict[str, Sequences]:
     train = given["train"]
-    n = len(train.xs)
-    order = np.random.default_rng(split.get("seed", 0)).permutation(n)
+    n, seed = len(train.xs), split.get("seed", 0)
+    order = np.random.default_rng(seed).permutation(n)
     taken, out = 0, {}
-    for index, (name, key) in enumerate((("validation", "val"), ("test", "test")), start=1):
+    for stream, (name, key) in enumerate((("validation", "val"), ("test", "test")), start=1):
         if name in given:  # a fixed shuffled order: a file sorted by label never makes a one-class batch
             part = given[name]
-            shuffled = np.random.default_rng([split.get("seed", 0), index]).permutation(len(part.xs))
-            out[key] = Sequences([part.xs[i] for i in shuffled], [part.ys[i] for i in shuffled], part.source)
+            out[key] = _subset(part, np.random.default_rng([seed, stream]).permutation(len(part.xs)), part.source)
             continue
         fraction = split.get(name, 0.0)
         count = int(round(fraction * n))
-        if fraction > 0 and count == 0 or (name == "validation" and count == 0):
+        if count == 0 and (fraction > 0 or name == "validation"):
             raise ConfigError(f"data.split.{name}: {fraction:g} of {n} training sequences leaves the {name} split "
                               f"empty; give a larger fraction or a data.{name} file")
         if count:
-            index = order[taken:taken + count]
-            out[key] = Sequences([train.xs[i] for i in index], [train.ys[i] for i in index], f"{train.source} ({name})")
+            out[key] = _subset(train, order[taken:taken + count], f"{train.source} ({name})")
         taken += count
     if taken >= n:
         raise ConfigError(f"data.split: the validation and test fractions leave no training sequence of {n}")
-    rest = sorted(order[taken:]) if taken else range(n)
-    out["train"] = Sequences([train.xs[i] for i in rest], [train.ys[i] for i in rest], train.source)
+    out["train"] = _subset(train, sorted(order[taken:]) if taken else range(n), train.source)
     for key, part in out.items():
         if not part.xs:
             raise ConfigError(f"{part.source}: the {key} split is empty")
     return out
 
 
+def _labels_of(part: Sequences, per_step: bool) -> list:
+    """Every class label of a split: one per sequence, or one per step."""
+    return [_label(v) for y in part.ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+
+
+def _targets_of(part: Sequences, dim: int) -> np.ndarray:
+    """Every regression target of a split, (n, dim): one per sequence, or one per step."""
+    return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, dim) for y in part.ys])
+
+
 def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
     def labels(part: Sequences) -> set:
-        values = (np.concatenate([np.asarray(y).reshape(-1) for y in part.ys]) if per_step else part.ys)
-        return {_label(v) for v in values}
+        return set(_labels_of(part, per_step))
 
     known = labels(splits["train"])
     if len(known) < 2:
@@ -199,7 +201,7 @@ def standardizer(prep: Prepared, on: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tuple:
-    """x (N, T', C) float32 right-padded, y, and lengths (None when every sequence fills T')."""
+    """x (N, T', C) float32 (token ids: (N, T') int64) right-padded, y, and the lengths (N,)."""
     part = prep.splits[split]
     lengths = [min(len(seq), T) for seq in part.xs]
     width = max(lengths)
@@ -213,7 +215,7 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
             x[i, :n] = torch.from_numpy((seq[:n] - mean) / std)
     index = {label: i for i, label in enumerate(prep.classes or [])}
     if prep.classes is not None and per_step:
-        y = torch.full((len(part.ys), width), IGNORE, dtype=torch.long)
+        y = torch.full((len(part.ys), width), PADDED_CLASS, dtype=torch.long)
         for i, (target, n) in enumerate(zip(part.ys, lengths)):
             y[i, :n] = torch.tensor([index[_label(v)] for v in np.asarray(target).reshape(-1)[:n]])
     elif prep.classes is not None:
@@ -224,8 +226,7 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
             y[i, :n] = torch.as_tensor(np.asarray(target, dtype=np.float64)[:n], dtype=torch.float32)
     else:
         y = torch.as_tensor(np.asarray(part.ys, dtype=np.float64), dtype=torch.float32)
-    lengths_t = torch.tensor(lengths, dtype=torch.long)
-    return x, y, (None if all(n == width for n in lengths) else lengths_t)
+    return x, y, torch.tensor(lengths, dtype=torch.long)
 
 
 def no_information_loss(prep: Prepared, per_step: bool) -> float:
@@ -233,17 +234,11 @@ def no_information_loss(prep: Prepared, per_step: bool) -> float:
     (cross-entropy) or the training mean (squared error)."""
     train, val = prep.splits["train"], prep.splits["val"]
     if prep.classes is not None:
-        def flat(part):
-            return [_label(v) for y in part.ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
-        counts = {label: 0 for label in prep.classes}
-        for label in flat(train):
-            counts[label] += 1
+        counts = collections.Counter(_labels_of(train, per_step))
         total = sum(counts.values())
-        return float(-np.mean([math.log(counts[label] / total) for label in flat(val)]))
-    def stacked(part):
-        return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, prep.target_dim) for y in part.ys])
-    mean = stacked(train).mean(0)
-    return float(((stacked(val) - mean) ** 2).mean())
+        return float(-np.mean([math.log(counts[label] / total) for label in _labels_of(val, per_step)]))
+    mean = _targets_of(train, prep.target_dim).mean(0)
+    return float(((_targets_of(val, prep.target_dim) - mean) ** 2).mean())
 
 
 def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
@@ -254,13 +249,12 @@ def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
             "lengths": (min(lengths), max(lengths)), "longest_train": max(len(s) for s in prep.splits["train"].xs),
             "baseline_loss": no_information_loss(prep, per_step)}
     if prep.classes is not None:
-        train = [_label(v) for y in prep.splits["train"].ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
-        majority = max(prep.classes, key=train.count)
-        val = [_label(v) for y in prep.splits["val"].ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+        counts = collections.Counter(_labels_of(prep.splits["train"], per_step))
+        majority = max(prep.classes, key=counts.__getitem__)  # ties: the first class
+        val = _labels_of(prep.splits["val"], per_step)
         info.update(classes=prep.classes, majority=majority, majority_accuracy=val.count(majority) / len(val))
     else:
-        info.update(target_dim=prep.target_dim, train_mean=float(np.mean(np.concatenate(
-            [np.asarray(y, dtype=np.float64).reshape(-1) for y in prep.splits["train"].ys]))))
+        info.update(target_dim=prep.target_dim, train_mean=float(_targets_of(prep.splits["train"], 1).mean()))
     return info
 
 
@@ -275,7 +269,7 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         description=f"user task: {user['problem']} from {_short(files)}",
         measures=problem.measures + "; the no-information guess scores the baseline",
         input_size=_input_size(user, prep),
-        output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
+        output_size=_output_size(prep),
         loss="ce" if problem.classes else "mse",
         target="all" if problem.per_step else "last",
         baseline=lambda T: baseline,
@@ -285,6 +279,11 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         make_source=functools.partial(make_source, name, user, files),
         metric=user.get("metric") or ("accuracy" if problem.classes else "mae"),
     )
+
+
+def _output_size(prep: Prepared) -> int:
+    """The classes, or the regression target's size."""
+    return len(prep.classes) if prep.classes is not None else prep.target_dim
 
 
 def _input_size(user: dict[str, Any], prep: Prepared) -> int:
@@ -307,18 +306,14 @@ def make_source(name: str, user: dict[str, Any], files: dict[str, str], config, 
     data, lengths = {}, {}
     for split in prep.splits:
         x, y, n = tensors(prep, split, config.T, problem.per_step, mean, std)
-        if split == "val":
-            x, y, n = x[:config.val_samples], y[:config.val_samples], (None if n is None else n[:config.val_samples])
-        data[split], lengths[split] = (x, y), n
-    if all(n is None for n in lengths.values()):
+        kept = slice(config.val_samples) if split == "val" else slice(None)
+        data[split], lengths[split] = (x[kept], y[kept]), n[kept]
+    if all(bool((n == data[split][0].shape[1]).all()) for split, n in lengths.items()):
         lengths = None  # every sequence fills T: the plain (unpacked) path
-    else:  # a split whose sequences all fill its width still needs its lengths listed
-        lengths = {split: (n if n is not None else torch.full((len(data[split][1]),), data[split][0].shape[1]))
-                   for split, n in lengths.items()}
     splits = ("val", "test") if "test" in prep.splits else ("val",)
     return ExampleSource(name, data, config, device, input_size=_input_size(user, prep),
-                         output_size=len(prep.classes) if prep.classes is not None else prep.target_dim,
-                         vocab_size=prep.vocab, lengths=lengths, splits=splits, step_targets=problem.per_step)
+                         output_size=_output_size(prep), vocab_size=prep.vocab, lengths=lengths, splits=splits,
+                         step_targets=problem.per_step)
 
 
 def suggested_defaults(prep: Prepared) -> dict[str, Any]:
