@@ -132,19 +132,18 @@ def sweep_command(path: Path, store: Path, address: str) -> list[str]:
 def test_a_token_cluster_refuses_in_one_line_saying_what_to_set(cluster, tmp_path, changes, expected):
     path, store = tmp_path / "long.yaml", tmp_path / "r.db"
     path.write_text(LONG)
-    started = time.monotonic()
     done = subprocess.run(sweep_command(path, store, cluster.address), env=cluster.env(**changes), cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert lines[-1].startswith("error: ") and expected in lines[-1], lines
     assert "docs/ray.md" in lines[-1] and "Traceback" not in done.stderr
-    ray_lines = [line for line in lines[:-1] if "gcs_client" in line or "InvalidAuthToken" in line]
+    ray_lines = [line for line in lines[:-1] if "gcs_client" in line]
     if "ATNBENCH_RAY_LOGS" in changes:
-        assert ray_lines, done.stderr  # asked for: Ray's own lines are there
+        # asked for: Ray's own lines are there, from one attempt (ray.init retries 20 times, a line a second)
+        assert 1 <= len(ray_lines) <= 2, done.stderr
     else:
-        assert len(lines) == 1, done.stderr  # Ray's gcs_client retries stay off the terminal
-    assert time.monotonic() - started < 30, "refused at once, not after ray.init's 20 s of retries"
+        assert len(lines) == 1, done.stderr  # Ray's gcs_client lines stay off the terminal
     assert not store.exists()
 
 

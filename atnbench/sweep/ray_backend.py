@@ -160,12 +160,14 @@ def _authentication_error():
     return AuthenticationError
 
 
-def refused(address: str) -> ConfigError:
-    """The one line for a cluster that refused this driver's credentials: what to set."""
+def refused(address: Optional[str]) -> ConfigError:
+    """The one line for a cluster that refused this driver's credentials: what to set.
+    ``address`` None: the cluster ``ray.init`` found on this machine (a ``ray start`` here)."""
+    cluster = f"the Ray cluster at {address}" if address else "the Ray cluster found on this machine"
     if not _token_mode():
-        return ConfigError(f"the Ray cluster at {address} requires token authentication: export RAY_AUTH_MODE=token "
+        return ConfigError(f"{cluster} requires token authentication: export RAY_AUTH_MODE=token "
                            f"with the cluster's token in {TOKEN_PLACES} (see {DOCS})")
-    return ConfigError(f"the Ray cluster at {address} refused this machine's Ray token: set RAY_AUTH_TOKEN "
+    return ConfigError(f"{cluster} refused this machine's Ray token: set RAY_AUTH_TOKEN "
                        f"(or RAY_AUTH_TOKEN_PATH) to the cluster's own (`ray get-auth-token` on its head; see {DOCS})")
 
 
@@ -228,6 +230,7 @@ def connect(address: Optional[str]) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    _check_token_present()  # also where no --address was checked: ray.init may find a `ray start` here
     shown = ray_logs_shown()
     # errors only, and no relayed worker output, unless asked for (ATNBENCH_RAY_LOGS)
     quiet = {} if shown else {"logging_level": logging.ERROR, "log_to_driver": False}
@@ -238,7 +241,7 @@ def connect(address: Optional[str]) -> bool:
             else:
                 ray.init(include_dashboard=False, **{"logging_level": "WARNING", **quiet})
     except Exception as err:  # noqa: BLE001 - every way ray.init fails becomes one line
-        if address and _refused_in(err):
+        if _refused_in(err):
             raise refused(address) from None
         where = f" at {address}" if address else ""
         hint = "" if shown else f" ({LOGS_ENV}=1 shows Ray's own log lines)"
