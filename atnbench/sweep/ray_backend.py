@@ -1,10 +1,10 @@
 """Ray backend: each run is a Ray task; the driver alone writes the results store.
 
 A task trains into a scratch store in a temporary folder on whatever node runs it and returns
-the run's ``export_record`` (row, curve, sweep membership) and, if the run stopped before the
-end, its checkpoint as bytes; the driver imports the record and keeps the checkpoint beside its
-store. A resumed run travels the other way: the driver sends its partial record and checkpoint
-with the task. So no filesystem is shared, and an interrupted Ray sweep resumes with either
+the run's ``export_record`` (row, curve, sweep membership), its kept weights (best, final) and,
+if the run stopped before the end, its checkpoint as bytes; the driver imports the record and
+weights and keeps the checkpoint beside its store. A resumed run travels the other way: the
+driver sends its partial record, weights and checkpoint with the task. So no filesystem is shared, and an interrupted Ray sweep resumes with either
 backend.
 
 Progress and stopping go through a small actor (``_Monitor``): tasks post their events to it
@@ -49,7 +49,7 @@ from typing import Iterator, Optional
 
 from atnbench.checkpoint import on_save
 from atnbench.config import ConfigError
-from atnbench.store import ResultsStore
+from atnbench.store import MODEL_KINDS, ResultsStore
 from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost
 
 INSTALL_HINT = "pip install 'atnbench[ray]'"
@@ -57,6 +57,8 @@ CONNECT_TIMEOUT_S = 30.0
 LOGS_ENV = "ATNBENCH_RAY_LOGS"  # set (1, yes, true) to see Ray's own log lines
 DOCS = "docs/ray.md"
 TOKEN_PLACES = "~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN"
+
+Models = dict[str, tuple[int, bytes]]  # a run's kept weights: kind (best, final) -> (step, torch.save bytes)
 
 
 def import_ray():
@@ -272,7 +274,7 @@ class _Monitor:
 
     def __init__(self):
         self.events: list[tuple] = []
-        self.checkpoints: dict[str, tuple[dict, bytes]] = {}  # run id -> (record, checkpoint), newest only
+        self.checkpoints: dict[str, tuple[dict, bytes, Models]] = {}  # run id -> the newest (record, checkpoint, models)
         self.stop = False
 
     def emit(self, *event) -> None:
@@ -282,10 +284,10 @@ class _Monitor:
         events, self.events = self.events, []
         return events
 
-    def checkpointed(self, run_id: str, record: dict, checkpoint: bytes) -> None:
-        self.checkpoints[run_id] = (record, checkpoint)  # an older one not yet taken is superseded
+    def checkpointed(self, run_id: str, record: dict, checkpoint: bytes, models: Models) -> None:
+        self.checkpoints[run_id] = (record, checkpoint, models)  # an older one not yet taken is superseded
 
-    def take_checkpoints(self) -> dict[str, tuple[dict, bytes]]:
+    def take_checkpoints(self) -> dict[str, tuple[dict, bytes, Models]]:
         taken, self.checkpoints = self.checkpoints, {}
         return taken
 
@@ -324,15 +326,25 @@ def _write_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, lambda handle: handle.write(data))
 
 
-def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], device: str, threads: int,
-              monitor) -> dict:
-    """Runs on a Ray worker: train into a scratch store, return the record (and checkpoint)."""
+def _models(store: ResultsStore, run_id: str) -> Models:
+    return {kind: kept for kind in MODEL_KINDS if (kept := store.model(run_id, kind)) is not None}
+
+
+def _put_models(store: ResultsStore, run_id: str, models: Models) -> None:
+    for kind, (step, weights) in models.items():
+        store.save_model(run_id, kind, step, weights)
+
+
+def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], models: Models, device: str,
+              threads: int, monitor) -> dict:
+    """Runs on a Ray worker: train into a scratch store, return the record (and checkpoint, kept weights)."""
     import torch
 
     torch.set_num_threads(threads)
     should_stop = _StopPoll(monitor)
     if should_stop():
-        return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None}
+        return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None,
+                "models": {}}
 
     def emit(*event):
         monitor.emit.remote(*event)  # fire and forget; one caller's calls arrive in order
@@ -341,26 +353,30 @@ def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], dev
         with ResultsStore(Path(scratch) / "scratch.db") as store:
             if record is not None:
                 store.import_record(record)
+                _put_models(store, job.run_id, models)  # a resumed run's best so far: a later best must beat it
             if checkpoint is not None:
                 _write_atomic(_checkpoint_path(store, job.run_id), checkpoint)
             ours = _checkpoint_path(store, job.run_id)
 
             def ship(path: Path) -> None:  # each checkpoint to the driver as it is made, with the curve so far
                 if path == ours:
-                    monitor.checkpointed.remote(job.run_id, store.export_record(job.run_id), path.read_bytes())
+                    monitor.checkpointed.remote(job.run_id, store.export_record(job.run_id), path.read_bytes(),
+                                                _models(store, job.run_id))
 
             with on_save(ship):
                 outcome = execute(job, store, device, EventReporter(job.run_id, emit, should_stop))
             exported = store.export_record(job.run_id) if store.status(job.run_id) else None
+            kept = _models(store, job.run_id) if exported is not None else {}
             path = _checkpoint_path(store, job.run_id)
             saved = path.read_bytes() if path.exists() else None
-    return {"outcome": outcome, "record": exported, "checkpoint": saved}
+    return {"outcome": outcome, "record": exported, "checkpoint": saved, "models": kept}
 
 
 def _keep(store: ResultsStore, job: Job, result: dict) -> None:
-    """Driver side: import a task's record and keep (or drop) its checkpoint."""
+    """Driver side: import a task's record and kept weights, and keep (or drop) its checkpoint."""
     if result["record"] is not None:
         store.import_record(result["record"])
+        _put_models(store, job.run_id, result["models"])
     path = _checkpoint_path(store, job.run_id)
     if result["checkpoint"] is not None:
         _write_atomic(path, result["checkpoint"])
@@ -373,9 +389,10 @@ def _keep(store: ResultsStore, job: Job, result: dict) -> None:
                 folder.rmdir()
 
 
-def _keep_progress(store: ResultsStore, run_id: str, record: dict, checkpoint: bytes) -> None:
-    """Driver side: an in-flight run's record and checkpoint, as its task just made them."""
+def _keep_progress(store: ResultsStore, run_id: str, record: dict, checkpoint: bytes, models: Models) -> None:
+    """Driver side: an in-flight run's record, kept weights and checkpoint, as its task just made them."""
     store.import_record(record)  # 'running', its curve up to (at least) the checkpoint's step
+    _put_models(store, run_id, models)
     _write_atomic(_checkpoint_path(store, run_id), checkpoint)
 
 
@@ -391,19 +408,19 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
     with ResultsStore(store_path) as store:
         refs = {}
         for job in jobs:
-            record = checkpoint = None
+            record, checkpoint, models = None, None, {}
             if job.resume and store.status(job.run_id) is not None:
-                record = store.export_record(job.run_id)
+                record, models = store.export_record(job.run_id), _models(store, job.run_id)
                 path = _checkpoint_path(store, job.run_id)
                 checkpoint = path.read_bytes() if path.exists() else None
-            refs[task.options(**options).remote(job, record, checkpoint, device, threads, monitor)] = job
+            refs[task.options(**options).remote(job, record, checkpoint, models, device, threads, monitor)] = job
         pending, stop_sent = list(refs), False
         settled: set[str] = set()  # runs whose result is in the store: a late checkpoint must not undo it
 
         def keep_checkpoints() -> None:
-            for run_id, (record, checkpoint) in ray.get(monitor.take_checkpoints.remote()).items():
+            for run_id, (record, checkpoint, models) in ray.get(monitor.take_checkpoints.remote()).items():
                 if run_id not in settled:
-                    _keep_progress(store, run_id, record, checkpoint)
+                    _keep_progress(store, run_id, record, checkpoint, models)
 
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
