@@ -41,7 +41,9 @@ def reproduce(
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT. A token-authenticated cluster "
+                                          "(Ray's default) needs RAY_AUTH_MODE=token and its token: docs/ray.md. Ray's own log "
+                                          "lines are hidden; ATNBENCH_RAY_LOGS=1 shows them."),
     device: options.Device = options.DEVICE,
     store: options.Store = options.STORE,
     out_dir: Annotated[Path, options.out_dir("report.md, report.html and the figures")] = Path("atnbench-results") / "report",

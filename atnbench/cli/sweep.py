@@ -225,7 +225,9 @@ def sweep(
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one). "
+                                          "A token-authenticated cluster (Ray's default) needs RAY_AUTH_MODE=token and its token: "
+                                          "docs/ray.md. Ray's own log lines are hidden; ATNBENCH_RAY_LOGS=1 shows them."),
     seeds: Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
                                                  help="Seeds for every configuration, e.g. 0,1,2 or 0-4 "
                                                       "(default: the sweep's); --seed says the same.")] = None,
