@@ -18,7 +18,7 @@ from atnbench.nn.norms import (
     SequenceNorm,
     StepBatchNorm,
 )
-from atnbench.nn.rnn import LSTMState, WindowedGRUState, WindowedLSTMState, detach_state
+from atnbench.nn.state import LSTMState, WindowedGRUState, WindowedLSTMState, detach_state
 from atnbench.nn.schemes import SCHEMES, NormScheme, get_scheme
 
 __all__ = [

@@ -18,7 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.nn import fastpath
-from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer, WindowedGRUState
+from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer
+from atnbench.nn.state import WindowedGRUState
 
 
 class NormGRULayer(NormRecurrentLayer):

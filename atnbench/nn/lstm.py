@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from atnbench.nn import fastpath
 from atnbench.nn.norms import SequenceNorm
-from atnbench.nn.rnn import LSTMState, NormRecurrent, NormRecurrentLayer, WindowedLSTMState
+from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer
+from atnbench.nn.state import LSTMState, WindowedLSTMState
 
 
 class NormLSTMLayer(NormRecurrentLayer):

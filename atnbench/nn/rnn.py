@@ -37,7 +37,7 @@ sequence exactly; ``detach_state`` cuts the graph between truncated-BPTT segment
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
@@ -52,32 +52,6 @@ from atnbench.nn.window import check_history
 
 INITS = ("atn", "torch")
 BACKENDS = ("auto", "loop", "fused", "cpp", "function", "triton")
-
-
-class LSTMState(NamedTuple):
-    h: Tensor
-    c: Tensor
-
-
-class WindowedLSTMState(NamedTuple):
-    h: Tensor
-    c: Tensor
-    windows: tuple  # per layer: one window history per normalized term (input, hidden, cell)
-
-
-class WindowedGRUState(NamedTuple):
-    h: Tensor
-    windows: tuple  # per layer: (input, hidden) window histories
-
-
-def detach_state(state: Any) -> Any:
-    """Detach every tensor of a (nested, possibly named) state tuple."""
-    if isinstance(state, Tensor):
-        return state.detach()
-    if isinstance(state, tuple):
-        items = [detach_state(s) for s in state]
-        return type(state)(*items) if hasattr(state, "_fields") else tuple(items)
-    return state
 
 
 def init_weights(layer: "NormRecurrentLayer", init: str) -> None:
