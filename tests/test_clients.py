@@ -249,10 +249,15 @@ def test_language_model_trains_saves_and_loads(cell, norm, tmp_path):
     losses = train_lm(model, corpus())
     assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
     loaded = save_and_load(model, tmp_path / "model.pt", allowed)
+    loaded.rnn.flatten_parameters()  # as word_language_model does after loading
     assert loaded.state_dict().keys() == model.state_dict().keys()
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
     assert loaded.decoder.weight is loaded.encoder.weight  # still tied
-    assert torch.equal(evaluate_lm(loaded, corpus(seed=1), 4), evaluate_lm(model, corpus(seed=1), 4))
+    expected = evaluate_lm(model, corpus(seed=1), 4)
+    assert torch.equal(evaluate_lm(loaded, corpus(seed=1), 4), expected)
+    fresh = build(client, normalized(cell, norm), seed=2)  # the state_dict way, as before
+    fresh.load_state_dict(model.state_dict())
+    assert torch.equal(evaluate_lm(fresh, corpus(seed=1), 4), expected)
 
 
 def test_loading_is_weights_only(tmp_path):

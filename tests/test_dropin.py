@@ -385,6 +385,16 @@ def test_bad_lengths(lengths, match):
         model(torch.zeros(4, 2, D), lengths=torch.tensor(lengths))
 
 
+def test_state_of_another_layout_refused():
+    """The state is nn.LSTM's (h_0, c_0) / nn.GRU's h_0: the former (h, c, windows) triple, or a
+    tuple given to the GRU, is refused with the expected layout named."""
+    h = torch.zeros(1, 2, H)
+    with pytest.raises(ValueError, match=r"\(h_0, c_0\), as for nn.LSTM.*a tuple of 3"):
+        NormLSTM(D, H, norm="atn")(torch.zeros(4, 2, D), (h, h, ()))
+    with pytest.raises(ValueError, match="h_0 \\(a tensor\\), as for nn.GRU.*got a tuple"):
+        NormGRU(D, H, norm="atn")(torch.zeros(4, 2, D), (h,))
+
+
 def test_packed_and_lengths_together_refused():
     model = NormLSTM(D, H, norm="ln")
     packed = pack_padded_sequence(torch.zeros(3, 2, D), torch.tensor([3, 2]))
