@@ -327,13 +327,13 @@ class NormRecurrent(nn.Module):
             hx = tuple(carries) if len(carries) > 1 else carries[0]
         if lengths is None:
             out, final = self.rnn(x, hx)
-            return out, self._pack(list(final) if isinstance(final, tuple) else [final])
+            return out, self._pack(_as_list(final))
         steps = x.shape[1 if self.batch_first else 0]
         lengths = as_lengths(lengths, steps, x.shape[0 if self.batch_first else 1], x.device)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=self.batch_first, enforce_sorted=False)
         out, final = self.rnn(packed, hx)
         out, _ = pad_packed_sequence(out, batch_first=self.batch_first, total_length=steps)
-        return out, self._pack(list(final) if isinstance(final, tuple) else [final])
+        return out, self._pack(_as_list(final))
 
     def _stack(self, x: Tensor, state, lengths: Optional[Tensor]):
         """All layers and directions on a time-first batch: (output, final carries, windows)."""
@@ -429,3 +429,8 @@ class NormRecurrent(nn.Module):
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
                 f"bidirectional={self.bidirectional}, norm={self.norm!r}, k={self.spec.k}, "
                 f"bias_inside={self.bias_inside}, fused={self.fused}, backend={self.backend!r}")
+
+
+def _as_list(final) -> list[Tensor]:
+    """``nn.LSTM``'s ``(h_n, c_n)`` or ``nn.GRU``'s ``h_n`` as the list of carries (h first)."""
+    return list(final) if isinstance(final, tuple) else [final]
