@@ -284,6 +284,19 @@ def test_language_model_segments_equal_the_whole_stream(cell, norm):
 
 
 @pytest.mark.parametrize("cell", CELLS)
+def test_saved_state_continues(cell, tmp_path):
+    """A returned ATN state (windows on h_n) saved with torch.save loads under torch's defaults
+    and continues the stream as the state itself does."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    _, hidden = model(data[:4], model.init_hidden(3))
+    torch.save(repackage_hidden(hidden), tmp_path / "hidden.pt")
+    loaded = torch.load(tmp_path / "hidden.pt")
+    assert windows_of(loaded[0] if cell == "lstm" else loaded) is not None
+    assert torch.equal(model(data[4:], loaded)[0], model(data[4:], hidden)[0])
+
+
+@pytest.mark.parametrize("cell", CELLS)
 def test_rebuilt_state_starts_the_windows_afresh(cell):
     """Only detach() keeps the windows: a state rebuilt by hand (clone) continues with empty
     windows, and the client's init_hidden (zeros) is a fresh start, as state=None."""
