@@ -332,3 +332,24 @@ def test_language_model_none_equals_torch(cell, backend):
     for name, value in ref.rnn.state_dict().items():
         torch.testing.assert_close(model.rnn.torch_state_dict()[name], value, rtol=0, atol=1e-12)
     torch.testing.assert_close(model.encoder.weight, ref.encoder.weight, rtol=0, atol=1e-12)
+
+
+def test_docs_one_line_changes_build_the_clients_rnn():
+    """docs/library.md's two ``+`` lines, as written, build the normalized RNN of each client."""
+    import re
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
+    diffs = re.findall(r"```diff\n(.+?)\n```", text[text.index("## The one-line change"):], re.S)
+    assert len(diffs) == 2
+    built = []
+    for diff, rnn_type in zip(diffs, ("LSTM", "GRU")):
+        added = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("+"))
+        scope = dict(self=SimpleNamespace(), nn=nn, NormLSTM=NormLSTM, NormGRU=NormGRU, rnn_type=rnn_type,
+                     embedding_dim=6, hidden_dim=5, n_layers=2, dropout=0.25, ninp=6, nhid=5, nlayers=2)
+        exec(compile("if True:\n" + added, "docs/library.md", "exec"), scope)
+        built.append(scope["self"].rnn)
+    assert type(built[0]) is NormLSTM and built[0].bidirectional and built[0].batch_first
+    assert type(built[1]) is NormGRU and built[1].num_layers == 2
+    assert all(rnn.norm == "atn" and rnn.spec.k == 10 for rnn in built)
