@@ -14,6 +14,28 @@ def randomize(model, seed=0):
     return model
 
 
+def state_tensors(state):
+    """Every tensor of a NormLSTM/NormGRU state: h, (c,) then the ATN window histories riding on h."""
+    from atnbench.nn.state import windows_of
+
+    carries = [state] if isinstance(state, torch.Tensor) else list(state)
+    windows = windows_of(carries[0]) or ()
+    return carries + [w for layer in windows for w in layer if w is not None]
+
+
+def state_like(state, tensors):
+    """A state of the layout of ``state`` made of ``tensors`` (in ``state_tensors``' order)."""
+    from atnbench.nn.state import LSTMState, windows_of, with_windows
+
+    it = iter(tensors)
+    carries = [next(it) for _ in range(1 if isinstance(state, torch.Tensor) else len(state))]
+    windows = windows_of(state if isinstance(state, torch.Tensor) else state[0])
+    if windows is not None:
+        carries[0] = with_windows(carries[0], tuple(tuple(None if w is None else next(it) for w in layer)
+                                                    for layer in windows))
+    return carries[0] if isinstance(state, torch.Tensor) else LSTMState(*carries)
+
+
 class Interrupt:
     """A training reporter that interrupts at a given step, as Ctrl-C would."""
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 
-from atnbench.nn import NormGRU, NormLSTM, WindowedLSTMState
+from atnbench.nn import LSTMState, NormGRU, NormLSTM, WindowedTensor
 from atnbench.nn.padding import last_steps, reverse_padded
 
 from reference import as_f64, layer_params, ref_norm_gru, ref_norm_lstm
@@ -52,7 +52,7 @@ def sequences(lengths, seed=1):
 
 
 def final_states(cell, state):
-    return [state[0], state[1]] if cell == "lstm" else [state[0] if isinstance(state, tuple) else state]
+    return [state[0], state[1]] if cell == "lstm" else [state]
 
 
 def loss_weights(cell, model, batch, steps, seed=2):
@@ -359,7 +359,7 @@ def test_atn_window_state_continues_each_sequence():
     lengths = [4, 2, 3]  # every sequence has >= k-1 = 2 steps: the state is exact
     first, rest = sequences(lengths), sequences([3, 3, 3], seed=4)
     _, state = model(pad_sequence(first), lengths=torch.tensor(lengths))
-    assert not any(torch.isnan(w).any() for ws in state.windows for w in ws)
+    assert not any(torch.isnan(w).any() for ws in state.h.windows for w in ws)
     out, _ = model(torch.stack(rest, dim=1), state)
     for b in range(3):
         whole, _ = model(torch.cat((first[b], rest[b])).unsqueeze(1))
@@ -370,7 +370,7 @@ def test_window_state_of_too_short_sequence_is_refused():
     model = make("lstm", "atn", bidirectional=False)
     # k = 3: a one-step sequence has a shorter window than the state holds (2 steps)
     _, state = model(pad_sequence(sequences([3, 1])), lengths=torch.tensor([3, 1]))
-    assert isinstance(state, WindowedLSTMState)
+    assert isinstance(state, LSTMState) and isinstance(state.h, WindowedTensor)
     with pytest.raises(ValueError, match="cannot be continued"):
         model(pad_sequence(sequences([2, 2])), state)
 
@@ -383,6 +383,16 @@ def test_bad_lengths(lengths, match):
     model = NormLSTM(D, H, norm="ln")
     with pytest.raises(ValueError, match=match):
         model(torch.zeros(4, 2, D), lengths=torch.tensor(lengths))
+
+
+def test_state_of_another_layout_refused():
+    """The state is nn.LSTM's (h_0, c_0) / nn.GRU's h_0: the former (h, c, windows) triple, or a
+    tuple given to the GRU, is refused with the expected layout named."""
+    h = torch.zeros(1, 2, H)
+    with pytest.raises(ValueError, match=r"\(h_0, c_0\), as for nn.LSTM.*a tuple of 3"):
+        NormLSTM(D, H, norm="atn")(torch.zeros(4, 2, D), (h, h, ()))
+    with pytest.raises(ValueError, match="h_0 \\(a tensor\\), as for nn.GRU.*got a tuple"):
+        NormGRU(D, H, norm="atn")(torch.zeros(4, 2, D), (h,))
 
 
 def test_packed_and_lengths_together_refused():
@@ -400,7 +410,7 @@ def test_batch_first_with_lengths():
     model.batch_first = True
     out_b, h_b = model(x.transpose(0, 1), lengths=lengths)
     close(out_b.transpose(0, 1), out_t, 0)
-    close(h_b.h, h_t.h, 0)
+    close(h_b, h_t, 0)
 
 
 def test_docs_use_it_in_your_model_example_runs():

@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from atnbench.nn import NormGRU, NormLSTM, WindowedLSTMState
+from atnbench.nn import NormGRU, NormLSTM
 from atnbench.nn import fastpath
-from helpers import randomize
+from helpers import randomize, state_like, state_tensors
 
 DT = torch.float64
 FAST = ("cpp", "function")
@@ -58,22 +58,13 @@ def weights_for(out, seed=2):
     return torch.randn(out.shape, generator=g, dtype=torch.float64).to(out.dtype)
 
 
-def state_tensors(state):
-    items = [state[0], state[1]]
-    if isinstance(state, WindowedLSTMState):
-        items += [w for layer in state.windows for w in layer]
-    return items
-
-
 def run(model, x, state=None, wrt_state=()):
     """Outputs, final state and gradients of a loss touching out, h_n, c_n and the windows."""
     x = x.clone().requires_grad_()
     out, new = model(x, state)
     loss = (out * weights_for(out)).sum() + (new[0] * 0.3).sum() + (new[1] ** 2).sum()
-    if isinstance(new, WindowedLSTMState):
-        for layer in new.windows:
-            for w in layer:
-                loss = loss + (w * w).sum() * 0.01
+    for w in state_tensors(new)[2:]:  # the windows riding on h_n
+        loss = loss + (w * w).sum() * 0.01
     params = list(model.parameters())
     grads = torch.autograd.grad(loss, [x, *params, *wrt_state], allow_unused=True)
     return out, new, grads
@@ -181,12 +172,7 @@ def test_state_in_and_its_gradient(path, norm, k, request):
     warm = make("loop", norm=norm, k=k, layers=2)
     _, state = warm(x0)  # a real state (windows of 5 steps for k=12, full k-1 for k=3)
     leaves = [t.detach().clone().requires_grad_() for t in state_tensors(state)]
-    if isinstance(state, WindowedLSTMState):
-        it = iter(leaves[2:])
-        windows = tuple(tuple(next(it) for _ in layer) for layer in state.windows)
-        given = WindowedLSTMState(leaves[0], leaves[1], windows)
-    else:
-        given = (leaves[0], leaves[1])
+    given = state_like(state, leaves)
     x = inputs(8, 4, 3)
     a = run(make("loop", norm=norm, k=k, layers=2), x, given, leaves)
     b = run(make(path, norm=norm, k=k, layers=2), x, given, leaves)

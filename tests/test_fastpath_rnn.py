@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from atnbench.nn import NormGRU, NormLSTM, WindowedGRUState, WindowedLSTMState
+from atnbench.nn import NormGRU, NormLSTM
 from atnbench.nn import fastpath
-from helpers import randomize
+from helpers import randomize, state_like, state_tensors
 
 DT = torch.float64
 CELLS = {"lstm": NormLSTM, "gru": NormGRU}
@@ -44,14 +44,7 @@ def inputs(T, B, d=3, seed=1):
     return x * (torch.rand(T, 1, 1, generator=g, dtype=DT) * 2 + 0.3) + 0.5
 
 
-def flat_state(state):
-    if isinstance(state, torch.Tensor):
-        return [state]
-    items = [t for t in state if isinstance(t, torch.Tensor)]
-    windows = getattr(state, "windows", None)
-    if windows is not None:
-        items += [w for layer in windows for w in layer if w is not None]
-    return items
+flat_state = state_tensors  # h (c) and the windows riding on h
 
 
 def run(model, x, state=None, wrt=()):
@@ -118,17 +111,7 @@ def test_state_in_and_its_gradient(cell, norm, opts):
     warm = make(cell, "loop", norm, 2, **opts)
     _, state = warm(inputs(6, 4, seed=5))
     leaves = [t.detach().clone().requires_grad_() for t in flat_state(state)]
-    it = iter(leaves)
-    if isinstance(state, WindowedLSTMState):
-        given = WindowedLSTMState(next(it), next(it), tuple(tuple(next(it) if w is not None else None for w in layer)
-                                                            for layer in state.windows))
-    elif isinstance(state, WindowedGRUState):
-        given = WindowedGRUState(next(it), tuple(tuple(next(it) if w is not None else None for w in layer)
-                                                 for layer in state.windows))
-    elif cell == "lstm":
-        given = (next(it), next(it))
-    else:
-        given = next(it)
+    given = state_like(state, leaves)
     a, b = compare(cell, norm, opts, T=8, layers=2, state=given, wrt=leaves)
     assert all(g is not None for g in b[2][-len(leaves):][:1])
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from atnbench.nn import LSTMState, NormGRU, NormLSTM, WindowedLSTMState
+from atnbench.nn import LSTMState, NormGRU, NormLSTM, WindowedTensor
 from atnbench.nn.norms import NormSpec, StepBatchNorm
 
 from reference import as_f64, layer_params, ref_bn_step, ref_bn_steps, ref_norm_gru, ref_norm_lstm
@@ -227,7 +227,7 @@ def test_atn_lstm_k_larger_than_sequence_equals_reference():
     model = randomize(NormLSTM(3, 4, norm="atn", k=50).to(DT))
     x = inputs(7, 2, 3)
     out, st = model(x)
-    assert isinstance(st, WindowedLSTMState)
+    assert isinstance(st, LSTMState) and isinstance(st.h, WindowedTensor)
     close(out, ref_norm_lstm(x, layer_params(model), "atn", k=50, eps=model.spec.eps)[0])
 
 
@@ -244,7 +244,7 @@ def test_atn_k1_equals_ln(cell, bias_inside):
     out_a, st_a = atn(x)
     out_l, st_l = ln(x)
     close(out_a, out_l, atol=1e-12)
-    close(st_a[0], st_l[0] if cell == "lstm" else st_l, atol=1e-12)
+    close(st_a[0] if cell == "lstm" else st_a, st_l[0] if cell == "lstm" else st_l, atol=1e-12)
     if cell == "lstm":
         close(st_a.c, st_l.c, atol=1e-12)
 

@@ -21,7 +21,7 @@ if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 from atnbench.nn import NormGRU, NormLSTM, fastpath, gpu  # noqa: E402
-from helpers import randomize
+from helpers import randomize, state_tensors
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DT = torch.float64
@@ -41,14 +41,7 @@ def inputs(T, B, d=3, seed=1, dtype=DT):
     return (x * (torch.rand(T, 1, 1, generator=g, dtype=DT) * 2 + 0.3) + 0.5).to(DEVICE, dtype)
 
 
-def tensors_of(state):
-    """Every tensor of a state: h (c) and the window histories."""
-    if isinstance(state, torch.Tensor):
-        return [state]
-    items = [t for t in state if isinstance(t, torch.Tensor)]
-    for layer in getattr(state, "windows", ()) or ():
-        items += [w for w in layer if w is not None]
-    return items
+tensors_of = state_tensors  # h (c) and the window histories riding on h
 
 
 def two_segments(model, x, split):

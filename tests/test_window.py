@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from atnbench.nn import NormGRU, NormLSTM, NormSpec, WindowedGRUState, WindowedLSTMState, detach_state
+from atnbench.nn import LSTMState, NormGRU, NormLSTM, NormSpec, WindowedTensor, detach_state
 from atnbench.nn import functional as F
 from atnbench.nn.norms import AssortedTimeBatchNorm, AssortedTimeNorm
 from atnbench.nn.window import WindowStream, windowed_moments
@@ -246,14 +246,13 @@ def test_model_continuation_atn(cell, num_layers, batch_first, k):
     out1, state1 = model(x[split[0]])
     out2, state2 = model(x[split[1]], state1)
     close(torch.cat([out1, out2], dim=cat_dim), out)
-    if cell == "lstm":
-        assert isinstance(state, WindowedLSTMState) and isinstance(state2, WindowedLSTMState)
-        close(state2.h, state.h)
+    if cell == "lstm":  # nn.LSTM's (h, c), nn.GRU's h; the windows ride on h
+        assert isinstance(state, LSTMState) and isinstance(state2, LSTMState)
         close(state2.c, state.c)
-    else:
-        assert isinstance(state, WindowedGRUState) and isinstance(state2, WindowedGRUState)
-        close(state2.h, state.h)
-    for layer_w, layer_w2 in zip(state.windows, state2.windows):
+    h, h2 = (state[0], state2[0]) if cell == "lstm" else (state, state2)
+    assert isinstance(h, WindowedTensor) and isinstance(h2, WindowedTensor)
+    close(h2, h)
+    for layer_w, layer_w2 in zip(h.windows, h2.windows):
         for w, w2 in zip(layer_w, layer_w2):
             close(w2, w)
     # detaching between truncated-BPTT segments changes no value
@@ -284,7 +283,7 @@ def test_model_continuation_atn_bn_training(cell):
     out1, st1 = model(x[:10])
     out2, st2 = model(x[10:], st1)
     close(torch.cat([out1, out2]), out)
-    close(st2.h, state.h)
+    close(st2[0] if cell == "lstm" else st2, state[0] if cell == "lstm" else state)
 
 
 @pytest.mark.parametrize("kind", ("bn", "atn-bn", "atn-bn-batch", "bln-pop", "bln-mixed", "bln-current"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from atnbench.nn.rnn import LSTMState
+from atnbench.nn.state import LSTMState
 
 
 class WindowATN(nn.Module):

@@ -18,12 +18,16 @@ from atnbench.nn.norms import (
     SequenceNorm,
     StepBatchNorm,
 )
-from atnbench.nn.rnn import LSTMState, WindowedGRUState, WindowedLSTMState, detach_state
 from atnbench.nn.schemes import SCHEMES, NormScheme, get_scheme
+from atnbench.nn.serialization import register as _register_safe_globals
+from atnbench.nn.state import LSTMState, WindowedTensor, detach_state
+
+# torch.load(path) (weights_only=True, torch's default) of a whole model holding these modules
+_register_safe_globals()
 
 __all__ = [
     "functional", "NormLSTM", "NormGRU", "NormSpec", "SequenceNorm", "NoNorm", "LayerNorm",
     "AssortedTimeNorm", "AssortedTimeBatchNorm", "StepBatchNorm", "SequenceBatchNorm",
-    "BatchLayerNorm", "LSTMState", "WindowedLSTMState", "WindowedGRUState", "detach_state",
+    "BatchLayerNorm", "LSTMState", "WindowedTensor", "detach_state",
     "SCHEMES", "NormScheme", "get_scheme",
 ]

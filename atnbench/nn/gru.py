@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.nn import fastpath
-from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer, WindowedGRUState
+from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer
 
 
 class NormGRULayer(NormRecurrentLayer):
@@ -49,8 +49,9 @@ class NormGRULayer(NormRecurrentLayer):
 
 class NormGRU(NormRecurrent):
     """``torch.nn.GRU`` with normalization; arguments, variable lengths and bidirectional as
-    ``NormLSTM``. ``state`` is ``h`` ((num_layers * num_directions, B, H)), or
-    ``WindowedGRUState(h, windows)`` for windowed normalizations (ATN)."""
+    ``NormLSTM``. ``state`` is ``h`` ((num_layers * num_directions, B, H)) for every norm, as
+    ``nn.GRU``'s; with a windowed normalization (ATN) it also carries the windows
+    (``atnbench.nn.state``)."""
 
     layer_class = NormGRULayer
     torch_class = nn.GRU
@@ -60,20 +61,11 @@ class NormGRU(NormRecurrent):
             return layer(x, *carry, windows, lengths)
         return fastpath.gru_layer(layer, x, *carry, windows, path)
 
-    def _split_state(self, state, x):
-        if state is None:
-            return [self._zeros(x)], None
-        if isinstance(state, WindowedGRUState):
-            return [state.h], state.windows
-        return [state], None
+    def _carries(self, state):
+        if not isinstance(state, Tensor):
+            raise ValueError("the state of NormGRU is h_0 (a tensor), as for nn.GRU (ATN's windows ride on it), "
+                             f"got a {type(state).__name__}")
+        return [state]
 
-    def _make_state(self, carries, windows):
-        if self.windowed:
-            return WindowedGRUState(carries[0], windows)
+    def _pack(self, carries):
         return carries[0]
-
-    def _torch_state(self, state):
-        return state[0] if isinstance(state, WindowedGRUState) else state
-
-    def _from_torch_state(self, final):
-        return final

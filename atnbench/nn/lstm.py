@@ -23,7 +23,8 @@ from torch import Tensor, nn
 
 from atnbench.nn import fastpath
 from atnbench.nn.norms import SequenceNorm
-from atnbench.nn.rnn import LSTMState, NormRecurrent, NormRecurrentLayer, WindowedLSTMState
+from atnbench.nn.rnn import NormRecurrent, NormRecurrentLayer
+from atnbench.nn.state import LSTMState
 
 
 class NormLSTMLayer(NormRecurrentLayer):
@@ -93,8 +94,9 @@ class NormLSTM(NormRecurrent):
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a
     ``PackedSequence`` (the output is one then), or a padded batch with ``lengths`` (B,): each
     sequence runs over its own steps only (see ``atnbench.nn.rnn``). ``state`` is ``(h, c)``
-    (each ``(num_layers * num_directions, B, H)``), or ``WindowedLSTMState(h, c, windows)`` for
-    windowed normalizations (ATN): hand it back to continue the sequences.
+    (each ``(num_layers * num_directions, B, H)``) for every norm, as ``nn.LSTM``'s; with a
+    windowed normalization (ATN) ``h`` also carries the windows (``atnbench.nn.state``): hand
+    the state back (detached or not) to continue the sequences.
     """
 
     layer_class = NormLSTMLayer
@@ -107,18 +109,17 @@ class NormLSTM(NormRecurrent):
             return layer(x, *carry, windows, lengths)
         return fastpath.lstm_layer(layer, x, *carry, windows, path)
 
-    def _split_state(self, state, x):
-        if state is None:
-            return [self._zeros(x), self._zeros(x)], None
-        return [state[0], state[1]], (state[2] if len(state) > 2 else None)
+    def _carries(self, state):
+        if not isinstance(state, tuple) or len(state) != 2:
+            raise ValueError("the state of NormLSTM is (h_0, c_0), as for nn.LSTM (ATN's windows ride on h_0: "
+                             f"pass back the state it returned), got {_describe(state)}")
+        return list(state)
 
-    def _make_state(self, carries, windows):
-        if self.windowed:
-            return WindowedLSTMState(carries[0], carries[1], windows)
-        return LSTMState(carries[0], carries[1])
+    def _pack(self, carries):
+        return LSTMState(*carries)
 
-    def _torch_state(self, state):
-        return None if state is None else (state[0], state[1])
 
-    def _from_torch_state(self, final):
-        return LSTMState(*final)
+def _describe(state) -> str:
+    if isinstance(state, tuple):
+        return f"a tuple of {len(state)}"
+    return f"a {type(state).__name__}"

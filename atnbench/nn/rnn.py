@@ -28,56 +28,35 @@ its gains and shifts are not in the checkpoint). A bias outside the normalizatio
 ``bias_ih + bias_hh`` and exports as ``bias_ih = bias, bias_hh = 0`` (exact for the LSTM; for
 the GRU's n gate, whose b_hn is scaled by r, only with the bias inside).
 
-States: without a windowed normalization the state is what ``nn.LSTM`` (``(h, c)``) or
-``nn.GRU`` (``h``) returns. With ATN the window of past step statistics is part of the
-recurrent state (``WindowedLSTMState`` / ``WindowedGRUState``): passing it back continues the
-sequence exactly; ``detach_state`` cuts the graph between truncated-BPTT segments.
+States: for every normalization the state is what ``nn.LSTM`` (``(h_n, c_n)``) or ``nn.GRU``
+(``h_n``) returns. With ATN the window of past step statistics is part of the recurrent state:
+it rides on ``h_n`` (``state.py``), so passing the state back continues the sequence exactly,
+and ``h_n.detach()`` (or ``detach_state``) cuts the graph between truncated-BPTT segments.
+
+Pickling (``torch.save(model)``): a module holds its modules, parameters, buffers and plain
+values only (the ``nn.LSTM`` names are accepted by overriding ``_load_from_state_dict``, not by
+a hook, and the scheme is looked up by name), so ``torch.load`` with ``weights_only=True``
+needs nothing but the classes ``serialization.py`` registers.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from atnbench.nn.schemes import fast_norms
 from atnbench.nn import fastpath
 from atnbench.nn.norms import NormSpec, SequenceNorm
 from atnbench.nn.padding import as_lengths, repack, reverse_padded, step_mask, unpack
-from atnbench.nn.schemes import NormScheme, get_scheme
+from atnbench.nn.schemes import NormScheme, fast_norms, get_scheme
+from atnbench.nn.state import plain, windows_of, with_windows
 from atnbench.nn.window import check_history
 
 INITS = ("atn", "torch")
 BACKENDS = ("auto", "loop", "fused", "cpp", "function", "triton")
-
-
-class LSTMState(NamedTuple):
-    h: Tensor
-    c: Tensor
-
-
-class WindowedLSTMState(NamedTuple):
-    h: Tensor
-    c: Tensor
-    windows: tuple  # per layer: one window history per normalized term (input, hidden, cell)
-
-
-class WindowedGRUState(NamedTuple):
-    h: Tensor
-    windows: tuple  # per layer: (input, hidden) window histories
-
-
-def detach_state(state: Any) -> Any:
-    """Detach every tensor of a (nested, possibly named) state tuple."""
-    if isinstance(state, Tensor):
-        return state.detach()
-    if isinstance(state, tuple):
-        items = [detach_state(s) for s in state]
-        return type(state)(*items) if hasattr(state, "_fields") else tuple(items)
-    return state
 
 
 def init_weights(layer: "NormRecurrentLayer", init: str) -> None:
@@ -191,8 +170,8 @@ class NormRecurrent(nn.Module):
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(repr(b) for b in BACKENDS)}, got {backend!r}")
-        self.scheme = get_scheme(norm)
-        init = self.scheme.init if init is None else init
+        scheme = get_scheme(norm)
+        init = scheme.init if init is None else init
         self.spec = NormSpec(**norm_options)
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
@@ -207,10 +186,9 @@ class NormRecurrent(nn.Module):
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
-        self.bias_inside = self.scheme.bias_inside if bias_inside is None else bias_inside
-        self.windowed = self.scheme.windowed
+        self.bias_inside = scheme.bias_inside if bias_inside is None else bias_inside
+        self.windowed = scheme.windowed
         self.fused = norm == "none" and backend in ("auto", "fused")
-        self.register_load_state_dict_pre_hook(_accept_torch_names)
         if self.fused:
             self.rnn = self.torch_class(input_size, hidden_size, num_layers, bias, batch_first, dropout,
                                         self.bidirectional)
@@ -220,7 +198,7 @@ class NormRecurrent(nn.Module):
         else:
             width = hidden_size * self.num_directions
             self.layers = nn.ModuleList(
-                self.layer_class(input_size if i == 0 else width, hidden_size, self.scheme, self.spec,
+                self.layer_class(input_size if i == 0 else width, hidden_size, scheme, self.spec,
                                  bias, self.bias_inside)
                 for i in range(num_layers) for _ in range(self.num_directions)
             )
@@ -228,6 +206,11 @@ class NormRecurrent(nn.Module):
                 init_weights(layer, init)
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
+
+    @property
+    def scheme(self) -> NormScheme:
+        """The registry's entry for ``norm`` (looked up, not held: a pickled module holds no functions)."""
+        return get_scheme(self.norm)
 
     def _init_fused(self) -> None:
         gates = self.layer_class.gates
@@ -333,24 +316,34 @@ class NormRecurrent(nn.Module):
             y = repack(y, lengths, packed)
         elif self.batch_first:
             y = y.transpose(0, 1)
-        return y, self._make_state(carries, windows)
+        if self.windowed:
+            carries[0] = with_windows(carries[0], windows)
+        return y, self._pack(carries)
 
     def _fused_forward(self, x, state, lengths):
-        hx = self._torch_state(state)
+        hx = None
+        if state is not None:
+            carries = self._carries(state)
+            hx = tuple(carries) if len(carries) > 1 else carries[0]
         if lengths is None:
             out, final = self.rnn(x, hx)
-            return out, self._from_torch_state(final)
+            return out, self._pack(_as_list(final))
         steps = x.shape[1 if self.batch_first else 0]
         lengths = as_lengths(lengths, steps, x.shape[0 if self.batch_first else 1], x.device)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=self.batch_first, enforce_sorted=False)
         out, final = self.rnn(packed, hx)
         out, _ = pad_packed_sequence(out, batch_first=self.batch_first, total_length=steps)
-        return out, self._from_torch_state(final)
+        return out, self._pack(_as_list(final))
 
     def _stack(self, x: Tensor, state, lengths: Optional[Tensor]):
         """All layers and directions on a time-first batch: (output, final carries, windows)."""
         batch = x.shape[1]
-        carries, windows = self._split_state(state, x)
+        if state is None:
+            carries, windows = [self._zeros(x) for _ in range(self.carried)], None
+        else:
+            carries = self._carries(state)
+            windows = windows_of(carries[0]) if self.windowed else None
+            carries = [plain(c) for c in carries]
         for i, carry in enumerate(carries):
             expected = (len(self.layers), batch, self.hidden_size)
             if tuple(carry.shape) != expected:
@@ -390,17 +383,13 @@ class NormRecurrent(nn.Module):
         path override this to dispatch on ``path``."""
         return layer(x, *carry, windows, lengths)
 
-    # cell-specific: the state's layout (NormLSTM: (h, c[, windows]); NormGRU: h or (h, windows))
-    def _split_state(self, state, x: Tensor) -> tuple[list[Tensor], Optional[tuple]]:
+    # cell-specific: the state's layout (NormLSTM: (h, c), NormGRU: h, as nn.LSTM / nn.GRU)
+    def _carries(self, state) -> list[Tensor]:
+        """The tensors of a state passed in, in the order of the layers' carries (h first)."""
         raise NotImplementedError
 
-    def _make_state(self, carries: list[Tensor], windows: tuple):
-        raise NotImplementedError
-
-    def _torch_state(self, state):
-        raise NotImplementedError
-
-    def _from_torch_state(self, final):
+    def _pack(self, carries: list[Tensor]):
+        """The state to return from the final carries (h first, windows riding on it)."""
         raise NotImplementedError
 
     def _zeros(self, x: Tensor) -> Tensor:
@@ -421,20 +410,27 @@ class NormRecurrent(nn.Module):
             return torch.nn.functional.dropout(y, self.dropout, True)
         return y
 
+    def _load_from_state_dict(self, state_dict, prefix, *args) -> None:
+        """Also read ``nn.LSTM``/``nn.GRU`` keys (``weight_ih_l0``, ...): renamed to this module's
+        before loading. An override, not a load_state_dict hook: a hook is held in the module's
+        state, and ``torch.load(weights_only=True)`` of a pickled module refuses it."""
+        if prefix + "weight_ih_l0" in state_dict:
+            try:
+                renamed = self._internal_names(prefix, state_dict)
+            except KeyError:
+                renamed = None  # incomplete: leave the keys as they are, load_state_dict reports them
+            if renamed is not None:
+                for name in self.torch_state_dict():
+                    state_dict.pop(prefix + name, None)
+                state_dict.update(renamed)
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
                 f"bidirectional={self.bidirectional}, norm={self.norm!r}, k={self.spec.k}, "
                 f"bias_inside={self.bias_inside}, fused={self.fused}, backend={self.backend!r}")
 
 
-def _accept_torch_names(module: NormRecurrent, state_dict, prefix, *args) -> None:
-    """load_state_dict pre-hook: rename ``nn.LSTM``/``nn.GRU`` keys (``weight_ih_l0``, ...)."""
-    if prefix + "weight_ih_l0" not in state_dict:
-        return
-    try:
-        renamed = module._internal_names(prefix, state_dict)
-    except KeyError:
-        return  # incomplete: leave the keys as they are, load_state_dict reports them
-    for name in module.torch_state_dict():
-        state_dict.pop(prefix + name, None)
-    state_dict.update(renamed)
+def _as_list(final) -> list[Tensor]:
+    """``nn.LSTM``'s ``(h_n, c_n)`` or ``nn.GRU``'s ``h_n`` as the list of carries (h first)."""
+    return list(final) if isinstance(final, tuple) else [final]

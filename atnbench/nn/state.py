@@ -1,0 +1,90 @@
+"""The recurrent states NormLSTM and NormGRU return: ``nn.LSTM``'s ``(h_n, c_n)``, ``nn.GRU``'s ``h_n``.
+
+A windowed normalization (ATN) carries more than h and c from one call to the next: per layer
+and normalized term, the (mean, var) of the last k-1 steps (``window.py``). So that the state
+keeps ``nn.LSTM``'s shape for every norm, those windows ride on ``h_n``: with a windowed norm
+``h_n`` is a ``WindowedTensor``, a ``torch.Tensor`` with ``h_n``'s values, shape, dtype and
+autograd graph and one more attribute, ``windows``. Passing ``h_n`` back (inside the state)
+continues every sequence exactly, windows included.
+
+What keeps the windows and what drops them (``docs/library.md`` says it to users):
+
+* ``h_n.detach()`` / ``h_n.detach_()`` keep them, detached as well: truncated BPTT written as
+  ``tuple(s.detach() for s in state)`` (or ``detach_state``) cuts the graph and continues.
+* Every other operation gives a plain tensor (``h_n[-1]``, ``h_n.clone()``, ``h_n.to(...)``,
+  ``torch.zeros_like(h_n)``): the class adds nothing to a computation. A state whose ``h`` has
+  no windows starts ATN's windows empty, as at the first step of a sequence.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+Windows = tuple  # per layer (in h_n's order): one window history (or None) per normalized term
+
+
+class LSTMState(NamedTuple):
+    """``(h_n, c_n)`` as ``nn.LSTM`` returns them; a tuple of two, with names."""
+
+    h: Tensor
+    c: Tensor
+
+
+class WindowedTensor(Tensor):
+    """``h_n`` of a windowed normalization: the tensor, plus ``windows`` (see module doc)."""
+
+    windows: Windows
+
+    # torch's own operations return plain tensors (as for nn.Parameter): the windows belong to
+    # this state only, never to a result computed from it.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def detach(self) -> "WindowedTensor":
+        return with_windows(Tensor.detach(self), detach_windows(self.windows))
+
+    def detach_(self) -> "WindowedTensor":
+        Tensor.detach_(self)
+        self.windows = detach_windows(self.windows)
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "WindowedTensor":
+        # torch's default deepcopy of a subclass needs new_empty to return the subclass
+        if id(self) not in memo:
+            plain = copy.deepcopy(self.as_subclass(Tensor), memo)
+            memo[id(self)] = with_windows(plain, copy.deepcopy(self.windows, memo))
+        return memo[id(self)]
+
+
+def with_windows(h: Tensor, windows: Windows) -> WindowedTensor:
+    """``h`` (same storage, same autograd graph) carrying ``windows``."""
+    out = h.as_subclass(WindowedTensor)
+    out.windows = windows
+    return out
+
+
+def windows_of(h: Any) -> Optional[Windows]:
+    """The windows riding on ``h``; None for a plain tensor (a state rebuilt by hand)."""
+    return h.windows if isinstance(h, WindowedTensor) else None
+
+
+def plain(h: Tensor) -> Tensor:
+    """``h`` as a plain tensor (same storage and graph) for the computations inside a cell."""
+    return h.as_subclass(Tensor) if isinstance(h, WindowedTensor) else h
+
+
+def detach_windows(windows: Windows) -> Windows:
+    return tuple(tuple(w.detach() if isinstance(w, Tensor) else w for w in layer) for layer in windows)
+
+
+def detach_state(state: Any) -> Any:
+    """Detach every tensor of a (nested, possibly named) state tuple; ATN's windows are kept."""
+    if isinstance(state, Tensor):
+        return state.detach()
+    if isinstance(state, tuple):
+        items = [detach_state(s) for s in state]
+        return type(state)(*items) if hasattr(state, "_fields") else tuple(items)
+    return state

@@ -1,0 +1,355 @@
+"""NormLSTM / NormGRU in two clients written for nn.LSTM / nn.GRU, changed in one line (issue 39).
+
+The clients are this file's own small code in the shape of the two usual ones: a packed
+bidirectional classifier as the sentiment tutorials write it (``packed_output, (hidden, cell) =
+self.rnn(packed)``, then ``torch.cat((hidden[-2], hidden[-1]), dim=1)``), and pytorch/examples'
+word_language_model (tied embedding, truncated BPTT carrying the state and detaching it as a tuple
+(``repackage_hidden``), ``torch.save(model)`` / ``torch.load(path)``). In each, the only
+difference between the nn.LSTM client and the NormLSTM one is the class the ``self.rnn = ...``
+line calls (``RNN`` here). For every norm of both cells: the client runs, trains, saves and
+loads; with ``norm="none"`` it computes what the nn.LSTM / nn.GRU client computes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+from functools import partial
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from atnbench.nn import SCHEMES, NormGRU, NormLSTM
+from atnbench.nn.state import windows_of
+
+CELLS = {"lstm": (NormLSTM, nn.LSTM), "gru": (NormGRU, nn.GRU)}
+NORMS = tuple(SCHEMES)
+VOCAB, K = 17, 3
+DT = torch.float64
+
+
+# ----------------------------------------------------------------------------- client 1: classifier
+
+class Classifier(nn.Module):
+    """Embedding, a packed 2-layer bidirectional RNN, the last layer's two final states
+    concatenated, a linear read-out (batch first, sequences of any order and length)."""
+
+    def __init__(self, RNN, emb=6, hidden=5, classes=3, dropout=0.25):
+        super().__init__()
+        self.embedding = nn.Embedding(VOCAB, emb, padding_idx=0)
+        self.rnn = RNN(emb, hidden, num_layers=2, bidirectional=True, dropout=dropout, batch_first=True)
+        self.fc = nn.Linear(hidden * 2, classes)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, text, lengths):
+        embedded = self.dropout(self.embedding(text))
+        packed = pack_padded_sequence(embedded, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        packed_output, hidden = self.final_hidden(packed)
+        output, _ = pad_packed_sequence(packed_output, batch_first=True)
+        features = self.dropout(torch.cat((hidden[-2], hidden[-1]), dim=1))
+        return self.fc(features), output, hidden
+
+
+class LSTMClassifier(Classifier):
+    def final_hidden(self, packed):
+        packed_output, (hidden, cell) = self.rnn(packed)
+        return packed_output, hidden
+
+
+class GRUClassifier(Classifier):
+    def final_hidden(self, packed):
+        packed_output, hidden = self.rnn(packed)
+        return packed_output, hidden
+
+
+CLASSIFIERS = {"lstm": LSTMClassifier, "gru": GRUClassifier}
+
+
+def reviews(seed=0, lengths=(5, 2, 7, 1, 4)):
+    g = torch.Generator().manual_seed(seed)
+    text = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for b, n in enumerate(lengths):
+        text[b, :n] = torch.randint(1, VOCAB, (n,), generator=g)
+    return text, torch.tensor(lengths), torch.randint(0, 3, (len(lengths),), generator=g)
+
+
+# ----------------------------------------------------------------------------- client 2: language model
+
+class WordLM(nn.Module):
+    """word_language_model's RNNModel: encoder, RNN, decoder tied to the encoder, dropout."""
+
+    def __init__(self, RNN, cell, ninp=6, nlayers=2, dropout=0.2):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(VOCAB, ninp)
+        self.rnn = RNN(ninp, ninp, nlayers, dropout=dropout)
+        self.decoder = nn.Linear(ninp, VOCAB)
+        self.decoder.weight = self.encoder.weight
+        self.cell, self.nlayers, self.nhid = cell, nlayers, ninp
+
+    def forward(self, input, hidden):
+        emb = self.drop(self.encoder(input))
+        output, hidden = self.rnn(emb, hidden)
+        return F.log_softmax(self.decoder(self.drop(output)), dim=-1), hidden
+
+    def init_hidden(self, bsz):
+        weight = next(self.parameters())
+        if self.cell == "lstm":
+            return (weight.new_zeros(self.nlayers, bsz, self.nhid), weight.new_zeros(self.nlayers, bsz, self.nhid))
+        return weight.new_zeros(self.nlayers, bsz, self.nhid)
+
+
+def repackage_hidden(h):
+    """Cut the graph between BPTT segments: ``tuple(s.detach() for s in h)`` for the LSTM."""
+    if isinstance(h, torch.Tensor):
+        return h.detach()
+    return tuple(repackage_hidden(v) for v in h)
+
+
+def corpus(steps=13, batch=3, seed=0):
+    return torch.randint(0, VOCAB, (steps, batch), generator=torch.Generator().manual_seed(seed))
+
+
+def segments(data, bptt):
+    for i in range(0, data.size(0) - 1, bptt):
+        n = min(bptt, data.size(0) - 1 - i)
+        yield data[i:i + n], data[i + 1:i + 1 + n]
+
+
+def train_lm(model, data, bptt=4, lr=0.5):
+    """One epoch of word_language_model's ``train()``: the state carried, detached per segment."""
+    model.train()
+    hidden = model.init_hidden(data.size(1))
+    losses = []
+    for x, y in segments(data, bptt):
+        model.zero_grad()
+        hidden = repackage_hidden(hidden)
+        output, hidden = model(x, hidden)
+        loss = F.nll_loss(output.view(-1, VOCAB), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-lr)
+        losses.append(loss.item())
+    return losses
+
+
+def evaluate_lm(model, data, bptt):
+    """word_language_model's ``evaluate()``: log-probabilities of every step, state carried."""
+    model.eval()
+    hidden = model.init_hidden(data.size(1))
+    outputs = []
+    with torch.no_grad():
+        for x, _ in segments(data, bptt):
+            output, hidden = model(x, hidden)
+            hidden = repackage_hidden(hidden)
+            outputs.append(output)
+    return torch.cat(outputs)
+
+
+# ----------------------------------------------------------------------------- building both versions
+
+def normalized(cell, norm, backend="auto"):
+    """The class the client's ``self.rnn = RNN(...)`` line calls after the one-line change."""
+    return partial(CELLS[cell][0], norm=norm, k=K, backend=backend)
+
+
+def build(client, RNN, seed=0):
+    torch.manual_seed(seed)
+    return client(RNN).to(DT)
+
+
+def torch_allowlist(model, path):
+    """The classes ``torch.load`` (weights_only) needs for a whole model: what a client built
+    around nn.LSTM must allow by hand (its own classes and torch.nn's), found by saving it."""
+    torch.save(model, path)
+    found = []
+    for name in torch.serialization.get_unsafe_globals_in_checkpoint(path):
+        module, _, attr = name.rpartition(".")
+        found.append(getattr(importlib.import_module(module), attr))
+    return found
+
+
+def save_and_load(model, path, allowed):
+    """``torch.save(model)`` then ``torch.load(path)``: torch's defaults, with the nn.LSTM client's allow-list."""
+    torch.save(model, path)
+    with torch.serialization.safe_globals(allowed):
+        return torch.load(path)
+
+
+# ----------------------------------------------------------------------------- the classifier
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("norm", NORMS)
+def test_classifier_runs_for_every_norm(cell, norm, tmp_path):
+    """nn.LSTM's shapes and meaning: h_n of the top layer is the packed output at each
+    review's last word (forward) and first word (reverse); the client trains a step, and the
+    whole model saves and loads (torch's defaults) to the same predictions."""
+    client = CLASSIFIERS[cell]
+    allowed = torch_allowlist(build(client, CELLS[cell][1]), tmp_path / "torch.pt")
+    model = build(client, normalized(cell, norm))
+    text, lengths, labels = reviews()
+    logits, output, hidden = model(text, lengths)
+    assert logits.shape == (5, 3) and output.shape == (5, 7, 10) and hidden.shape == (4, 5, 5)
+    last = output[torch.arange(5), lengths - 1]
+    torch.testing.assert_close(hidden[-2], last[:, :5], rtol=0, atol=0)
+    torch.testing.assert_close(hidden[-1], output[:, 0, 5:], rtol=0, atol=0)
+    assert not output[torch.arange(7) >= lengths.unsqueeze(1)].any()  # padding: 0 as nn.LSTM gives
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    F.cross_entropy(logits, labels).backward()
+    rnn_grads = [p.grad for p in model.rnn.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in rnn_grads)
+    optimizer.step()
+
+    loaded = save_and_load(model.eval(), tmp_path / "model.pt", allowed)
+    assert type(loaded.rnn) is CELLS[cell][0] and loaded.rnn.norm == norm
+    expected, actual = model(text, lengths), loaded(text, lengths)
+    for a, b in zip(actual, expected):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("backend, dropout", (("auto", 0.25), ("loop", 0.0)))
+def test_classifier_none_equals_torch(cell, backend, dropout):
+    """norm="none": the client's predictions, final states and one SGD step equal the
+    nn.LSTM / nn.GRU client's (its whole state dict loads as it is; torch's kernel or the loop)."""
+    client = partial(CLASSIFIERS[cell], dropout=dropout)
+    ref = build(client, CELLS[cell][1])
+    model = build(client, normalized(cell, "none", backend), seed=1)
+    model.load_state_dict(ref.state_dict())
+    text, lengths, labels = reviews(seed=3)
+    results = []
+    for m in (ref, model):
+        torch.manual_seed(7)  # the same dropout masks
+        logits, output, hidden = m(text, lengths)
+        F.cross_entropy(logits, labels).backward()
+        torch.optim.SGD(m.parameters(), lr=0.1).step()
+        results.append((logits, output, hidden))
+    for a, b in zip(*results):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-12)
+    for name, value in ref.rnn.state_dict().items():
+        torch.testing.assert_close(model.rnn.torch_state_dict()[name], value, rtol=0, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- the language model
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("norm", NORMS)
+def test_language_model_trains_saves_and_loads(cell, norm, tmp_path):
+    """Truncated BPTT with the state detached as a tuple, for every norm; then torch.save(model)
+    / torch.load(path) under torch's defaults and the nn.LSTM client's allow-list: the loaded
+    model evaluates to the same log-probabilities and holds the same state dict."""
+    client = partial(WordLM, cell=cell)
+    allowed = torch_allowlist(build(client, CELLS[cell][1]), tmp_path / "torch.pt")
+    model = build(client, normalized(cell, norm))
+    losses = train_lm(model, corpus())
+    assert len(losses) == 3 and all(torch.isfinite(torch.tensor(losses)))
+    loaded = save_and_load(model, tmp_path / "model.pt", allowed)
+    loaded.rnn.flatten_parameters()  # as word_language_model does after loading
+    assert loaded.state_dict().keys() == model.state_dict().keys()
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), model.state_dict().values()))
+    assert loaded.decoder.weight is loaded.encoder.weight  # still tied
+    expected = evaluate_lm(model, corpus(seed=1), 4)
+    assert torch.equal(evaluate_lm(loaded, corpus(seed=1), 4), expected)
+    fresh = build(client, normalized(cell, norm), seed=2)  # the state_dict way, as before
+    fresh.load_state_dict(model.state_dict())
+    assert torch.equal(evaluate_lm(fresh, corpus(seed=1), 4), expected)
+
+
+def test_loading_is_weights_only(tmp_path):
+    """The loads above are weights-only: without the client's own class on the allow-list
+    torch.load refuses the file; atnbench's classes need no entry."""
+    model = build(partial(WordLM, cell="lstm"), normalized("lstm", "atn"))
+    torch.save(model, tmp_path / "model.pt")
+    with pytest.raises(pickle.UnpicklingError, match="WordLM"):
+        torch.load(tmp_path / "model.pt")
+    unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(tmp_path / "model.pt")
+    assert not [name for name in unsafe if "atnbench" in name or "._" in name], unsafe
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("norm", ("none", "ln", "atn"))
+def test_language_model_segments_equal_the_whole_stream(cell, norm):
+    """The state handed back and detached as a tuple carries ATN's windows: evaluating in
+    segments of 2 or 4 steps equals evaluating the stream at once (per-sample norms)."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, norm))
+    data = corpus(steps=14)
+    whole = evaluate_lm(model, data, 13)
+    for bptt in (2, 4):
+        torch.testing.assert_close(evaluate_lm(model, data, bptt), whole, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_saved_state_continues(cell, tmp_path):
+    """A returned ATN state (windows on h_n) saved with torch.save loads under torch's defaults
+    and continues the stream as the state itself does."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    _, hidden = model(data[:4], model.init_hidden(3))
+    torch.save(repackage_hidden(hidden), tmp_path / "hidden.pt")
+    loaded = torch.load(tmp_path / "hidden.pt")
+    assert windows_of(loaded[0] if cell == "lstm" else loaded) is not None
+    assert torch.equal(model(data[4:], loaded)[0], model(data[4:], hidden)[0])
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_rebuilt_state_starts_the_windows_afresh(cell):
+    """Only detach() keeps the windows: a state rebuilt by hand (clone) continues with empty
+    windows, and the client's init_hidden (zeros) is a fresh start, as state=None."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    _, hidden = model(data[:4], model.init_hidden(3))
+    detached, rebuilt = repackage_hidden(hidden), tuple(s.clone() for s in hidden) if cell == "lstm" else hidden.clone()
+    h = detached[0] if cell == "lstm" else detached
+    assert windows_of(h) is not None and not any(w.requires_grad for layer in windows_of(h) for w in layer)
+    assert windows_of(rebuilt[0] if cell == "lstm" else rebuilt) is None
+    whole, _ = model(data, model.init_hidden(3))
+    carried, _ = model(data[4:], detached)
+    restarted, _ = model(data[4:], rebuilt)
+    torch.testing.assert_close(carried, whole[4:], rtol=0, atol=1e-12)
+    assert (restarted - whole[4:]).abs().max() > 1e-6
+    assert torch.equal(model(data, None)[0], whole)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("backend", ("auto", "loop"))
+def test_language_model_none_equals_torch(cell, backend):
+    """norm="none": the nn.LSTM / nn.GRU client's state dict loads into the NormLSTM client,
+    and a training epoch gives the same losses and weights (the same dropout masks)."""
+    client = partial(WordLM, cell=cell, dropout=0.2 if backend == "auto" else 0.0)
+    ref = build(client, CELLS[cell][1])
+    model = build(client, normalized(cell, "none", backend), seed=1)
+    model.load_state_dict(ref.state_dict())
+    runs = []
+    for m in (ref, model):
+        torch.manual_seed(5)
+        runs.append(train_lm(m, corpus(steps=17)))
+    assert runs[1] == pytest.approx(runs[0], rel=0, abs=1e-12)
+    for name, value in ref.rnn.state_dict().items():
+        torch.testing.assert_close(model.rnn.torch_state_dict()[name], value, rtol=0, atol=1e-12)
+    torch.testing.assert_close(model.encoder.weight, ref.encoder.weight, rtol=0, atol=1e-12)
+
+
+def test_docs_one_line_changes_build_the_clients_rnn():
+    """docs/library.md's two ``+`` lines, as written, build the normalized RNN of each client."""
+    import re
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "library.md").read_text()
+    diffs = re.findall(r"```diff\n(.+?)\n```", text[text.index("## The one-line change"):], re.S)
+    assert len(diffs) == 2
+    built = []
+    for diff, rnn_type in zip(diffs, ("LSTM", "GRU")):
+        added = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("+"))
+        scope = dict(self=SimpleNamespace(), nn=nn, NormLSTM=NormLSTM, NormGRU=NormGRU, rnn_type=rnn_type,
+                     embedding_dim=6, hidden_dim=5, n_layers=2, dropout=0.25, ninp=6, nhid=5, nlayers=2)
+        exec(compile("if True:\n" + added, "docs/library.md", "exec"), scope)
+        built.append(scope["self"].rnn)
+    assert type(built[0]) is NormLSTM and built[0].bidirectional and built[0].batch_first
+    assert type(built[1]) is NormGRU and built[1].num_layers == 2
+    assert all(rnn.norm == "atn" and rnn.spec.k == 10 for rnn in built)
