@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Publish the evidence in results/: the finished runs of a store as JSON Lines, then the report
+# Publish the evidence in results/: the finished runs of a store as JSON Lines (and its studies,
+# the plans and looks of `sweep --until-decided`, as studies.json), then the report
 # and the verdicts written from a fresh store that imported that file (so anyone can rebuild
 # them from results/runs.jsonl alone).
 #
@@ -14,16 +15,19 @@ mkdir -p results
 fresh=$(mktemp -d)/published.db
 trap 'rm -rf "$(dirname "$fresh")"' EXIT
 
-if [ -f results/runs.jsonl ]; then atnbench store import results/runs.jsonl --store "$fresh"; fi
+studies=()
+if [ -f results/studies.json ]; then studies=(--studies results/studies.json); fi
+if [ -f results/runs.jsonl ]; then atnbench store import results/runs.jsonl --store "$fresh" "${studies[@]}"; fi
 for status in done diverged; do
-  atnbench store export "$(dirname "$fresh")/$status.jsonl" --store "$store" --status "$status"
-  atnbench store import "$(dirname "$fresh")/$status.jsonl" --store "$fresh"
+  atnbench store export "$(dirname "$fresh")/$status.jsonl" --store "$store" --status "$status" \
+    --studies "$(dirname "$fresh")/studies.json"
+  atnbench store import "$(dirname "$fresh")/$status.jsonl" --store "$fresh" --studies "$(dirname "$fresh")/studies.json"
 done
 # Stale runs (older code) whose experiment now has a current run are left out: the published
 # set is current where it can be; the rest stay, and the reports mark them stale.
-atnbench store export results/runs.jsonl --store "$fresh" --drop-superseded
+atnbench store export results/runs.jsonl --store "$fresh" --drop-superseded --studies results/studies.json
 published=$(dirname "$fresh")/from-file.db
-atnbench store import results/runs.jsonl --store "$published"
+atnbench store import results/runs.jsonl --store "$published" --studies results/studies.json
 
 atnbench reproduce --report-only --store "$published" --out-dir results/report
 atnbench report --store "$published" --paper --verdicts --format markdown --output results/verdicts.md

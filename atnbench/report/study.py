@@ -316,7 +316,7 @@ def judge(planned: Planned, a: Sequence_, b: Sequence_, fractions: tuple[float, 
     elif last:
         decision, reason = UNDECIDED, f"p = {test.p:.3g} ≥ {nominal:.3g} at the last look"
     else:
-        chance = decision_chance(test, fractions[-1], alpha, margin, nominal_eq)
+        chance = decision_chance(test, fractions[-1], alpha, margin)
         entry["conditional_probability"] = chance
         if chance < futility:
             decision = FUTILE
@@ -330,12 +330,12 @@ def judge(planned: Planned, a: Sequence_, b: Sequence_, fractions: tuple[float, 
 Sequence_ = list  # values of one side, one per seed
 
 
-def decision_chance(test, t: float, alpha: float, margin: Optional[float], nominal_eq: float) -> float:
+def decision_chance(test, t: float, alpha: float, margin: Optional[float]) -> float:
     """The conditional probability, under the current trend (the observed difference is the true
     one), that the last look decides: crosses its boundary, or (with a margin) finds equivalence.
     Normal approximation on the B-value scale; used for non-binding futility only."""
     z = test.diff / test.se
-    final_c = stats.norm.isf(nominal_eq / 2)  # conservative: the larger of the two final boundaries is below
+    final_c = stats.norm.isf(min(0.5, 2 * alpha) / 2)  # the equivalence design's last boundary, about
     theta = z / math.sqrt(t)  # drift per unit information
     b_now, left = z * math.sqrt(t), 1 - t
     if left <= 0:
