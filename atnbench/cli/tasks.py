@@ -38,11 +38,12 @@ def tasks(ctx: typer.Context, include: options.Include = None):
     for name in task_names():
         try:
             spec = get_task(name)
+            if name in TASK_MODULES and name in presets:
+                preset = load_task_preset(name)  # refused, as by `run`, where a file of the user's shadows it
         except ConfigError as err:  # a broken task file of the user's: listed, with what is wrong
             table.add_row(f"[bold]{escape(name)}[/]", f"[red]{escape(str(err))}[/]")
             continue
         if name in TASK_MODULES and name in presets:
-            preset = load_task_preset(name)
             ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
             variants = list(preset.variants)
             aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
@@ -111,7 +112,7 @@ def check(
     from atnbench.runspec import resolve_run
 
     preset = load_task_preset(name)
-    resolve_run(name, {})  # every check a run makes, the task file's defaults included
+    config = resolve_run(name, {})  # every check a run makes, the task file's defaults included
     table = FitTable(title=f"atnbench tasks check {name}", show_header=False, lift=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
@@ -119,7 +120,10 @@ def check(
     if definition.module is not None:
         from atnbench.tasks import get_task
 
+        from atnbench.datacheck import check_task_data
+
         spec = get_task(name)
+        check_task_data(config)  # one batch (or source) made and checked, as a run does before training
         rows += [("task object", definition.module), ("kind", spec.kind), ("inputs", str(spec.input_size)),
                  ("outputs", str(spec.output_size)), ("loss", spec.loss)]
     else:
