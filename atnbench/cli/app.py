@@ -82,6 +82,10 @@ class Output(Console):
 out = Output()
 err = Output(stderr=True)
 
+from atnbench.cli import helpfmt  # noqa: E402 - help that reads at 80 columns, before any command is drawn
+
+helpfmt.install()
+
 
 class _NoteHandler(logging.Handler):
     """atnbench's warnings (a checkpoint set aside, a run started fresh) as one line each."""
