@@ -301,3 +301,36 @@ def test_runs_list_tells_apart_runs_that_differ_only_in_bias_placement(tmp_path)
     rows = [line for line in text.splitlines() if " ln " in line]
     assert len(rows) == 2 and "bias inside" in rows[0] + rows[1] and "bias outside" in rows[0] + rows[1]
     assert all(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row) for row in rows)  # date and time on the row
+
+
+def test_tasks_columns_do_not_run_together_at_80_columns():
+    text = invoke(("tasks",), 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    # the left column's lines end before the column beside starts (the old name over its meaning)
+    assert any(line.startswith("old name released-code ") for line in lines)
+    assert not any("= the defaults" in line and not line.lstrip().startswith("= the defaults") for line in lines)
+
+
+def test_the_command_tasks_new_suggests_is_one_line_at_80_columns(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).normal(size=(20, 5, 2)), y=np.arange(20) % 2)
+    folder = tmp_path / "a-folder-that-is-not-there-yet" / "with-a-long-name-inside"
+    text = invoke(("tasks", "new", "my-rather-long-task-name", "--from", tmp_path / "d.npz", "--dir", folder), 80)
+    command = f"atnbench tasks check my-rather-long-task-name --include {folder}"
+    assert any(line.strip() == command for line in text.splitlines()), text  # whole, to copy
+    assert (folder / "my-rather-long-task-name.yaml").is_file()  # --dir made as the README's tour expects
+
+
+def test_invariances_piped_marks_a_disagreement_without_colour():
+    from atnbench.analysis.invariances import TRANSFORMATIONS, Record
+    from atnbench.cli.analysis import invariance_table
+
+    records = [Record("lstm", "ln", t, invariant=i == 0, paper=True, max_deviation=0.5, clear=True)
+               for i, t in enumerate(TRANSFORMATIONS)]
+    text = _printed(invariance_table("lstm", records), 80)
+    assert "\x1b[" not in text
+    assert "Yes/Yes" in text and "!Yes/Yes" not in text  # agrees: no mark
+    assert text.count("!No/Yes") == len(TRANSFORMATIONS) - 1  # each disagreement marked in the text itself
