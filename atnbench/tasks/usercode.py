@@ -53,6 +53,8 @@ class _ProcessExit(BaseException):
 
 _inside = threading.local()
 _real_exit = os._exit
+_running = [0]  # threads inside the boundary now: os._exit is the real one again when none is
+_lock = threading.Lock()
 
 
 def _exit_while_inside(code=0):
@@ -101,7 +103,9 @@ def where(function: Any, fallback: str) -> str:
 def calling(place: str) -> Iterator[None]:
     """Run the user's code at ``place`` (``FILE: FUNCTION()``); see the module docstring."""
     _inside.depth, _inside.pid = getattr(_inside, "depth", 0) + 1, os.getpid()
-    os._exit = _exit_while_inside
+    with _lock:
+        _running[0] += 1
+        os._exit = _exit_while_inside
     signals = _NoteSignals()
     try:
         with signals, contextlib.redirect_stdout(sys.stderr):
@@ -122,8 +126,10 @@ def calling(place: str) -> Iterator[None]:
         raise UserCodeError(f"{place}: raised {type(error).__name__}" + (f": {said[0]}" if said else "")) from None
     finally:
         _inside.depth -= 1
-        if not _inside.depth:
-            os._exit = _real_exit
+        with _lock:
+            _running[0] -= 1
+            if not _running[0]:
+                os._exit = _real_exit
 
 
 def call(function: Callable, fallback: str, *args):
