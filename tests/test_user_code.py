@@ -249,3 +249,22 @@ def test_an_unknown_option_in_a_task_file_is_refused(tmp_path, layer):
     (folder / "mine.yaml").write_text(f"module: code.py:SPEC\ndefault_T: 6\n{layer}\n")
     line = one_error(invoke("tasks", "check", "mine", "--include", folder))
     assert "mine.yaml" in line and ".options.foo': unknown option" in line, line
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "adding", "--layers", "100000", "--T", "8", "--batch-size", "4", "--hidden", "8", "--val-samples", "8"],
+    ["sweep", "{sweep}", "--layers", "5000", "--T", "8", "--hidden", "8"],
+])
+def test_a_model_too_deep_to_build_in_seconds_is_refused_before_building(tmp_path, monkeypatch, args):
+    """100,000 small layers fit in memory (the memory check passed them) but took minutes to
+    build: refused at once, before a store is opened."""
+    import time
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("description: d\ntask: adding\nbase: {T: 8, steps: 1, batch_size: 4, val_samples: 8}\n"
+                     "grid: {norm: [ln]}\n")
+    monkeypatch.chdir(tmp_path)
+    started = time.perf_counter()
+    line = one_error(invoke(*[str(sweep) if a == "{sweep}" else a for a in args], "--store", tmp_path / "s.db"))
+    assert "stacked layers (--layers); at most 1,000" in line and time.perf_counter() - started < 30
+    assert not (tmp_path / "s.db").exists()
