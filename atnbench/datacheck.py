@@ -184,12 +184,18 @@ def _where(options: dict) -> tuple[str, list[Path], list[Path]]:
 
 
 def check_task_data(config) -> None:
-    """ConfigError (one line) unless the run's real data loads; nothing for generated tasks."""
+    """ConfigError (one line) unless the run's real data loads, or a user's task code makes one
+    good batch (or source) at the run's settings; nothing for shipped generated tasks."""
     import torch
 
     from atnbench.tasks.registry import task_for
 
     task = task_for(config)
+    if "module" in (config.options or {}).get("user_task", {}):  # the user's code: one batch made and checked now
+        from atnbench.tasks.usercode import probe
+
+        probe(task, config)
+        return
     if task.make_source is None:
         return
     if "problem" in (config.options or {}).get("user_task", {}):  # a user's data files: read as it resolved

@@ -13,4 +13,7 @@ INT_MAX = 2**63 - 1  # the largest integer SQLite stores: every whole-number fla
 SEED_MAX = 2**32 - 1  # seeds every common generator takes (numpy's legacy seeding stops here)
 FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max: training is float32, a larger lr is inf
 MAX_THREADS = 1024  # torch crashes (segfaults) at a few thousand threads
+# stacked layers of one model: each is a module built, and stepped, one after another in Python,
+# so 100,000 small ones fit in memory but took minutes to build before the first step (#40)
+MAX_LAYERS = 1000
 MAX_PLANNED_RUNS = 1000  # runs in one sweep or reproduce plan: listed in seconds; split --seeds for more

@@ -14,6 +14,28 @@ from typing import Optional, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Column
+from rich.text import Text
+
+# The widest the numbers beside a bar get: "loss -1.234e+05  val -1.234e+05", a time "10:00:00"
+INFO_WIDTH, TIME_WIDTH, MIN_BAR, MAX_BAR = 31, 8, 10, 40
+
+
+def _folded(text: str, width: int = 0) -> TextColumn:
+    # folded onto a second line, never cut with "…", should a terminal be narrower than planned
+    return TextColumn(text, table_column=Column(overflow="fold", min_width=width or None))
+
+
+def bar_columns(console: Console, title: str, fixed: int) -> tuple[list, int]:
+    """The title column (or none: the title then goes on its own line above the bar, where the
+    title and ``fixed`` columns of numbers would not fit the terminal beside it) and the bar's
+    width: what is left of the terminal, between MIN_BAR and MAX_BAR."""
+    width = console.width
+    beside = len(title) + 1 + fixed + MIN_BAR <= width
+    if not beside:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    left = width - fixed - (len(title) + 1 if beside else 0) - 1
+    return ([_folded(f"[bold]{title}[/]")] if beside else []), max(MIN_BAR, min(MAX_BAR, left))
 
 
 def _num(value: Optional[float]) -> str:
@@ -61,10 +83,13 @@ class RichReporter:
         self.val: Optional[float] = None
 
     def start(self, run_id, total, done):
+        count = 2 * len(str(total)) + 1  # "200/200"
+        title, bar = bar_columns(self.console, self.label, count + INFO_WIDTH + 2 * TIME_WIDTH + len("eta") + 5)
         self.progress = Progress(
-            TextColumn(f"[bold]{self.label}[/]"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[info]}"),
-            TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+            *title, BarColumn(bar_width=bar), MofNCompleteColumn(table_column=Column(min_width=count)),
+            _folded("{task.fields[info]}"),
+            TimeElapsedColumn(table_column=Column(min_width=TIME_WIDTH)), TextColumn("eta"),
+            TimeRemainingColumn(table_column=Column(min_width=TIME_WIDTH)),
             console=self.console, transient=False,
         )
         self.progress.start()
@@ -131,8 +156,11 @@ class RichSteps:
     """A bar over ``total`` named steps; ``advance(text)`` names the step that starts now."""
 
     def __init__(self, console: Console, title: str, total: int):
-        self.progress = Progress(TextColumn(f"[bold]{title}[/]"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("{task.description}"), TimeElapsedColumn(),
+        count = 2 * len(str(total)) + 1
+        # the step's text is folded where it is long: the title goes above the bar first
+        columns, bar = bar_columns(console, title, count + INFO_WIDTH + TIME_WIDTH + 3)
+        self.progress = Progress(*columns, BarColumn(bar_width=bar), MofNCompleteColumn(table_column=Column(min_width=count)),
+                                 _folded("{task.description}"), TimeElapsedColumn(table_column=Column(min_width=TIME_WIDTH)),
                                  console=console, transient=True)
         self.task = self.progress.add_task("", total=total)
         self.progress.start()

@@ -55,6 +55,18 @@ def config_estimate(config) -> Estimate:
                         val_samples=config.val_samples if synthetic else 0, gates=3 if config.cell == "gru" else 4)
 
 
+def check_buildable(config, what: str = "this run") -> None:
+    """ConfigError unless the model is one that builds in seconds (``limits.MAX_LAYERS``):
+    checked with the memory estimate, before anything is built."""
+    from atnbench.config import ConfigError
+    from atnbench.limits import MAX_LAYERS
+
+    if config.layers > MAX_LAYERS:
+        raise ConfigError(f"{what} asks for {config.layers:,} stacked layers (--layers); at most {MAX_LAYERS:,}: "
+                          f"each is built and stepped one after another, and so many would take minutes to "
+                          f"build before the first step")
+
+
 def machine_memory(device: Optional[str] = None) -> Optional[int]:
     """Total memory of the device a run uses (GPU memory for CUDA), in bytes; None if unknown."""
     if device is not None and str(device).startswith("cuda"):

@@ -40,6 +40,9 @@ from atnbench.config import ConfigError
 ENV_FOLDERS = "ATNBENCH_TASKS"
 SPLIT_NAMES = ("train", "validation", "test")
 USER_KEYS = ("problem", "data", "module")  # a task YAML with one of these is a user task
+# what a user task's runs read of ``options`` besides its definition (atnbench.schedule); any
+# other key would enter every run's config and id and change nothing
+USER_OPTIONS = ("lr_schedule", "asgd_switch")
 
 
 class Split(BaseModel):
@@ -108,9 +111,13 @@ def user_task_files() -> dict[str, Path]:
     """Every user task in the search folders: name -> YAML file (the first folder wins)."""
     from atnbench.presets import read_yaml_mapping
 
+    from atnbench.tasks.registry import TASK_MODULES
+
     found: dict[str, Path] = {}
     for folder in folders():
         for path in sorted(folder.glob("*.yaml")) if folder.is_dir() else ():
+            if path.stem in TASK_MODULES:  # never a user task: refused where it is asked for (find)
+                continue
             if path.stem in found or find(path.stem) != path:
                 continue
             try:
@@ -122,10 +129,25 @@ def user_task_files() -> dict[str, Path]:
     return found
 
 
-def find(name: str) -> Optional[Path]:
-    """NAME.yaml in the first search folder that has it; a shipped task's name is never a user's."""
+def shadowing(name: str) -> Optional[Path]:
+    """A search folder's file named like the shipped task ``name`` (it is never read)."""
     from atnbench.tasks.registry import TASK_MODULES
 
+    if name not in TASK_MODULES:
+        return None
+    return next((folder / f"{name}.yaml" for folder in folders() if (folder / f"{name}.yaml").is_file()), None)
+
+
+def find(name: str) -> Optional[Path]:
+    """NAME.yaml in the first search folder that has it. A shipped task's name is never a user's:
+    a file of that name is refused (by ``run``, ``sweep`` and ``tasks check`` alike), not
+    silently passed over for the shipped task."""
+    from atnbench.tasks.registry import TASK_MODULES
+
+    shadow = shadowing(name)
+    if shadow is not None:
+        raise ConfigError(f"{shadow}: {name!r} is a shipped task, which a file of the same name cannot replace; "
+                          f"rename the file (a task is found by its file's name)")
     if name in TASK_MODULES or not name or "/" in name or name.startswith("."):
         return None
     for folder in folders():
@@ -224,7 +246,7 @@ def load_preset(path: Path):
 
     definition = read_definition(path)
     options = task_options(definition, path)
-    given = check_layer(path, "defaults", definition.defaults)
+    given = _check_options(path, "defaults", check_layer(path, "defaults", definition.defaults))
     defaults, longest = {}, None
     if "module" not in options["user_task"]:
         from atnbench.tasks.userprep import prepared, suggested_defaults
@@ -242,6 +264,22 @@ def load_preset(path: Path):
     return TaskPreset(
         task=path.stem, citation=definition.citation or definition.description or f"user task {path}",
         default_T=default_T, defaults=defaults,
-        per_T={T: dict(check_layer(path, f"per_T.{T}", layer)) for T, layer in definition.per_T.items()},
-        variants={v: dict(check_layer(path, f"variants.{v}", layer)) for v, layer in definition.variants.items()},
+        per_T={T: dict(_check_options(path, f"per_T.{T}", check_layer(path, f"per_T.{T}", layer)))
+               for T, layer in definition.per_T.items()},
+        variants={v: dict(_check_options(path, f"variants.{v}", check_layer(path, f"variants.{v}", layer)))
+                  for v, layer in definition.variants.items()},
         source=path)
+
+
+def _check_options(path: Path, where: str, layer: dict[str, Any]) -> dict[str, Any]:
+    """A layer whose ``options`` hold only what a user task's run reads (USER_OPTIONS)."""
+    given = layer.get("options")
+    if given is None:
+        return layer
+    if not isinstance(given, dict):
+        raise ConfigError(f"{path}: key '{where}.options': expected a mapping, got {given!r}")
+    unknown = sorted(str(key) for key in given if key not in USER_OPTIONS)
+    if unknown:
+        raise ConfigError(f"{path}: key '{where}.options.{unknown[0]}': unknown option; a task of your own "
+                          f"takes {' and '.join(USER_OPTIONS)} (its data and code are its file's)")
+    return layer

@@ -77,12 +77,20 @@ CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --nor
 
 
 def canonical_norm(norm: str) -> str:
+    """The registered name of ``norm``: an alias resolved, any case (LN is ln); else a UserError
+    that suggests the nearest name (atm: did you mean atn?)."""
+    if isinstance(norm, str) and norm not in SCHEMES and norm not in NORM_ALIASES and norm not in CELL_NOT_NORM:
+        norm = norm.lower()
     if norm in CELL_NOT_NORM:
         raise UserError(f"--norm {norm} is a cell, not a normalization: use {CELL_NOT_NORM[norm]}")
     norm = NORM_ALIASES.get(norm, norm)
     if norm not in SCHEMES:
-        known = ", ".join(list(SCHEMES) + list(NORM_ALIASES))
-        raise UserError(f"unknown norm {norm!r}; choose one of: {known}")
+        import difflib
+
+        names = list(SCHEMES) + list(NORM_ALIASES)
+        near = difflib.get_close_matches(str(norm), names, n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        raise UserError(f"unknown norm {norm!r}; {hint}choose one of: {', '.join(names)}")
     return norm
 
 

@@ -370,7 +370,7 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: [unclosed\n", "invalid YAML"),
     ("problem: sequence-classification\ninputs: tokens\ndata: {train: good.npz}\n", "inputs: tokens needs one whole number"),
     ("problem: sequence-classification\nembedding: 8\ndata: {train: good.npz}\n", "key 'embedding': only for inputs: tokens"),
-    ("module: broken.py:SPEC\ndefault_T: 5\n", "cannot import it"),
+    ("module: broken.py:SPEC\ndefault_T: 5\n", "(importing it): raised"),
     ("module: notspec.py:SPEC\ndefault_T: 5\n", "expected an atnbench.tasks.TaskSpec"),
     ("module: nowhere.py:SPEC\ndefault_T: 5\n", "no such file"),
     ("module: SPEC\ndefault_T: 5\n", "expected 'file.py:OBJECT'"),

@@ -234,3 +234,103 @@ def test_compare_marks_no_difference_in_a_setting_a_run_has_no_use_for(store):
     assert rows["norm"].startswith("*")
     windows = invoke(("runs", "compare", ids[2], ids[3], "--store", path, "--diff"), None)  # ATN k=25, k=45
     assert any(line.split()[:4] == ["*", "k", "25", "45"] for line in windows.splitlines())
+
+
+# -- issue 40: what was still cut or broken at 80 columns ----------------------------------------------
+
+def _plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "\n")
+
+
+@pytest.mark.parametrize("label", ["adding T=200 atn k=5 seed=0", "smnist-noise T=784 atn-bn k=10 variant=paper-text seed=12"])
+def test_a_progress_bar_in_a_terminal_cuts_nothing_at_80_columns(label):
+    from atnbench.progress import RichReporter
+
+    for width in (80, 100):
+        console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+        bar = RichReporter(console, label)
+        bar.start("r", 200000, 0)
+        bar.step(199999, 123456.0)
+        bar.evaluated(199999, 1.0, -0.12345)
+        bar.finish("done")
+        lines = [line for line in _plain(console.file.getvalue()).splitlines() if line.strip()]
+        assert "…" not in "".join(lines) and max(len(line) for line in lines) <= width, lines
+        shown = " ".join(lines).split()
+        assert "199999/200000" in shown and "1.235e+05" in shown and "-0.1235" in shown, lines
+        assert label in " ".join(lines)  # the title whole: beside the bar, or on its own line above it
+
+
+def test_help_cuts_no_option_and_breaks_no_sentence_at_80_columns():
+    from atnbench.settings import RUN_SETTINGS
+
+    text = invoke(("run", "--help"), 80)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    words = set(text.replace(",", " ").split())
+    for setting in RUN_SETTINGS:
+        for flag in setting.flags:
+            assert set(flag.split("/")) <= words, flag  # every flag whole (--checkpoint-every, --bias-outside)
+    assert "--checkpoint-every" in words and len(text.splitlines()) < 130
+    root = invoke(("--help",), 80)
+    assert "…" not in root and max(len(line) for line in root.splitlines()) <= 80
+    lines = root.split("Commands")[1].splitlines()
+    for this, nxt in zip(lines, lines[1:]):
+        # a description goes on to the next line only where its next word did not fit on this one
+        if nxt.startswith("│" + " " * 14) and nxt.strip("│ "):
+            room = len(this) - len(this.rstrip("│").rstrip()) - 2
+            assert room < len(nxt.strip("│ ").split()[0]) + 1, (this, nxt)
+
+
+def test_notes_wrap_between_words_at_80_columns_and_stay_one_line_piped(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))
+    args = ("reproduce", "--dry-run", "--only", "table1-copying,table4-ptb-char", "--store", tmp_path / "s.db")
+    narrow = invoke(args, 80)
+    notes = narrow[narrow.index("note: "):].split("atnbench reproduce")[0].splitlines()
+    assert len(notes) > 1 and all(len(line) <= 80 or "/" in line for line in notes), notes
+    piped = [line for line in invoke(args, None).splitlines() if line.startswith("note: ")]
+    assert piped and " ".join(" ".join(notes).split()) == piped[0]
+
+
+def test_runs_list_tells_apart_runs_that_differ_only_in_bias_placement(tmp_path):
+    path = tmp_path / "b.db"
+    with ResultsStore(path) as results:
+        for bias in (True, False):
+            config = resolve_run("copying", {"norm": "ln", "T": 100, "bias_inside": bias})
+            results.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1, "torch": "x"})
+            results.finish_run(config.run_id, "done", {"min_val_loss": 0.1, "wall_s": 3.0})
+    text = invoke(("runs", "list", "--store", path), 80)
+    rows = [line for line in text.splitlines() if " ln " in line]
+    assert len(rows) == 2 and "bias inside" in rows[0] + rows[1] and "bias outside" in rows[0] + rows[1]
+    assert all(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row) for row in rows)  # date and time on the row
+
+
+def test_tasks_columns_do_not_run_together_at_80_columns():
+    text = invoke(("tasks",), 80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in text
+    # the left column's lines end before the column beside starts (the old name over its meaning)
+    assert any(line.startswith("old name released-code ") for line in lines)
+    assert not any("= the defaults" in line and not line.lstrip().startswith("= the defaults") for line in lines)
+
+
+def test_the_command_tasks_new_suggests_is_one_line_at_80_columns(tmp_path, monkeypatch):
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).normal(size=(20, 5, 2)), y=np.arange(20) % 2)
+    folder = tmp_path / "a-folder-that-is-not-there-yet" / "with-a-long-name-inside"
+    text = invoke(("tasks", "new", "my-rather-long-task-name", "--from", tmp_path / "d.npz", "--dir", folder), 80)
+    command = f"atnbench tasks check my-rather-long-task-name --include {folder}"
+    assert any(line.strip() == command for line in text.splitlines()), text  # whole, to copy
+    assert (folder / "my-rather-long-task-name.yaml").is_file()  # --dir made as the README's tour expects
+
+
+def test_invariances_piped_marks_a_disagreement_without_colour():
+    from atnbench.analysis.invariances import TRANSFORMATIONS, Record
+    from atnbench.cli.analysis import invariance_table
+
+    records = [Record("lstm", "ln", t, invariant=i == 0, paper=True, max_deviation=0.5, clear=True)
+               for i, t in enumerate(TRANSFORMATIONS)]
+    text = _printed(invariance_table("lstm", records), 80)
+    assert "\x1b[" not in text
+    assert "Yes/Yes" in text and "!Yes/Yes" not in text  # agrees: no mark
+    assert text.count("!No/Yes") == len(TRANSFORMATIONS) - 1  # each disagreement marked in the text itself

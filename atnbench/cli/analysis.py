@@ -149,7 +149,7 @@ def invariance_table(level: str, records: list) -> FitTable:
     what = "norm(W x), Ba et al.'s layer" if level == "layer" else "NormLSTM output h, transformation on W_x and x"
     table = FitTable(title=f"Table 6 measured: {level} level ({what})", lift=False,
                      caption=f"each cell: measured / paper's claim (-: none), then the max |output change|; "
-                             f"invariant = change < {inv.TOLERANCE:g}; red: disagrees with the paper")
+                             f"invariant = change < {inv.TOLERANCE:g}; ! (red): disagrees with the paper")
     table.add_column("transformation")
     for norm in norms:
         table.add_column(norm.upper(), justify="center")
@@ -160,7 +160,8 @@ def invariance_table(level: str, records: list) -> FitTable:
             measured = "Yes" if r.invariant else "No"
             paper = "-" if r.paper is None else ("Yes" if r.paper else "No")
             style = "bold white on red" if r.agrees is False else ("green" if r.agrees else "")
-            cell = Text(measured, style=style)
+            # "!" marks a disagreement in words too: piped (no colour) it was told by colour only
+            cell = Text(("!" if r.agrees is False else "") + measured, style=style)
             cell.append(f"/{paper}", style=style or "dim")
             cell.append(f"\n{r.max_deviation:.0e}", style="dim")
             if not r.clear:

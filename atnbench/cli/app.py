@@ -26,6 +26,7 @@ import signal
 import sqlite3
 import sys
 import tempfile
+import textwrap
 import threading
 import traceback
 from contextlib import contextmanager
@@ -82,19 +83,33 @@ class Output(Console):
 out = Output()
 err = Output(stderr=True)
 
+from atnbench.cli import helpfmt  # noqa: E402 - help that reads at 80 columns, before any command is drawn
+
+helpfmt.install()
+
 
 class _NoteHandler(logging.Handler):
     """atnbench's warnings (a checkpoint set aside, a run started fresh) as one line each."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err.print(Text("note: ", style="yellow") + Text(_one_line(record.getMessage())), soft_wrap=True,
-                  highlight=False)
+        say(err, _one_line(record.getMessage()), prefix="note: ", style="yellow")
 
 
 _library_log = logging.getLogger("atnbench")
 if not any(isinstance(handler, _NoteHandler) for handler in _library_log.handlers):
     _library_log.addHandler(_NoteHandler())
     _library_log.propagate = False
+
+
+def say(console: Output, message: str, prefix: str = "", style: str = "") -> None:
+    """A message wrapped between words at the console's width (a terminal's, or $COLUMNS), its
+    later lines indented; a word longer than a line (a path) stays whole. Piped: one line."""
+    width = console.size.width
+    lines = [prefix + message] if width >= UNBOUNDED else textwrap.wrap(
+        prefix + message, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    text = Text("\n".join(lines) or prefix)
+    text.stylize(style, 0, len(prefix))
+    console.print(text, soft_wrap=True, highlight=False)
 
 
 def debugging() -> bool:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import app, err, fail, finite, out, user_errors
+from atnbench.cli.app import app, err, fail, finite, out, say, user_errors
 from atnbench.errors import UserError
 from atnbench.reproduce import PARTS
 from atnbench.tables import FitTable
@@ -96,7 +96,7 @@ def reproduce(
     check_output_dir(out_dir, "--out-dir")
     _check_store(store, write=not (dry_run or report_only), must_exist=report_only)
     for part, why in missing:
-        err.print(f"note: part {part.name} left out: {escape(str(why))}", highlight=False, soft_wrap=True)
+        say(err, f"part {part.name} left out: {why}", prefix="note: ")
     if dry_run:
         _dry_run(planned, store)
         return
@@ -151,7 +151,7 @@ def _as_studies(planned: list, store: Path, looks: Optional[str], power: Optiona
                                           lambda line, name=item.part.name: err.print(Text(f"{name}: {line}"),
                                                                                       soft_wrap=True))
         except UserError as error:
-            err.print(Text(f"note: part {item.part.name}: {error}; it keeps seeds {DEFAULT_SEEDS}"), soft_wrap=True)
+            say(err, f"part {item.part.name}: {error}; it keeps seeds {DEFAULT_SEEDS}", prefix="note: ")
             out.append(item)
             continue
         studies[item.part.name] = study

@@ -152,7 +152,7 @@ def run(
     from atnbench.datacheck import check_task_data
     from atnbench.outputs import check_output_file
     from atnbench.progress import reporter_for, run_label
-    from atnbench.resources import check_fits, config_estimate
+    from atnbench.resources import check_buildable, check_fits, config_estimate
     from atnbench.train import train
 
     if resume and force:
@@ -170,6 +170,7 @@ def run(
     if out_file is not None:
         check_output_file(out_file, out_name)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
+    check_buildable(run_config)
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
     with ResultsStore(store) as results:
         store_path = results.path

@@ -72,6 +72,10 @@ def config_flags(settings: tuple[RunSetting, ...], values: dict, task_options: C
     flags = {setting.config_key: values[setting.param] for setting in settings
              if setting.in_flags and setting.config_key != "options"}
     if flags.get("steps") is not None:
+        if flags.get("epochs") is not None:  # overridden, but still a value the user typed: never a bad one
+            from atnbench.config import check_values
+
+            check_values({"epochs": flags["epochs"]}, "--epochs")
         flags["epochs"] = None
     flags["options"] = task_options(values.get("data_dir"), values.get("data_files"), values.get("permute"))
     return flags

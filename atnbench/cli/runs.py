@@ -115,6 +115,35 @@ def _thin(points: list, limit: int) -> list:
 
 # -- list ------------------------------------------------------------------------------------------
 
+def _setting_text(config: dict, key: str) -> str:
+    value = config.get(key)
+    if key == "bias_inside":  # None: the norm's own placement, named as such
+        from atnbench.nn.schemes import get_scheme
+
+        try:
+            value = get_scheme(config.get("norm")).bias_inside if value is None else value
+        except (ValueError, KeyError, TypeError):
+            pass
+        return "bias inside" if value else "bias outside"
+    return f"{key}={value}"
+
+
+def _what_tells_apart(runs: list) -> dict[str, str]:
+    """run id -> the settings in which it differs from runs that list alike (task, T, model,
+    seed, budget): two LN runs of other bias placements otherwise read as one run twice."""
+    groups: dict[tuple, list] = {}
+    for run in runs:
+        groups.setdefault((run.task, run.T, model_label(run), run.seed, run.budget), []).append(run)
+    apart = {}
+    for group in (g for g in groups.values() if len(g) > 1):
+        keys = sorted({key for run in group for key in run.config}
+                      - {"task", "T", "norm", "k", "seed", "budget"})
+        differ = [key for key in keys if len({json.dumps(_setting_text(run.config, key)) for run in group}) > 1]
+        for run in group:
+            apart[run.run_id] = ", ".join(_setting_text(run.config, key) for key in differ) or "same settings, other code"
+    return apart
+
+
 
 @runs_app.command("list")
 @user_errors
@@ -147,6 +176,7 @@ def list_cmd(
         err.print(Text(f"no runs match ({total} in {path})"), soft_wrap=True)
         return
     reduced = any(run.budget is not None and run.budget < 1 for run in runs)
+    apart = _what_tells_apart(runs)
     table = FitTable(collapse_padding=True, lift=False)  # a list of runs keeps its columns
     table.add_column("id", no_wrap=True)
     table.add_column("task")
@@ -155,13 +185,17 @@ def list_cmd(
     table.add_column("seed", justify="right")
     if reduced:
         table.add_column("budget", justify="right")
+    if apart:
+        table.add_column("setting")
     table.add_column("status")
     table.add_column("min val", justify="right")
-    table.add_column("created")
+    table.add_column("created", no_wrap=True)  # a date and its time on one line
     for run in runs:
         cells = [run.run_id, str(run.task), fmt(run.T), model_label(run), fmt(run.seed)]
         if reduced:
             cells.append(fmt(run.budget, 3))
+        if apart:
+            cells.append(apart.get(run.run_id, ""))
         cells += [_status(run.status), fmt(run.summary.get("min_val_loss"), 4), run.created_at[:16].replace("T", " ")]
         table.add_row(*cells)
     out.print(table)

@@ -350,6 +350,11 @@ def sweep(
 
         biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
+    from atnbench.resources import check_buildable
+
+    deepest = max(runs, key=lambda run: run.config.layers, default=None)  # on any machine: a build-time bound
+    if deepest is not None:
+        check_buildable(deepest.config, what=f"run {deepest.label} of sweep {spec.name}")
     if dry_run:
         _dry_run(spec, runs, store, json_out)
         return

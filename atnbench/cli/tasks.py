@@ -7,9 +7,10 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import command_group, out, user_errors
+from atnbench.cli.app import command_group, out, say, user_errors
 from atnbench.config import ConfigError
 from atnbench.tables import FitTable
 
@@ -32,20 +33,23 @@ def tasks(ctx: typer.Context, include: options.Include = None):
     # two columns (a task's name, presets and variants over each other; what it measures over its
     # source): the long text wraps in the one wide column, readable at 80 columns
     table = FitTable(title="atnbench tasks", show_lines=True, lift=False)
-    table.add_column("task / presets", max_width=28)
+    table.add_column("task / presets", no_wrap=True)  # short names, never wrapped into the column beside
     table.add_column("what it measures / source")
     presets, user_files = set(list_task_presets()), user_task_files()
     for name in task_names():
         try:
             spec = get_task(name)
+            if name in TASK_MODULES and name in presets:
+                preset = load_task_preset(name)  # refused, as by `run`, where a file of the user's shadows it
         except ConfigError as err:  # a broken task file of the user's: listed, with what is wrong
             table.add_row(f"[bold]{escape(name)}[/]", f"[red]{escape(str(err))}[/]")
             continue
         if name in TASK_MODULES and name in presets:
-            preset = load_task_preset(name)
             ts = [f"T={t}: k={v.get('k', '-')}" for t, v in sorted(preset.per_T.items())] or [f"T={preset.default_T}"]
             variants = list(preset.variants)
-            aliases = [f"{old} = {new or 'the defaults'}" for old, new in preset.aliases.items()]
+            # the old name over what it now means: a line too long for the column wrapped into the
+            # prose beside it, where the two read as one sentence ("... = the 10*ln(8)/(T+20)")
+            aliases = [f"{old}\n  = {new or 'the defaults'}" for old, new in preset.aliases.items()]
             source = preset.citation
         else:
             ts, variants, aliases, source = [], [], [], spec.reference
@@ -55,6 +59,13 @@ def tasks(ctx: typer.Context, include: options.Include = None):
                           *(f"[dim]old name[/] {alias}" for alias in aliases)])
         table.add_row(left, f"{escape(spec.description)}\n[dim]{escape(spec.measures)}[/]\n[italic]{escape(source)}[/]")
     out.print(table)
+
+
+def say_command(words: str, command: str) -> None:
+    """A sentence, then the command it suggests on a line of its own, never broken (copied whole
+    at any width)."""
+    say(out, words)
+    out.print(Text("  " + command, style="bold"), soft_wrap=True, highlight=False)
 
 
 @tasks_app.command("new")
@@ -85,11 +96,12 @@ def new(
     target = folder / f"{name}.yaml"
     if target.exists() and not force:
         raise ConfigError(f"{target} exists; give --force to replace it")
-    if not folder.is_dir():
-        raise ConfigError(f"--dir {folder}: no such folder")
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--dir {folder}: is a file, not a folder")
     text = draft_task(name, data, folder, problem)
+    folder.mkdir(parents=True, exist_ok=True)  # the README's tour names a new folder: made once the draft is good
     target.write_text(text, encoding="utf-8")
-    out.print(f"wrote {escape(str(target))}; check it with: atnbench tasks check {name} --include {escape(str(folder))}")
+    say_command(f"wrote {target}; check it with:", f"atnbench tasks check {name} --include {folder}")
 
 
 @tasks_app.command("check")
@@ -111,7 +123,7 @@ def check(
     from atnbench.runspec import resolve_run
 
     preset = load_task_preset(name)
-    resolve_run(name, {})  # every check a run makes, the task file's defaults included
+    config = resolve_run(name, {})  # every check a run makes, the task file's defaults included
     table = FitTable(title=f"atnbench tasks check {name}", show_header=False, lift=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
@@ -119,7 +131,10 @@ def check(
     if definition.module is not None:
         from atnbench.tasks import get_task
 
+        from atnbench.datacheck import check_task_data
+
         spec = get_task(name)
+        check_task_data(config)  # one batch (or source) made and checked, as a run does before training
         rows += [("task object", definition.module), ("kind", spec.kind), ("inputs", str(spec.input_size)),
                  ("outputs", str(spec.output_size)), ("loss", spec.loss)]
     else:
@@ -145,4 +160,4 @@ def check(
     for key, value in rows:
         table.add_row(key, escape(value))
     out.print(table)
-    out.print(f"ok: run it with  atnbench run {name} --include {escape(str(path.parent))} --norm atn")
+    say_command("ok: run it with:", f"atnbench run {name} --include {path.parent} --norm atn")

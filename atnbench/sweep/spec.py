@@ -103,13 +103,14 @@ def check_setting(path: Path, where: str, key: Any, value: Any) -> None:
     if key == "norm":
         try:
             if not isinstance(value, str):
-                raise ValueError(value)
+                raise ValueError(f"unknown norm {value!r}")
             canonical_norm(value)
-        except ValueError:
+        except ValueError as err:  # the registry's own words: the choices, and the nearest name
             from atnbench.nn.schemes import SCHEMES
 
-            known = ", ".join(list(SCHEMES) + list(NORM_ALIASES))
-            raise _fail(path, where, f"unknown norm {value!r}; expected one of: {known}") from None
+            said = str(err) if isinstance(value, str) else \
+                f"{err}; choose one of: {', '.join(list(SCHEMES) + list(NORM_ALIASES))}"
+            raise _fail(path, where, said) from None
         return
     if key == "k" and value == "T":
         return

@@ -21,20 +21,21 @@ def spec_from_options(name: str, options: dict[str, Any]):
     """The TaskSpec of a user task from a run's options (the same for every run of one config)."""
     user = options["user_task"]
     if "module" in user:  # read again once its file changes, as its run id does
-        return _code_spec(name, user["module"], file_stat(options["task_code"]))
+        return _code_spec(name, user["module"], options["task_code"], file_stat(options["task_code"]))
     from atnbench.tasks.userprep import data_spec
 
     return data_spec(name, user, options.get("data_files") or {})
 
 
 @functools.lru_cache(maxsize=16)
-def _code_spec(name: str, target: str, stat: tuple[int, int]):
+def _code_spec(name: str, target: str, file: str, stat: tuple[int, int]):
     import dataclasses
 
     from atnbench.tasks.registry import TaskSpec
+    from atnbench.tasks.usercode import calling, guarded
 
     module_name, _, obj = target.rpartition(":")
-    try:
+    with calling(f"{file} (importing it)"):  # its errors, exits and prints are the user's (usercode.py)
         if module_name.endswith(".py"):
             loader = importlib.util.spec_from_file_location(f"atnbench_user_task_{name}", module_name)
             module = importlib.util.module_from_spec(loader)
@@ -43,10 +44,8 @@ def _code_spec(name: str, target: str, stat: tuple[int, int]):
             module = importlib.reload(sys.modules[module_name])
         else:
             module = importlib.import_module(module_name)
-    except Exception as err:  # the user's code: any failure to import is theirs to fix
-        raise ConfigError(f"{module_name}: cannot import it ({type(err).__name__}: {err})") from None
     spec = getattr(module, obj, None)
     if not isinstance(spec, TaskSpec):
-        raise ConfigError(f"{module_name}: {obj} is {'missing' if spec is None else type(spec).__name__}; "
+        raise ConfigError(f"{file}: {obj} is {'missing' if spec is None else type(spec).__name__}; "
                           f"expected an atnbench.tasks.TaskSpec")
-    return dataclasses.replace(spec, name=name)
+    return guarded(dataclasses.replace(spec, name=name), file, obj)

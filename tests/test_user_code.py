@@ -1,0 +1,270 @@
+"""A task from code (``module: file.py:SPEC``) as hostile as users write it (#40): whatever their
+code does (raise, exit, end the process, interrupt itself, hand back the wrong thing, print), the
+command says one ``error:`` line naming their file and function, exits 2, and leaves no store.
+Plus the flags and task-file mistakes of #40 that sit next to it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from atnbench.cli import app
+
+HEADER = '''import os, sys, torch
+from atnbench.tasks import TaskSpec
+
+def make_batch(generator, batch_size, T):
+    x = torch.randn(T, batch_size, 2, generator=generator)
+    return x, x[:, :, 0].sum(0)
+
+def spec(**changes):
+    fields = dict(name="sum", description="d", measures="m", input_size=2, output_size=1, loss="mse",
+                  target="last", baseline=lambda T: float(T), min_T=1, seq_len=lambda T: T, reference="r",
+                  make_batch=make_batch)
+    return TaskSpec(**{**fields, **changes})
+'''
+TASK_FILE = "module: code.py:SPEC\ndefault_T: 6\ndefaults: {hidden: 4, steps: 2, eval_every: 2, val_samples: 8, " \
+            "batch_size: 4}\n"
+
+
+def batch(body: str) -> str:
+    """A module whose make_batch is ``mb`` with ``body``."""
+    return f"def mb(generator, batch_size, T):\n    {body}\nSPEC = spec(make_batch=mb)\n"
+
+
+# (module code after HEADER, what the one error line says after the file's name)
+CASES = {
+    "import raises": ("raise RuntimeError('boom')\n", "(importing it): raised RuntimeError: boom"),
+    "import sys.exit(0)": ("sys.exit(0)\n", "(importing it): called sys.exit(0)"),
+    "import sys.exit(3)": ("sys.exit(3)\n", "(importing it): called sys.exit(3)"),
+    "import KeyboardInterrupt": ("raise KeyboardInterrupt\n", "(importing it): raised KeyboardInterrupt"),
+    "make_batch raises": (batch("raise ValueError('nope')"), "mb(): raised ValueError: nope"),
+    "make_batch sys.exit(0)": (batch("sys.exit(0)"), "mb(): called sys.exit(0)"),
+    "make_batch sys.exit(3)": (batch("sys.exit(3)"), "mb(): called sys.exit(3)"),
+    "make_batch KeyboardInterrupt": (batch("raise KeyboardInterrupt"), "mb(): raised KeyboardInterrupt"),
+    "make_batch None": (batch("return None"), "mb(): returned None; expected a tuple (x, y)"),
+    "make_batch 3 values": (batch("return 1, 2, 3"), "mb(): returned a tuple of 3"),
+    "make_batch numpy": (batch("import numpy; return numpy.zeros((T, batch_size, 2)), torch.zeros(batch_size)"),
+                         "mb(): returned x as a ndarray; expected a torch tensor"),
+    "3 steps for any T": (batch("x = torch.randn(3, batch_size, 2); return x, x[:, :, 0].sum(0)"),
+                          "mb(): x has shape (3, 4, 2) for batch_size=4, T=6; expected (6, 4, 2)"),
+    "x channels": (batch("return torch.zeros(T, batch_size, 3), torch.zeros(batch_size)"),
+                   "x has shape (6, 4, 3)"),
+    "x dtype": (batch("return torch.zeros(T, batch_size, 2, dtype=torch.long), torch.zeros(batch_size)"),
+                "x has dtype torch.int64"),
+    "y batch": (batch("return torch.zeros(T, batch_size, 2), torch.zeros(batch_size + 1)"),
+                "y has shape (5,) for batch_size=4, T=6; expected (4,)"),
+    "y nan": (batch("return torch.zeros(T, batch_size, 2), torch.full((batch_size,), float('nan'))"),
+              "y holds NaN or infinity"),
+    "ce float target": ("SPEC = spec(loss='ce', output_size=3)\n", "make_batch(): y has dtype torch.float32; loss 'ce'"),
+    "ce class out of range": (batch("return torch.zeros(T, batch_size, 2), torch.full((batch_size,), 7)")
+                              .replace("spec(make_batch=mb)", "spec(make_batch=mb, loss='ce', output_size=3)"),
+                              "y holds class 7; classes are 0..2"),
+    "target middle": ("SPEC = spec(target='middle')\n", "SPEC: TaskSpec target: expected 'last' or 'all', got 'middle'"),
+    "input_size 0": ("SPEC = spec(input_size=0)\n", "SPEC: TaskSpec input_size: expected a whole number >= 1, got 0"),
+    "output_size 0": ("SPEC = spec(output_size=0)\n", "TaskSpec output_size"),
+    "loss hinge": ("SPEC = spec(loss='hinge')\n", "SPEC: TaskSpec loss: expected 'mse' or 'ce', got 'hinge'"),
+    "metric": ("SPEC = spec(metric='f1')\n", "TaskSpec metric"),
+    "seq_len text": ("SPEC = spec(seq_len=lambda T: 'x')\n", "<lambda>(): returned 'x' for T=6"),
+    "baseline raises": ("SPEC = spec(baseline=lambda T: 1 / 0)\n", "<lambda>(): raised ZeroDivisionError"),
+    "baseline text": ("SPEC = spec(baseline=lambda T: 'low')\n", "returned 'low' for T=6; expected a finite number"),
+    "make_source raises": ("def src(config, device):\n    raise OSError('no disk')\n"
+                           "SPEC = spec(make_batch=None, make_source=src)\n", "src(): raised OSError: no disk"),
+    "make_source None": ("SPEC = spec(make_batch=None, make_source=lambda config, device: None)\n",
+                         "<lambda>(): returned a source whose input_size is None"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _no_user_folders(monkeypatch):
+    monkeypatch.setenv("ATNBENCH_TASKS", "")
+    monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+
+
+def _task(folder: Path, code: str) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "code.py").write_text(HEADER + code)
+    (folder / "mine.yaml").write_text(TASK_FILE)
+    return folder
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
+
+
+def one_error(result, code: int = 2) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == code, f"{result.stdout}\n{result.stderr}\n{result.exception!r}"
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stdout + result.stderr and "a bug in atnbench" not in result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["run", "tasks check"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_user_code_fails_as_the_users_error(tmp_path, monkeypatch, case, command):
+    code, message = CASES[case]
+    folder = _task(tmp_path / f"t-{abs(hash(case))}", code)
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "s.db"
+    args = ["run", "mine", "--store", store] if command == "run" else ["tasks", "check", "mine"]
+    line = one_error(invoke(*args, "--include", folder))
+    named = next(file for file in (folder / "code.py", "code.py") if str(file) in line)  # their file, by its path
+    assert named and message in line, line
+    assert not store.exists()  # refused before the store is opened: no row, no checkpoint
+
+
+def test_the_boundary_covers_enough_cases():
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize("code, message", [
+    ("os._exit(0)\nSPEC = spec()\n", "(importing it): called os._exit(0)"),
+    (batch("os._exit(0)"), "mb(): called os._exit(0)"),
+])
+def test_os_exit_in_user_code_is_an_error_not_a_silent_success(tmp_path, code, message):
+    """os._exit ends a process past every ``except``: in a real process, run must not exit 0."""
+    folder = _task(tmp_path / "t", code)
+    env = {**os.environ, "ATNBENCH_TASKS": str(folder), "ATNBENCH_NO_BUILD": "1"}
+    env.pop("ATNBENCH_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "atnbench", "run", "mine", "--store", str(tmp_path / "s.db")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and str(folder / "code.py") in lines[0] and message in lines[0], lines
+
+
+def test_a_user_modules_print_stays_out_of_json_output(tmp_path, monkeypatch):
+    folder = _task(tmp_path / "t", "print('hello from my module')\nSPEC = spec()\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("run", "mine", "--include", folder, "--store", tmp_path / "s.db", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    record = json.loads(result.stdout)  # the whole of stdout is the one record
+    assert record["status"] == "done" and "hello from my module" in result.stderr
+
+
+def test_a_real_interrupt_while_user_code_runs_stays_an_interrupt():
+    """Ctrl-C (or kill) arriving while the user's code runs is an interruption (the run resumes),
+    not the user's KeyboardInterrupt; one the code raises itself is its error."""
+    from atnbench.tasks.usercode import UserCodeError, calling
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt) as raised:
+        with calling("f.py: g()"):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):  # the handler runs between bytecodes
+                pass
+    assert raised.type is KeyboardInterrupt
+    with pytest.raises(UserCodeError, match="f.py: g\\(\\): raised KeyboardInterrupt"):
+        with calling("f.py: g()"):
+            raise KeyboardInterrupt
+    assert signal.getsignal(signal.SIGINT) is before  # put back as it was
+
+
+def test_os_exit_is_restored_after_user_code():
+    from atnbench.tasks import usercode
+
+    real = os._exit
+    with pytest.raises(usercode.UserCodeError):
+        with usercode.calling("f.py: g()"):
+            assert os._exit is not real
+            os._exit(4)
+    assert os._exit is real
+
+
+def test_a_good_task_from_code_is_checked_and_runs(tmp_path, monkeypatch):
+    """The checks pass a right task: tasks check shows it, and its batches are what it made."""
+    folder = _task(tmp_path / "t", "SPEC = spec()\n")
+    result = invoke("tasks", "check", "mine", "--include", folder)
+    assert result.exit_code == 0 and "ok: run it with" in result.stdout, result.stderr
+    from atnbench.runspec import resolve_run
+    from atnbench.tasks.registry import batch_generator, task_of
+
+    monkeypatch.setenv("ATNBENCH_TASKS", str(folder))
+    config = resolve_run("mine", {})
+    x, y = task_of("mine", config.options).make_batch(batch_generator(0, "train"), 4, 6)
+    import torch
+
+    expected = torch.randn(6, 4, 2, generator=batch_generator(0, "train"))
+    assert torch.equal(x, expected) and torch.equal(y, expected[:, :, 0].sum(0))
+
+
+# -- flags and task files next to it (#40) -------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "adding", "--norm", "atm"], "unknown norm 'atm'; did you mean atn?"),
+    (["run", "adding", "--norm", "blnn"], "did you mean bln?"),
+    (["run", "adding", "--epochs", "-1", "--iters", "3"], "epochs must be > 0"),
+    (["run", "adding", "--epochs", "0", "--iters", "3"], "epochs must be > 0"),
+    (["report", "--norm", "atm"], "did you mean atn?"),
+])
+def test_flags_are_refused_with_the_right_name(tmp_path, monkeypatch, args, message):
+    monkeypatch.chdir(tmp_path)
+    line = one_error(invoke(*args, "--store", tmp_path / "s.db"))
+    assert message in line, line
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_norm_names_are_case_insensitive():
+    from atnbench.runspec import resolve_run
+
+    assert resolve_run("adding", {"norm": "LN"}).run_id == resolve_run("adding", {"norm": "ln"}).run_id
+    assert resolve_run("adding", {"norm": "ATN"}).norm == "atn"
+
+
+def test_a_sweep_file_norm_says_did_you_mean(tmp_path):
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("description: d\ntask: adding\nbase: {T: 8, steps: 1}\ngrid: {norm: [ln, atm]}\n")
+    line = one_error(invoke("sweep", sweep, "--dry-run", "--store", tmp_path / "s.db"))
+    assert "grid.norm" in line and "did you mean atn?" in line
+
+
+@pytest.mark.parametrize("command", ["run", "tasks check", "sweep"])
+def test_a_task_file_named_like_a_shipped_task_is_refused_alike(tmp_path, monkeypatch, command):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "adding.yaml").write_text("module: code.py:SPEC\ndefault_T: 6\n")
+    (tmp_path / "s.yaml").write_text("description: d\ntask: adding\nbase: {T: 8, steps: 1}\ngrid: {norm: [ln]}\n")
+    monkeypatch.chdir(tmp_path)
+    args = {"run": ["run", "adding", "--store", tmp_path / "s.db"], "tasks check": ["tasks", "check", "adding"],
+            "sweep": ["sweep", tmp_path / "s.yaml", "--dry-run", "--store", tmp_path / "s.db"]}[command]
+    line = one_error(invoke(*args, "--include", folder))
+    assert f"{folder / 'adding.yaml'}: 'adding' is a shipped task" in line and "rename the file" in line
+    listed = invoke("tasks", "--include", folder)
+    assert listed.exit_code == 0 and "is a shipped task" in " ".join(listed.stdout.split())
+
+
+@pytest.mark.parametrize("layer", ["defaults: {options: {foo: 1}}", "variants: {v: {options: {foo: 1}}}",
+                                   "per_T: {6: {options: {foo: 1}}}"])
+def test_an_unknown_option_in_a_task_file_is_refused(tmp_path, layer):
+    folder = _task(tmp_path / "t", "SPEC = spec()\n")
+    (folder / "mine.yaml").write_text(f"module: code.py:SPEC\ndefault_T: 6\n{layer}\n")
+    line = one_error(invoke("tasks", "check", "mine", "--include", folder))
+    assert "mine.yaml" in line and ".options.foo': unknown option" in line, line
+
+
+@pytest.mark.parametrize("args", [
+    ["run", "adding", "--layers", "100000", "--T", "8", "--batch-size", "4", "--hidden", "8", "--val-samples", "8"],
+    ["sweep", "{sweep}", "--layers", "5000", "--T", "8", "--hidden", "8"],
+])
+def test_a_model_too_deep_to_build_in_seconds_is_refused_before_building(tmp_path, monkeypatch, args):
+    """100,000 small layers fit in memory (the memory check passed them) but took minutes to
+    build: refused at once, before a store is opened."""
+    import time
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text("description: d\ntask: adding\nbase: {T: 8, steps: 1, batch_size: 4, val_samples: 8}\n"
+                     "grid: {norm: [ln]}\n")
+    monkeypatch.chdir(tmp_path)
+    started = time.perf_counter()
+    line = one_error(invoke(*[str(sweep) if a == "{sweep}" else a for a in args], "--store", tmp_path / "s.db"))
+    assert "stacked layers (--layers); at most 1,000" in line and time.perf_counter() - started < 30
+    assert not (tmp_path / "s.db").exists()
