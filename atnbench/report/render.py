@@ -47,8 +47,10 @@ NOT_COMPARABLE_MARK = "†"
 DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
 COLUMN_LABELS = STAT_LABELS
-ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy", "max_test_accuracy": "max test accuracy"}
-MAE_COLUMNS = {"min_val_mae": "min validation MAE"}  # regression tasks of the user's, in the target's units
+ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy"}  # test accuracy: at best val. only
+# regression tasks of the user's: MAE in the targets' own units (never standardized), shown in the
+# view's one scale with the MSE columns, so every number of a regression table reads alike
+MAE_COLUMNS = {"min_val_mae": "min validation MAE"}
 PAPER_NAMES = {"lstm": "LSTM", "ln": "LN", "atn": "ATN"}
 
 
@@ -123,6 +125,8 @@ def measure_of(task: str, options: Optional[dict] = None) -> str:
         spec = task_of(task, options)
     except ValueError:
         return "loss"
+    if spec.metric == "mae":  # a user's regression task: its MAE columns share the MSE's scale
+        return "MSE loss and MAE, in the targets' units"
     return {"ce": "cross-entropy loss", "mse": "MSE loss"}.get(spec.loss, "loss")
 
 
@@ -310,9 +314,10 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
         measure = measure_of(group.task, group_options(group))
         for key, label in {**ACCURACY_COLUMNS, **MAE_COLUMNS}.items():  # tasks scored by accuracy or MAE
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
-                columns.append(Column(key, label, scale=1.0, higher_better=key in ACCURACY_COLUMNS))
+                accuracy = key in ACCURACY_COLUMNS  # accuracy keeps its own scale; MAE shares the MSE's (one scale)
+                columns.append(Column(key, label, scale=1.0 if accuracy else None, higher_better=accuracy))
     at_best = _test_at_best_val(group)
-    if at_best is not None:
+    if at_best is not None and at_best not in [c.key for c in columns]:  # a paper's Test column may be it
         accuracy = higher_is_better(at_best.removesuffix("_at_best_val"))  # accuracy keeps its own scale, as above
         columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if accuracy else None, higher_better=accuracy))
     if final:
