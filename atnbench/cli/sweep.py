@@ -167,6 +167,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
 
 def _records(runs, store: Path) -> list[dict]:
     from atnbench.config import build_config
+    from atnbench.selection import selected_summary
     from atnbench.train import result_record
 
     records = []
@@ -176,7 +177,8 @@ def _records(runs, store: Path) -> list[dict]:
             if row is None:
                 records.append({"run_id": run.run_id, "label": run.label, "status": "not-run"})
             else:
-                records.append({**result_record(build_config(row.config), row.status, row.summary, row.error),
+                summary = selected_summary(row.summary, results.curve(run.run_id))  # test: at validation's pick
+                records.append({**result_record(build_config(row.config), row.status, summary, row.error),
                                 "label": run.label})
     return records
 
