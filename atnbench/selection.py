@@ -18,6 +18,11 @@ from typing import Any, Optional, Sequence
 
 HELD_OUT = "test_"  # curve metrics of the held-out split: test_loss, test_accuracy, test_bpc, ...
 BEST_STEP = "best_step"  # the summary key naming the evaluation validation chose
+METRIC_NAMES = {"mae": "MAE"}  # a task's metric as labels write it; the others as named (accuracy, bpc, ppl)
+
+
+def metric_name(metric: str) -> str:
+    return METRIC_NAMES.get(metric, metric)
 
 
 def _finite(value: Any) -> Optional[float]:

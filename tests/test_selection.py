@@ -123,3 +123,22 @@ def test_an_old_summary_is_shown_at_the_evaluation_validation_chose(tmp_path):
     exported = json.loads(ok(invoke("runs", "export", "--store", store, "--format", "json")).stdout)
     assert exported[0]["summary"]["test_loss"] == 0.3
     assert not math.isclose(exported[0]["summary"]["test_loss"], 0.1)
+
+
+def test_a_sweep_shows_the_tasks_measure_at_validations_pick(flipped_task, tmp_path):
+    """Sweep records and the sweep's table: the task's own measure (#38, point 5), its test value
+    at the evaluation validation chose (point 1)."""
+    grid = tmp_path / "two.yaml"
+    grid.write_text("description: two models on the flipped task\ntask: flipped\n"
+                    "base: {T: 4}\ngrid:\n  norm: [none, ln]\nseeds: [0]\n")
+    store = tmp_path / "s.db"
+    result = ok(invoke("sweep", grid, "--include", flipped_task, "--store", store, "--workers", 1, "-q",
+                       "--format", "json"))
+    records = json.loads(result.stdout)["runs"]
+    with ResultsStore(store) as results:
+        for record in records:
+            assert record["test_accuracy"] == held_out_at_best_val(results.curve(record["run_id"]))["test_accuracy"]
+    table = ok(invoke("sweep", grid, "--include", flipped_task, "--store", store, "-q")).stdout  # all skipped now
+    assert "best val accuracy" in table and "test accuracy at best val." in table
+    ln = next(r for r in records if r["norm"] == "ln")
+    assert f"{ln['test_accuracy']:.4g}" in next(line for line in table.splitlines() if ln["run_id"] in line)

@@ -17,7 +17,7 @@ from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_error
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.equivalence import finished_equivalent
 from atnbench.runspec import resolve_run
-from atnbench.selection import selected_summary
+from atnbench.selection import metric_name, selected_summary
 from atnbench.settings import RUN_SETTINGS
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
@@ -43,15 +43,12 @@ def window_text(config) -> str:
     return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
 
 
-METRIC_NAMES = {"mae": "MAE"}  # how a task's metric is written; the others as named (accuracy, bpc, ppl)
-
-
 def measured_rows(record: dict) -> list[tuple[str, str]]:
     """The task's own measure on validation (the best attained: validation selects) and the test
     numbers at the evaluation validation chose, which the kept "best" weights give again
     (`atnbench evaluate`): the test split never selects (``atnbench.selection``)."""
     metric = record.get("metric")
-    name = METRIC_NAMES.get(metric, metric)
+    name = metric_name(metric) if metric else None
     at = f" (step {record['best_step']})" if record.get("best_step") is not None else ""
     rows = []
     if metric and record.get(f"val_{metric}") is not None:
