@@ -186,7 +186,7 @@ def report(
         meta["verdicts"] = verdict_records(*claims)
         meta["seed_plans"] = [asdict(plan) for plan in plans]
     if output is not None:
-        text = export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else "")
+        text = export(views, fmt, meta) + (_verdicts_markdown(claims, plans, claims_file) if claims and fmt == "markdown" else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")
@@ -200,11 +200,11 @@ def report(
         if claims is not None:
             from atnbench.report.verdict_tables import rich_verdicts
 
-            out.print(rich_verdicts(*claims))
+            out.print(rich_verdicts(*claims, whose=_whose(claims_file)))
             for plan in plans:
                 out.print(Text(plan.line(), style="dim"), soft_wrap=True)
     else:
-        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else ""))
+        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims, plans, claims_file) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()
     if plots is not None:
         _write_plots(groups, plots, k_view, say)
@@ -217,10 +217,17 @@ def _verdicts(groups, margin: float, claims=None):
     return evaluate(claims if claims is not None else paper_claims(), groups, margin=margin)
 
 
-def _verdicts_markdown(claims, plans) -> str:
+def _whose(claims_file: Optional[Path]) -> str:
+    """Whose claims the verdicts judge: the paper's, or those of the user's --claims file."""
+    from atnbench.report.verdict_tables import PAPER_CLAIMS, claims_of
+
+    return PAPER_CLAIMS if claims_file is None else claims_of(claims_file)
+
+
+def _verdicts_markdown(claims, plans, claims_file: Optional[Path] = None) -> str:
     from atnbench.report.verdict_tables import markdown_verdicts
 
-    return "\n" + markdown_verdicts(*claims) + "".join(f"\n- {plan.line()}\n" for plan in plans)
+    return "\n" + markdown_verdicts(*claims, whose=_whose(claims_file)) + "".join(f"\n- {plan.line()}\n" for plan in plans)
 
 
 def _plans(path: Path) -> list:

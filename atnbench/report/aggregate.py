@@ -67,9 +67,21 @@ for _metric in ("bpc", "ppl", "accuracy", "mae"):  # the task's own measure, tak
         "the test loss", f"the test {_metric}", 1)
 
 
-def definitions(keys) -> str:
-    """"statistics: min train = ...; ..." for the statistics ``keys`` that have a definition."""
-    known = [f"{STAT_LABELS.get(key, key)} = {STAT_DEFINITIONS[key]}" for key in keys if key in STAT_DEFINITIONS]
+# The same statistics on a user's task, which no paper reports: no "the paper's" in their words.
+OWN_TASK_DEFINITIONS = {
+    "min_train_loss": "the lowest, over the evaluations, of the mean training-minibatch loss since the previous "
+                      "evaluation (the attained minimum; minibatches come from the training split, pass after pass)",
+    "min_val_loss": "the lowest validation loss over the evaluations (the attained minimum)",
+    "min_val_bpc": "the lowest validation bits per character over the evaluations",
+    "min_val_ppl": "the lowest validation perplexity over the evaluations",
+}
+
+
+def definitions(keys, own_task: bool = False) -> str:
+    """"statistics: min train = ...; ..." for the statistics ``keys`` that have a definition
+    (``own_task``: worded for a user's task, which no paper reports)."""
+    defined = {**STAT_DEFINITIONS, **(OWN_TASK_DEFINITIONS if own_task else {})}
+    known = [f"{STAT_LABELS.get(key, key)} = {defined[key]}" for key in keys if key in defined]
     return "statistics: " + "; ".join(known) if known else ""
 
 

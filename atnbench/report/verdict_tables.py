@@ -119,8 +119,16 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
     return lines
 
 
-def rich_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> RichGroup:
-    parts: list = [verdict_table(results), Text(FOOTNOTE, style="dim")]
+PAPER_CLAIMS = "the paper's claims"  # whose claims a verdict table judges; a user's file names itself
+
+
+def claims_of(path) -> str:
+    """"the claims of mine.yaml": a user's claims file, never called the paper's."""
+    return f"the claims of {path.name}"
+
+
+def rich_verdicts(results: list[ClaimResult], not_run: list[Claim], whose: str = PAPER_CLAIMS) -> RichGroup:
+    parts: list = [verdict_table(results, whose), Text(FOOTNOTE, style="dim")]
     if not_run:
         parts.append(Text("  claims without runs here: " + ", ".join(c.id for c in not_run), style="dim"))
     parts.append(Text(""))
@@ -132,10 +140,10 @@ def verdicts_width(console, results: list[ClaimResult]) -> int:
     return console.measure(verdict_table(results), options=console.options.update(width=10_000)).maximum
 
 
-def verdict_table(results: list[ClaimResult]) -> FitTable:
+def verdict_table(results: list[ClaimResult], whose: str = PAPER_CLAIMS) -> FitTable:
     """Wide (one line per comparison) where the width allows; otherwise wrapped between words or
     stacked one block per comparison (atnbench.tables): a number or a verdict is never cut."""
-    table = FitTable(title="verdicts on the paper's claims", key_columns=3, lift=False)
+    table = FitTable(title=f"verdicts on {whose}", key_columns=3, lift=False)
     for i, header in enumerate(HEADERS):  # the claim, runs and comparison wrap; numbers and verdicts never
         table.add_column(header, no_wrap=3 <= i < len(HEADERS) - 1)
     for result in results:
@@ -147,8 +155,8 @@ def verdict_table(results: list[ClaimResult]) -> FitTable:
     return table
 
 
-def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> str:
-    lines = ["## Verdicts on the paper's claims", "", "| " + " | ".join(HEADERS) + " |",
+def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim], whose: str = PAPER_CLAIMS) -> str:
+    lines = [f"## Verdicts on {whose}", "", "| " + " | ".join(HEADERS) + " |",
              "|" + "---|" * len(HEADERS)]
     for result in results:
         for line in rows(result):
