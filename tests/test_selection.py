@@ -109,13 +109,17 @@ def test_an_old_summary_is_shown_at_the_evaluation_validation_chose(tmp_path):
     """A run stored before the rule (its summary held the best test score) reads right."""
     from atnbench.runspec import resolve_run
 
-    config = resolve_run("adding", {"T": 8, "norm": "ln"}, budget=0.01)
+    configs = [resolve_run("adding", {"T": 8, "norm": "ln", "seed": seed}, budget=0.01) for seed in (0, 1)]
+    config = configs[0]
     store = tmp_path / "old.db"
     with ResultsStore(store) as results:
-        results.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1})
-        for step, val, test in ((1, 0.5, 0.4), (2, 0.2, 0.3), (3, 0.3, 0.1)):
-            results.log_eval(config.run_id, step, float(step), 0.5, val, {"test_loss": test})
-        results.finish_run(config.run_id, "done", {"test_loss": 0.1, "min_val_loss": 0.2})
+        for old in configs:
+            results.start_run(old.run_id, old.to_dict(), {"device": "cpu", "threads": 1})
+            for step, val, test in ((1, 0.5, 0.4), (2, 0.2, 0.3), (3, 0.3, 0.1)):
+                results.log_eval(old.run_id, step, float(step), 0.5, val, {"test_loss": test})
+            results.finish_run(old.run_id, "done", {"test_loss": 0.1, "min_val_loss": 0.2})
+    compared = ok(invoke("runs", "compare", *(c.run_id for c in configs), "--store", store)).stdout
+    assert any(line.split()[:3] == ["test_loss", "0.3", "0.3"] for line in compared.splitlines()), compared
     show = json.loads(ok(invoke("runs", "show", config.run_id, "--store", store, "--format", "json")).stdout)
     assert (show["summary"]["test_loss"], show["summary"]["best_step"]) == (0.3, 2)
     table = ok(invoke("runs", "show", config.run_id, "--store", store, "--no-chart")).stdout

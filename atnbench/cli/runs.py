@@ -357,7 +357,7 @@ def compare_cmd(
                "curve points": len(curve)} for run, s, curve in zip(runs, sweeps, curves)]
     settings, unused = zip(*(settings_as_read(run) for run in runs))
     for title, mappings in (("run", basics), ("config", list(settings)),
-                            ("environment", [run.env for run in runs]), ("summary", [run.summary for run in runs])):
+                            ("environment", [run.env for run in runs]), ("summary", [selected_summary(run.summary, curve) for run, curve in zip(runs, curves)])):
         table = side_by_side(title, ids, mappings, only_diff, list(unused) if title == "config" else None)
         out.print(table if table.row_count else Text(f"{title}: no differences", style="dim"))
     if plot is not None:
