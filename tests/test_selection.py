@@ -146,3 +146,14 @@ def test_a_sweep_shows_the_tasks_measure_at_validations_pick(flipped_task, tmp_p
     assert "best val accuracy" in table and "test accuracy at best val." in table
     ln = next(r for r in records if r["norm"] == "ln")
     assert f"{ln['test_accuracy']:.4g}" in next(line for line in table.splitlines() if ln["run_id"] in line)
+
+
+def test_a_sweeps_live_line_names_the_tasks_measure():
+    from atnbench.sweep.runner import outcome_of
+    from atnbench.sweep.view import SweepView
+
+    stream = io.StringIO()
+    view = SweepView("t", total=2, skipped=0, labels={"a": "mine ln"}, live=False, stream=stream)
+    summary = {"metric": "mae", "val_mae": 0.125, "test_mae": 0.5, "min_val_loss": 0.03, "steps": 4, "wall_s": 1.0}
+    view.finished("a", outcome_of("a", "done", summary))
+    assert "min val 0.03  best val MAE 0.125" in stream.getvalue()

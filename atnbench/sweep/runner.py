@@ -151,6 +151,9 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
 def outcome_of(run_id: str, status: str, summary: dict, error: Optional[str] = None) -> dict:
     """A finished run's outcome as ``execute`` returns it, from its summary (or result record)."""
     outcome = {"run_id": run_id, "status": status, **{key: summary.get(key) for key in ("min_val_loss", "steps", "wall_s")}}
+    metric = summary.get("metric")
+    if metric and summary.get(f"val_{metric}") is not None:  # the task's own measure, as the live view shows it
+        outcome.update(metric=metric, val_metric=summary[f"val_{metric}"])
     if error:
         outcome["error"] = error
     return outcome

@@ -154,6 +154,8 @@ class SweepView:
         label = self.labels.get(run_id, run_id)
         detail = outcome.get("error") or (f"min val {_num(outcome.get('min_val_loss'))}"
                                           if outcome.get("min_val_loss") is not None else "")
+        if not outcome.get("error") and outcome.get("val_metric") is not None:
+            detail += f"  best val {metric_name(outcome['metric'])} {_num(outcome['val_metric'])}"
         if status != "interrupted":
             self.finished_count += 1
         if self.progress is not None:
