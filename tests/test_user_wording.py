@@ -40,7 +40,9 @@ def mine(tmp_path):
 def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine, tmp_path):
     store = tmp_path / "s.db"
     for args in (("--norm", "ln", "--lr", "0.001"), ("--norm", "atn", "--k", "2"), ("--norm", "ln", "--budget", "0.5")):
-        ok(invoke("run", "mine", "--include", mine, *args, "--store", store, "-q"))
+        shown = ok(invoke("run", "mine", "--include", mine, *args, "--store", store, "-q")).stdout
+        assert "paper" not in shown.lower(), shown
+    assert "shrunk to 0.5 of task mine's defaults" in " ".join(shown.split())
     claims = tmp_path / "claims.yaml"
     claims.write_text("claims:\n  - id: mine\n    claim: 'ATN < LN on my task'\n    task: mine\n    order: [atn, ln]\n")
     for fmt in ("table", "markdown"):

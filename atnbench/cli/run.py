@@ -83,7 +83,8 @@ def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTabl
     at = next(i for i, (key, _) in enumerate(rows) if key == "final validation loss") + 1
     rows[at:at] = measured_rows(record)
     if config.budget < 1:
-        rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of the preset protocol "
+        protocol = f"task {config.task}'s defaults" if "user_task" in (config.options or {}) else "the preset protocol"
+        rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of {protocol} "
                                f"(not comparable to full-protocol numbers)[/]"))
     if record.get("error"):
         rows.append(("note", escape(record["error"])))
