@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from atnbench.config import ConfigError
+from atnbench.errors import needs_package
 
 TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".csv", ".tsv", ".json", ".jsonl")
 
@@ -61,8 +62,11 @@ def _csv_problem(text: str, delimiter: str) -> Optional[str]:
 
 
 def _table_problem(path: Path) -> Optional[str]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:  # an optional package: the one line says how to get it
+        return f"reading it {needs_package('pyarrow')}"
 
     try:
         if path.suffix.lower() == ".parquet":

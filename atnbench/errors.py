@@ -12,3 +12,12 @@ from __future__ import annotations
 
 class UserError(ValueError):
     """Something the user can fix; the message is one readable line saying what and how."""
+
+
+# Optional packages a user's data may need, and the extra of atnbench that installs each.
+EXTRAS = {"pyarrow": "tables", "datasets": "data"}
+
+
+def needs_package(package: str) -> str:
+    """"needs pyarrow: pip install 'atnbench[tables]'", the end of a one-line error."""
+    return f"needs {package}: pip install 'atnbench[{EXTRAS[package]}]'"

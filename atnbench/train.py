@@ -33,6 +33,7 @@ from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
+from atnbench.selection import BEST_STEP, best_val_point, held_out_at_best_val, is_held_out
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.registry import task_for
 from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
@@ -227,14 +228,20 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
     train = [p.train_loss for p in curve if p.train_loss is not None]
     val = [p.val_loss for p in curve if p.val_loss is not None]
     last = curve[-1] if curve else None
+    chosen = best_val_point(curve)
+    held_out = held_out_at_best_val(curve)  # the test split never selects: its numbers at validation's pick
     extra = {}
     for key in sorted({key for p in curve for key in p.metrics}):
+        if is_held_out(key):
+            extra[key] = held_out.get(key)
+            continue
         values = [p.metrics[key] for p in curve if p.metrics.get(key) is not None]
         best = max if key.endswith("accuracy") else min  # the attained best, as the paper reports
         extra[key] = best(values) if values else None
     return {**extra, "metric": task.metric,
         "min_train_loss": min(train) if train else None,
         "min_val_loss": min(val) if val else None,
+        BEST_STEP: chosen.step if chosen is not None else None,
         "final_train_loss": last.train_loss if last else None,
         "final_val_loss": last.val_loss if last else None,
         "baseline": task.baseline(config.T),

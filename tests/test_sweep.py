@@ -309,7 +309,9 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
     monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width asked for: every row on one line
     result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
     assert result.exit_code == 1, result.output
-    assert "diverged" in result.stdout
+    counted = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()
+               if len(line.split()) == 2 and line.split()[0] in ("done", "diverged", "failed")}
+    assert counted == {"done": "1", "diverged": "1", "failed": "1"}, result.stdout  # the summary counts them
     assert "simulated out of memory: pip install 'atnbench[data]'" in result.stdout  # not read as markup
     assert any(line.split()[:2] == ["store", str(store)] for line in result.stdout.splitlines())  # its store
     assert any(line.startswith("failed ") and "adding T=8 ln " in line for line in result.stdout.splitlines())
@@ -317,9 +319,10 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
         assert sorted((run.norm, run.status) for run in results.runs()) == [
             ("atn", "done"), ("ln", "failed"), ("none", "diverged")]
     monkeypatch.setattr(atnbench.train, "train", real_train)
-    again = run_json(path, "--store", store, "--workers", "1")  # only the failed run runs again
-    assert again["counts"] == {"runs": 3, "skipped": 2, "done": 1, "diverged": 0, "failed": 0,
-                               "interrupted": 0, "not-started": 0}
+    rerun = invoke("sweep", path, "--store", store, "--workers", "1", "--json", "--device", "cpu")
+    assert rerun.exit_code == 1, rerun.output  # only the failed run runs again; the diverged one is still its result
+    assert json.loads(rerun.stdout)["counts"] == {"runs": 3, "skipped": 2, "skipped_diverged": 1, "done": 1,
+                                                  "diverged": 0, "failed": 0, "interrupted": 0, "not-started": 0}
 
 
 # --- interrupt and resume -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_error
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.equivalence import finished_equivalent
 from atnbench.runspec import resolve_run
+from atnbench.selection import metric_name, selected_summary
 from atnbench.settings import RUN_SETTINGS
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
@@ -42,6 +43,23 @@ def window_text(config) -> str:
     return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
 
 
+def measured_rows(record: dict) -> list[tuple[str, str]]:
+    """The task's own measure on validation (the best attained: validation selects) and the test
+    numbers at the evaluation validation chose, which the kept "best" weights give again
+    (`atnbench evaluate`): the test split never selects (``atnbench.selection``)."""
+    metric = record.get("metric")
+    name = metric_name(metric) if metric else None
+    at = f" (step {record['best_step']})" if record.get("best_step") is not None else ""
+    rows = []
+    if metric and record.get(f"val_{metric}") is not None:
+        rows.append((f"best validation {name}", _fmt(record[f"val_{metric}"])))
+    if record.get("test_loss") is not None:
+        rows.append((f"test loss at best val.{at}", _fmt(record["test_loss"])))
+    if metric and record.get(f"test_{metric}") is not None:
+        rows.append((f"test {name} at best val.{at}", _fmt(record[f"test_{metric}"])))
+    return rows
+
+
 def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTable:
     """The result of a run, one line per number, and the store it was written to."""
     table = FitTable(title=f"atnbench run {config.task}  (run {record['run_id']})", show_header=False, lift=False)
@@ -62,13 +80,11 @@ def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTabl
         ("steps/s", _fmt(record.get("steps_per_s"), 4)),
         ("parameters", f"{record['params']:,}"),
     ]
-    metric = record.get("metric")  # real-data tasks: the paper's number (bpc, ppl, accuracy), best attained
     at = next(i for i, (key, _) in enumerate(rows) if key == "final validation loss") + 1
-    for split in ("test", "val") if metric else ():
-        if record.get(f"{split}_{metric}") is not None:
-            rows.insert(at, (f"best {'validation' if split == 'val' else split} {metric}", _fmt(record[f"{split}_{metric}"])))
+    rows[at:at] = measured_rows(record)
     if config.budget < 1:
-        rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of the preset protocol "
+        protocol = f"task {config.task}'s defaults" if "user_task" in (config.options or {}) else "the preset protocol"
+        rows.append(("budget", f"[yellow]shrunk to {config.budget:g} of {protocol} "
                                f"(not comparable to full-protocol numbers)[/]"))
     if record.get("error"):
         rows.append(("note", escape(record["error"])))
@@ -190,7 +206,8 @@ def run(
                 if json_out:
                     from atnbench.train import result_record
 
-                    print(json.dumps(result_record(run_config, finished.status, finished.summary, finished.error)))
+                    summary = selected_summary(finished.summary, results.curve(finished.run_id))
+                    print(json.dumps(result_record(run_config, finished.status, summary, finished.error)))
                 return
             err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
                       soft_wrap=True, highlight=False)

@@ -27,7 +27,8 @@ from atnbench.cli.report import parse_since
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
-from atnbench.store import ResultsStore, RunRecord, StoreError, check_store_path
+from atnbench.selection import selected_summary
+from atnbench.store import EvalPoint, ResultsStore, RunRecord, StoreError, check_store_path
 from atnbench.tables import FitTable
 
 runs_app = command_group("runs", "List, show, compare, delete and export the runs of a results store.")
@@ -265,6 +266,7 @@ def show_cmd(
         run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)
         record = results.export_record(full) if options.check_format(fmt_, ("table", "json")) == "json" else None
     if record is not None:
+        record["summary"] = selected_summary(record["summary"], curve)
         print(json.dumps(record))
         return
     header = Text.assemble((f"run {run.run_id}", "bold"), "  ", _status(run.status),
@@ -276,8 +278,8 @@ def show_cmd(
         out.print(Text(f"error: {run.error}", style="red"), soft_wrap=True)
     out.print(_pairs_table("config", run.config))
     out.print(_pairs_table("environment", run.env))
-    if run.summary:
-        out.print(_pairs_table("summary", run.summary))
+    if run.summary:  # test numbers at the evaluation validation chose, also in a summary stored before that rule
+        out.print(_pairs_table("summary", selected_summary(run.summary, curve)))
     else:
         out.print(Text("summary: none" + (" (the run has not finished)" if run.status == "running" else ""), style="dim"))
     if not curve:
@@ -389,7 +391,7 @@ def compare_cmd(
                "curve points": len(curve)} for run, s, curve in zip(runs, sweeps, curves)]
     settings, unused = zip(*(settings_as_read(run) for run in runs))
     for title, mappings in (("run", basics), ("config", list(settings)),
-                            ("environment", [run.env for run in runs]), ("summary", [run.summary for run in runs])):
+                            ("environment", [run.env for run in runs]), ("summary", [selected_summary(run.summary, curve) for run, curve in zip(runs, curves)])):
         table = side_by_side(title, ids, mappings, only_diff, list(unused) if title == "config" else None)
         out.print(table if table.row_count else Text(f"{title}: no differences", style="dim"))
     if plot is not None:
@@ -534,6 +536,8 @@ def export_cmd(
         check_output_file(output, "--output")
     with open_store(store) as results:
         records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
+    for record in records:  # test numbers at validation's pick, as `runs show` and `evaluate` give them
+        record["summary"] = selected_summary(record["summary"], [EvalPoint(**point) for point in record["curve"]])
     if fmt_ == "json":
         text = json.dumps([{k: v for k, v in r.items() if k != "schema_version"} for r in records],
                           indent=1, allow_nan=False) + "\n"

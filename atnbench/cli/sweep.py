@@ -167,6 +167,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
 
 def _records(runs, store: Path) -> list[dict]:
     from atnbench.config import build_config
+    from atnbench.selection import selected_summary
     from atnbench.train import result_record
 
     records = []
@@ -176,7 +177,8 @@ def _records(runs, store: Path) -> list[dict]:
             if row is None:
                 records.append({"run_id": run.run_id, "label": run.label, "status": "not-run"})
             else:
-                records.append({**result_record(build_config(row.config), row.status, row.summary, row.error),
+                summary = selected_summary(row.summary, results.curve(run.run_id))  # test: at validation's pick
+                records.append({**result_record(build_config(row.config), row.status, summary, row.error),
                                 "label": run.label})
     return records
 
@@ -186,6 +188,7 @@ def _summary(spec, result, store: Path) -> FitTable:
     table = FitTable(title=f"sweep {spec.name}", show_header=False, lift=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
+    held = f" ({result.skipped_diverged} diverged)" if result.skipped_diverged else ""
     rows = [("runs in the sweep", result.total),
             ("already in the store (skipped)", len(result.skipped)),
             ("made by other code (re-run)" if not any("stale" in s for _, s in result.skipped)
@@ -194,9 +197,10 @@ def _summary(spec, result, store: Path) -> FitTable:
             ("failed", result.count("failed")), ("interrupted", result.count("interrupted")),
             ("not started", result.count("not-started"))]
     for name, value in rows:
-        if value or name in ("runs in the sweep", "done", "failed"):
+        if value or name in ("runs in the sweep", "done", "diverged", "failed"):  # the outcomes that decide the exit code
             style = {"failed": "red", "diverged": "yellow", "interrupted": "yellow"}.get(name, "")
-            table.add_row(name, f"[{style}]{value}[/]" if style and value else str(value))
+            text = f"{value}{held}" if name.startswith("already") else str(value)
+            table.add_row(name, f"[{style}]{text}[/]" if style and value else text)
     table.add_row("store", escape(str(store)))
     return table
 
@@ -382,7 +386,7 @@ def sweep(
     result = run_sweep(spec, runs, store, backend=backend, workers=workers, threads=threads, device=device,
                        address=address, quiet=quiet, keep_stale=keep_stale)
     if json_out:
-        counts = {"runs": result.total, "skipped": len(result.skipped)}
+        counts = {"runs": result.total, "skipped": len(result.skipped), "skipped_diverged": result.skipped_diverged}
         counts.update({status: result.count(status) for status in
                        ("done", "diverged", "failed", "interrupted", "not-started")})
         print(json.dumps({"sweep": spec.name, "store": str(Path(store).absolute()), "counts": counts,

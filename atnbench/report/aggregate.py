@@ -13,8 +13,9 @@ row but never averaged; running and failed runs are left out and counted in the 
 
 Per run, the minimum and final losses are taken from its stored curve (falling back to the
 summary when the curve is empty), so imported or resumed runs are summarised the same way.
-A numeric curve metric ``m`` (e.g. ``val_bpc``, ``test_loss``) gives the statistics ``min_m``
-(``max_m`` for an accuracy) and ``final_m``.
+A numeric curve metric ``m`` (e.g. ``val_bpc``) gives the statistics ``min_m`` (``max_m`` for an
+accuracy) and ``final_m``; a test metric (``test_loss``, ``test_bpc``) gives only ``m_at_best_val``,
+its value at the evaluation validation chose (``atnbench.selection``): the test split never selects.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
+from atnbench.selection import held_out_at_best_val, is_held_out
 from atnbench.store import EvalPoint, RunRecord
 from atnbench.nn.schemes import is_windowed
 from atnbench.zoo import model_name, models
@@ -65,9 +67,21 @@ for _metric in ("bpc", "ppl", "accuracy", "mae"):  # the task's own measure, tak
         "the test loss", f"the test {_metric}", 1)
 
 
-def definitions(keys) -> str:
-    """"statistics: min train = ...; ..." for the statistics ``keys`` that have a definition."""
-    known = [f"{STAT_LABELS.get(key, key)} = {STAT_DEFINITIONS[key]}" for key in keys if key in STAT_DEFINITIONS]
+# The same statistics on a user's task, which no paper reports: no "the paper's" in their words.
+OWN_TASK_DEFINITIONS = {
+    "min_train_loss": "the lowest, over the evaluations, of the mean training-minibatch loss since the previous "
+                      "evaluation (the attained minimum; minibatches come from the training split, pass after pass)",
+    "min_val_loss": "the lowest validation loss over the evaluations (the attained minimum)",
+    "min_val_bpc": "the lowest validation bits per character over the evaluations",
+    "min_val_ppl": "the lowest validation perplexity over the evaluations",
+}
+
+
+def definitions(keys, own_task: bool = False) -> str:
+    """"statistics: min train = ...; ..." for the statistics ``keys`` that have a definition
+    (``own_task``: worded for a user's task, which no paper reports)."""
+    defined = {**STAT_DEFINITIONS, **(OWN_TASK_DEFINITIONS if own_task else {})}
+    known = [f"{STAT_LABELS.get(key, key)} = {defined[key]}" for key in keys if key in defined]
     return "statistics: " + "; ".join(known) if known else ""
 
 
@@ -184,6 +198,8 @@ def run_values(run: RunData) -> dict[str, float]:
     for point in curve:
         metric_names.extend(name for name in (point.metrics or {}) if name not in metric_names)
     for name in metric_names:
+        if is_held_out(name):  # the test split never selects: its numbers only at validation's pick, below
+            continue
         series = [_finite((p.metrics or {}).get(name)) for p in curve]
         points = [v for v in series if v is not None]
         if points:
@@ -203,12 +219,7 @@ def run_values(run: RunData) -> dict[str, float]:
 
 def _at_best_val(curve) -> dict[str, float]:
     """Every test statistic of the curve at the evaluation with the lowest validation loss."""
-    scored = [p for p in curve if _finite(p.val_loss) is not None]
-    if not scored:
-        return {}
-    best = min(scored, key=lambda p: p.val_loss)
-    return {f"{name}_at_best_val": value for name, value in ((n, _finite(v)) for n, v in (best.metrics or {}).items())
-            if name.startswith("test_") and value is not None}
+    return {f"{name}_at_best_val": value for name, value in held_out_at_best_val(curve).items()}
 
 
 def higher_is_better(name: str) -> bool:

@@ -138,7 +138,7 @@ def _ratio_with_marks(view: TableView, cell: Cell) -> str:
 def _notes(view: TableView) -> list[str]:
     notes = []
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):
-        notes.append(f"{view.protocol}: {view.budget:g} of the paper's protocol; "
+        notes.append(f"{view.protocol}: {view.budget:g} of {view.protocol_source}; "
                      f"not comparable with full-protocol numbers")
     return notes + list(view.notes)
 

@@ -164,12 +164,19 @@ def order_differences(ours: dict[str, float], theirs: dict[str, float]) -> set[s
 # -- protocol checks -------------------------------------------------------------------------------
 
 
+def own_task(group: Group) -> bool:
+    """A user's task (its definition travels in its runs' options): its protocol is the user's
+    own defaults (the task file's), and no paper has numbers for it."""
+    return any("user_task" in (run.record.config.get("options") or {}) for runs in group.runs.values() for run in runs)
+
+
 def row_differences(group: Group) -> dict[str, list[str]]:
     """Per row label: how its runs differ from the task preset's full protocol (the paper's),
     field by field, e.g. ``steps 40 (paper 4000)`` or ``bias outside (paper: bias inside)``; the
     preset's steps are first scaled by the group's budget, which is reported on its own. A k
     that differs is named only for a lone ATN row: where a model has several k, k is what is
-    being varied. Empty lists when the runs follow the preset, or when the task has no preset."""
+    being varied. Empty lists when the runs follow the preset, or when the task has no preset.
+    On a user's task the preset is the task file's defaults: ``lr 0.001 (default 0.003)``."""
     from atnbench.runspec import resolve_run
 
     presets: dict[tuple, Optional[dict]] = {}
@@ -199,17 +206,19 @@ def row_differences(group: Group) -> dict[str, list[str]]:
                     if have != want:
                         seen.setdefault(name, (set(), want))[0].add(have)
         norm = row.norm if row is not None else "none"
-        found[label] = [_difference(name, haves, want, norm) for name, (haves, want) in seen.items()]
+        source = "default" if own_task(group) else "paper"
+        found[label] = [_difference(name, haves, want, norm, source) for name, (haves, want) in seen.items()]
     return found
 
 
-def _difference(name: str, haves: set, want, norm: str) -> str:
+def _difference(name: str, haves: set, want, norm: str, source: str = "paper") -> str:
+    """"lr 0.001 (paper 0.003)"; ``source`` names whose value ``want`` is ("default" on a user's task)."""
     if name in ("bias_inside", "init"):
         from atnbench.report.aggregate import setting_text
 
         return f"{', '.join(sorted(setting_text(name, h, norm) for h in haves))} " \
-               f"(paper: {setting_text(name, want, norm)})"
-    return f"{name} {', '.join(map(_short, sorted(haves, key=str)))} (paper {_short(want)})"
+               f"({source}: {setting_text(name, want, norm)})"
+    return f"{name} {', '.join(map(_short, sorted(haves, key=str)))} ({source} {_short(want)})"
 
 
 def protocol_differences(group: Group, labels: Optional[list[str]] = None) -> list[str]:

@@ -34,6 +34,7 @@ from atnbench.report.paper import (
     convert,
     k_order_statement,
     order_differences,
+    own_task,
     paper,
     paper_row_for,
     protocol_label,
@@ -47,8 +48,10 @@ NOT_COMPARABLE_MARK = "†"
 DEFAULT_COLUMNS = ("min_train_loss", "min_val_loss")
 FINAL_COLUMNS = ("final_train_loss", "final_val_loss")
 COLUMN_LABELS = STAT_LABELS
-ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy", "max_test_accuracy": "max test accuracy"}
-MAE_COLUMNS = {"min_val_mae": "min validation MAE"}  # regression tasks of the user's, in the target's units
+ACCURACY_COLUMNS = {"max_val_accuracy": "max validation accuracy"}  # test accuracy: at best val. only
+# regression tasks of the user's: MAE in the targets' own units (never standardized), shown in the
+# view's one scale with the MSE columns, so every number of a regression table reads alike
+MAE_COLUMNS = {"min_val_mae": "min validation MAE"}
 PAPER_NAMES = {"lstm": "LSTM", "ln": "LN", "atn": "ATN"}
 
 
@@ -100,6 +103,7 @@ class TableView:
     columns: list[Column]
     rows: list[Row]
     protocol: str = "full protocol"  # or "reduced budget (5%)", "own protocol" (see paper.protocol_label)
+    own_task: bool = False  # a user's task: its protocol is the task file's defaults, no paper's
     paper_table: Optional[str] = None  # "Table 1, T=100" when the paper's values are shown
     comparable: bool = True  # False: reduced budget or another protocol, the comparison is flagged
     notes: list[str] = field(default_factory=list)
@@ -107,6 +111,11 @@ class TableView:
     @property
     def reduced(self) -> bool:
         return self.budget < 1
+
+    @property
+    def protocol_source(self) -> str:
+        """Whose protocol a budget is a share of: the paper's, or a user task's own defaults."""
+        return f"the defaults of task {self.task}" if self.own_task else "the paper's protocol"
 
     @property
     def exponent(self) -> int:
@@ -123,6 +132,8 @@ def measure_of(task: str, options: Optional[dict] = None) -> str:
         spec = task_of(task, options)
     except ValueError:
         return "loss"
+    if spec.metric == "mae":  # a user's regression task: its MAE columns share the MSE's scale
+        return "MSE loss and MAE, in the targets' units"
     return {"ce": "cross-entropy loss", "mse": "MSE loss"}.get(spec.loss, "loss")
 
 
@@ -199,7 +210,8 @@ def _title(group: Group, what: str) -> tuple[str, list[str], str]:
     if group.variant:
         parts.append(f"variant {group.variant}")
     parts.append(label)
-    notes = [f"protocol differs from the paper's preset: {'; '.join(differences)}"] if differences else []
+    preset = f"the defaults of task {group.task}" if own_task(group) else "the paper's preset"
+    notes = [f"protocol differs from {preset}: {'; '.join(differences)}"] if differences else []
     return f"{what}: " + ", ".join(parts), notes, label
 
 
@@ -310,9 +322,10 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
         measure = measure_of(group.task, group_options(group))
         for key, label in {**ACCURACY_COLUMNS, **MAE_COLUMNS}.items():  # tasks scored by accuracy or MAE
             if any(row.stats.get(key) is not None and row.stats[key].n for row in group.rows):
-                columns.append(Column(key, label, scale=1.0, higher_better=key in ACCURACY_COLUMNS))
+                accuracy = key in ACCURACY_COLUMNS  # accuracy keeps its own scale; MAE shares the MSE's (one scale)
+                columns.append(Column(key, label, scale=1.0 if accuracy else None, higher_better=accuracy))
     at_best = _test_at_best_val(group)
-    if at_best is not None:
+    if at_best is not None and at_best not in [c.key for c in columns]:  # a paper's Test column may be it
         accuracy = higher_is_better(at_best.removesuffix("_at_best_val"))  # accuracy keeps its own scale, as above
         columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if accuracy else None, higher_better=accuracy))
     if final:
@@ -330,7 +343,8 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
                      columns=columns, rows=rows + ([baseline] if baseline else []),
                      notes=list(group.notes) + ([] if with_paper and table is not None else protocol_notes))
     _note_baseline(view, group, baseline_margin)
-    view.notes.append(definitions(c.key for c in columns))
+    view.own_task = own_task(group)
+    view.notes.append(definitions((c.key for c in columns), view.own_task))
     if with_paper:
         if table is not None:
             _add_paper(view, group, table)
@@ -360,7 +374,8 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False,
                      notes=list(group.notes) + [n.replace("protocol differs", "protocol (besides k) differs")
                                                 for n in protocol_notes])
     _note_baseline(view, group, baseline_margin)
-    view.notes.append(definitions(c.key for c in columns))
+    view.own_task = own_task(group)
+    view.notes.append(definitions((c.key for c in columns), view.own_task))
     if with_paper:
         statement = k_order_statement(view_data)
         if statement is None:
@@ -535,7 +550,7 @@ def rich_view(view: TableView, plain: bool = False, width: Optional[int] = None,
     if plain:
         parts.append(Text("  * the best (lowest) mean of its column"))
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):
-        parts.append(Text(f"  {view.protocol}: {view.budget:g} of the paper's protocol; "
+        parts.append(Text(f"  {view.protocol}: {view.budget:g} of {view.protocol_source}; "
                           f"not comparable with full-protocol numbers", style="yellow"))
     for note in view.notes:
         style = "yellow" if note.startswith(NOT_COMPARABLE_MARK) else ("magenta" if note.startswith(ORDER_MARK) else "dim")

@@ -64,10 +64,17 @@ class SweepOutcome:
         return [(by_id[run_id], o) for run_id, o in self.outcomes.items() if o["status"] == "failed"]
 
     @property
+    def skipped_diverged(self) -> int:
+        """Runs of the sweep the store already held as diverged (skipped, but still its result)."""
+        return sum(1 for _, status in self.skipped if status.startswith("diverged"))
+
+    @property
     def exit_code(self) -> int:
+        """128 + N when stopped by signal N; 1 when any run of the sweep failed or diverged (now or
+        in the store), as `atnbench run` exits 1 for its one run; else 0."""
         if self.signal is not None:
             return 128 + self.signal
-        return 1 if self.failures else 0
+        return 1 if self.failures or self.count("diverged") or self.skipped_diverged else 0
 
 
 def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
@@ -144,6 +151,9 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
 def outcome_of(run_id: str, status: str, summary: dict, error: Optional[str] = None) -> dict:
     """A finished run's outcome as ``execute`` returns it, from its summary (or result record)."""
     outcome = {"run_id": run_id, "status": status, **{key: summary.get(key) for key in ("min_val_loss", "steps", "wall_s")}}
+    metric = summary.get("metric")
+    if metric and summary.get(f"val_{metric}") is not None:  # the task's own measure, as the live view shows it
+        outcome.update(metric=metric, val_metric=summary[f"val_{metric}"])
     if error:
         outcome["error"] = error
     return outcome

@@ -80,8 +80,19 @@ def retarget(spec: SweepSpec, task: str) -> SweepSpec:
     def without_T(entry: dict) -> dict:
         return {key: value for key, value in entry.items() if key != "T"}
 
-    return dataclasses.replace(spec, name=f"{spec.name}@{task}", task=task, base=without_T(spec.base),
-                               grid=without_T(spec.grid), runs=[e for e in map(without_T, spec.runs) if e] or [])
+    grid, runs = without_T(spec.grid), [e for e in map(without_T, spec.runs) if e] or []
+    # its description and citation were written for its own task (and the paper's protocol there)
+    return dataclasses.replace(spec, name=f"{spec.name}@{task}", task=task, base=without_T(spec.base), grid=grid,
+                               runs=runs, description=retargeted_description(spec.name, task, grid, runs),
+                               citation=None)
+
+
+def retargeted_description(name: str, task: str, grid: dict[str, list], runs: list[dict]) -> str:
+    """"The norm-ablation grid on task vowels (T from its defaults): norm = none, ln, atn"."""
+    varied = [f"{key} = {', '.join(map(str, values))}" for key, values in grid.items()]
+    if runs:
+        varied.append(f"{len(runs)} listed run{'s' if len(runs) != 1 else ''}")
+    return f"The {name} grid on task {task} (T from its defaults)" + (f": {'; '.join(varied)}" if varied else "")
 
 
 def _fail(path: Path, key: str, expected: str) -> ConfigError:

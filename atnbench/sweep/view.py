@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from atnbench.selection import metric_name
 from atnbench.tables import FitTable
 
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "interrupted": "yellow"}
@@ -41,15 +42,28 @@ def eta_seconds(elapsed: float, finished: int, left: int) -> Optional[float]:
     return left * elapsed / finished
 
 
+def metric_columns(records: list[dict]) -> list[tuple[str, str]]:
+    """(record key, column) for the task's own measure (accuracy, MAE, bpc, ...): its best on
+    validation and its test value at the evaluation validation chose (``atnbench.selection``)."""
+    metric = next((r["metric"] for r in records if r.get("metric")), None)
+    if metric is None:
+        return []
+    name = metric_name(metric)
+    columns = [(f"val_{metric}", f"best val {name}"), (f"test_{metric}", f"test {name} at best val.")]
+    return [(key, column) for key, column in columns if any(r.get(key) is not None for r in records)]
+
+
 def results_table(records: list[dict], title: str = "finished runs") -> FitTable:
     """One row per run of the sweep that finished (done or diverged): its label, status, min
-    validation loss and wall time; the lowest min validation loss in bold. Records are the run
-    records of ``train.result_record`` (with ``label``); runs not finished are left out."""
+    validation loss, the task's own measure (accuracy, MAE, bpc...) where it has one, and wall
+    time; the lowest min validation loss in bold. Records are the run records of
+    ``train.result_record`` (with ``label``); runs not finished are left out."""
     finished = [r for r in records if r.get("status") in ("done", "diverged")]
+    measured = metric_columns(finished)
     table = FitTable(title=f"{title} ({len(finished)} of {len(records)})", key_columns=2)
-    for column in ("run id", "run", "status", "min val loss", "time"):
-        table.add_column(column, justify="right" if column in ("min val loss", "time") else "left",
-                         no_wrap=column == "run id")
+    numeric = ("min val loss", *(column for _, column in measured), "time")
+    for column in ("run id", "run", "status", *numeric):
+        table.add_column(column, justify="right" if column in numeric else "left", no_wrap=column == "run id")
     losses = [r["min_val_loss"] for r in finished if r.get("min_val_loss") is not None]
     best = min(losses) if losses else None
     for r in finished:
@@ -58,7 +72,7 @@ def results_table(records: list[dict], title: str = "finished runs") -> FitTable
         status = r["status"] if r["status"] == "done" else f"[{STATUS_STYLE[r['status']]}]{r['status']}[/]"
         wall = r.get("wall_s")
         table.add_row(r.get("run_id", "-"), escape(r.get("label", "-")), status, loss_text,
-                      "-" if wall is None else duration(wall))
+                      *(_num(r.get(key)) for key, _ in measured), "-" if wall is None else duration(wall))
     return table
 
 
@@ -140,6 +154,8 @@ class SweepView:
         label = self.labels.get(run_id, run_id)
         detail = outcome.get("error") or (f"min val {_num(outcome.get('min_val_loss'))}"
                                           if outcome.get("min_val_loss") is not None else "")
+        if not outcome.get("error") and outcome.get("val_metric") is not None:
+            detail += f"  best val {metric_name(outcome['metric'])} {_num(outcome['val_metric'])}"
         if status != "interrupted":
             self.finished_count += 1
         if self.progress is not None:

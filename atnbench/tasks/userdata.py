@@ -28,6 +28,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from atnbench.config import ConfigError
+from atnbench.errors import needs_package
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
@@ -185,8 +186,8 @@ def load_frame(path: Path):
             return pd.read_feather(path)
     except ConfigError:
         raise
-    except ImportError as err:
-        raise ConfigError(f"{path}: reading it needs {err.name} (pip install 'atnbench[data]')") from None
+    except ImportError:  # pandas names the missing package in words only: the path says which it is
+        raise ConfigError(f"{path}: reading it {needs_package('datasets' if path.is_dir() else 'pyarrow')}") from None
     except Exception as err:  # pandas/pyarrow say what is wrong in many exception types
         raise ConfigError(f"{path}: cannot read it ({_first_line(err)})") from None
     known = ", ".join([*TABLE_SUFFIXES, ".npz", *FRAME_SUFFIXES])
