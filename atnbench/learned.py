@@ -4,7 +4,8 @@ training mean, or the task's own; ``TaskSpec.baseline``).
 
 A run that ends there scored what a constant guess scores (GunPoint with ATN at the old
 defaults: 20 steps, chance accuracy), and its table alone does not show it: ``at_baseline``
-is the one line that says so and what to try.
+is the one line that says so and what to try. Only for a task of your own: a paper's protocol is
+fixed, and its runs at the baseline (the plain LSTM's plateau on the copying task) are findings.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ MARGIN = 0.05
 
 
 def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
-    """One line for a finished run whose best validation loss is at the no-information baseline
-    (None for a run below it, one that did not finish, or a task without a baseline)."""
+    """One line for a finished run of a task of your own whose best validation loss is at the
+    no-information baseline (None for a run below it, one that did not finish, a shipped task or
+    a task without a baseline)."""
     best, baseline = record.get("min_val_loss"), record.get("baseline")
-    if record.get("status") != "done" or best is None or not baseline or best < (1 - MARGIN) * baseline:
+    if "user_task" not in (config.options or {}) or record.get("status") != "done" or best is None \
+            or not baseline or best < (1 - MARGIN) * baseline:
         return None
-    tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:g} or "
-             f"{config.lr * 3:g})", "another norm (--norm ln)"]
+    tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:.2g} or "
+             f"{config.lr * 3:.2g})", "another norm (--norm ln)"]
     if record.get("stopped_early"):
         tries.insert(0, f"a longer patience (--patience {2 * config.patience}; it stopped early at step "
                         f"{record.get('steps')})")

@@ -247,7 +247,7 @@ def load_preset(path: Path):
 
         prep = prepared(options["user_task"], options["data_files"])
         # the longest sequence of any split: no test sequence is cut unless the file says T
-        defaults = _fit_length(given, suggested_defaults(prep))
+        defaults = _fit_length(given, suggested_defaults(prep, given.get("batch_size")))
         longest = max(len(seq) for part in prep.splits.values() for seq in part.xs)
     defaults.update(given)
     defaults["options"] = {**(given.get("options") or {}), **options}

@@ -357,12 +357,13 @@ def evaluation_interval(steps: int) -> int:
     return max(1, math.ceil(steps / EVALUATIONS))
 
 
-def suggested_defaults(prep: Prepared) -> dict[str, Any]:
+def suggested_defaults(prep: Prepared, batch: Optional[int] = None) -> dict[str, Any]:
     """Settings that fit the data where the task file says nothing: Adam at 3e-3, a 64-unit
-    LSTM, batches of up to 32, the step budget of ``step_budget`` evaluated about EVALUATIONS
-    times, early stopping after PATIENCE evaluations without a lower validation loss."""
+    LSTM, batches of up to 32 (or the file's ``batch``, which the epochs then count in), the
+    step budget of ``step_budget`` evaluated about EVALUATIONS times, early stopping after
+    PATIENCE evaluations without a lower validation loss."""
     n_train, n_val = len(prep.splits["train"].xs), len(prep.splits["val"].xs)
-    batch = min(32, n_train)
+    batch = batch or min(32, n_train)
     steps = step_budget(n_train, batch)
     return {"cell": "lstm", "hidden": 64, "optimizer": "adam", "lr": 3.0e-3, "batch_size": batch, "k": 10,
             "steps_per_epoch": max(1, n_train // batch), "steps": steps, "eval_every": evaluation_interval(steps),
