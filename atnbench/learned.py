@@ -17,6 +17,12 @@ from typing import Any, Optional
 MARGIN = 0.05
 
 
+def stopped_early(config, record: dict[str, Any]) -> bool:
+    """Whether early stopping ended the run: done before its last step (``steps`` counts the
+    steps trained; a run ends early otherwise only by diverging)."""
+    return bool(config.patience) and record.get("status") == "done" and record.get("steps", 0) < config.steps
+
+
 def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
     """One line for a finished run of a task of your own whose best validation loss is at the
     no-information baseline (None for a run below it, one that did not finish, a shipped task or
@@ -27,7 +33,7 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
         return None
     tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:.2g} or "
              f"{config.lr * 3:.2g})", "another norm (--norm ln)"]
-    if record.get("stopped_early"):
+    if stopped_early(config, record):
         tries.insert(0, f"a longer patience (--patience {2 * config.patience}; it stopped early at step "
                         f"{record.get('steps')})")
     return (f"the best validation loss {best:.4g} is at the no-information baseline {baseline:.4g} (what a guess "

@@ -221,7 +221,7 @@ def get_user_task(name: str):
 def _fit_length(given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """The suggested defaults fitted to a run length the task file sets (steps or epochs): the
     file's length replaces the step budget, and unless the file sets it too, the evaluation
-    interval is the one for that length (about ``EVALUATIONS`` evaluations)."""
+    interval is the one for that length (``userprep.evaluation_interval``)."""
     from atnbench.tasks.userprep import evaluation_interval
 
     if "epochs" not in given and "steps" not in given:
@@ -230,7 +230,7 @@ def _fit_length(given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
     per_epoch = given.get("steps_per_epoch") or defaults["steps_per_epoch"]
     steps = given["steps"] if "steps" in given else max(1, round(given["epochs"] * per_epoch))
     if "eval_every" not in given:
-        fitted["eval_every"] = evaluation_interval(steps)
+        fitted["eval_every"] = evaluation_interval(steps, per_epoch)
     return fitted
 
 

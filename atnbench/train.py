@@ -339,7 +339,6 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     status, error = "done", None
     window_loss, window_steps, evals = 0.0, 0, 0
     best_val, since_best = early_stopping_state(store.curve(run_id))  # a resumed run goes on counting
-    stopped_early = False
     try:
         model.train()
         while step < config.steps:
@@ -377,8 +376,7 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
                 window_loss, window_steps = 0.0, 0
                 evals += 1
                 if config.patience and since_best >= config.patience and step < config.steps:
-                    stopped_early = True  # the best-validation weights are kept; more steps only overfit
-                    break
+                    break  # done: the best-validation weights are kept; more steps only overfit
                 if evals % checkpoint_every == 0 and step < config.steps:
                     checkpoint.save(model, optimizer, source, state, step, wall)
     except Diverged as err:
@@ -391,8 +389,6 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
         raise
     wall = wall_before + time.perf_counter() - started
     summary = summarize(store, config, step, wall, params)
-    if config.patience:  # only where early stopping is on: the paper's runs keep their summaries
-        summary["stopped_early"] = stopped_early
     if keep_model and status == "done":
         with schedule.eval_weights(optimizer):  # the weights its evaluations scored
             store.save_model(run_id, "final", step, _weights(model))

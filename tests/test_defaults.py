@@ -68,7 +68,9 @@ def test_a_small_data_set_trains_at_least_the_floor_and_a_large_one_its_epochs(t
 def test_a_task_file_that_sets_the_length_keeps_it_with_an_interval_to_fit(tmp_path):
     folder = tmp_path / "t"
     config = resolve(write_task(folder, "short", np.arange(50) % 2, "defaults: {epochs: 3, batch_size: 8}\n"), "short")
-    assert (config.steps, config.eval_every) == (15, 1)  # 3 epochs of 40 // 8 steps; every step evaluated
+    assert (config.steps, config.eval_every) == (15, 5)  # 3 epochs of 40 // 8 steps, evaluated once each
+    config = resolve(write_task(folder, "long", np.arange(50) % 2, "defaults: {steps: 5000, batch_size: 8}\n"), "long")
+    assert (config.steps, config.eval_every) == (5000, 100)  # 50 evaluations, not one per 5-step pass
     config = resolve(write_task(folder, "fixed", np.arange(50) % 2, "defaults: {steps: 500, eval_every: 7}\n"), "fixed")
     assert (config.steps, config.eval_every) == (500, 7)
     config = resolve(folder, "fixed", steps=100, patience=0)  # flags win: early stopping off
@@ -113,7 +115,7 @@ def test_early_stopping_ends_a_run_patience_evaluations_after_its_best(tmp_path)
     result = ok(invoke("run", "noise", "--include", folder, "--norm", "ln", "--patience", 3, "--store", store,
                        "-q", "-o", record))
     summary = json.loads(record.read_text())
-    assert summary["stopped_early"] is True and summary["steps"] < 400
+    assert summary["status"] == "done" and summary["steps"] < 400
     assert "stopped early: no lower validation loss in 3 evaluations" in result.stdout
     with ResultsStore(store) as results:
         curve = [p.val_loss for p in results.curve(summary["run_id"])]
@@ -193,5 +195,5 @@ def test_a_run_below_the_baseline_has_no_such_line():
     assert at_baseline(config, {**done, "min_val_loss": 0.3}) is None
     assert at_baseline(config, {**done, "min_val_loss": 0.69, "status": "diverged"}) is None
     assert at_baseline(config, {**done, "min_val_loss": 0.3, "baseline": None}) is None
-    line = at_baseline(config, {**done, "min_val_loss": 0.67, "stopped_early": True, "steps": 40})
+    line = at_baseline(config, {**done, "min_val_loss": 0.67, "steps": 40})  # stopped early
     assert line is not None and "--patience 8" in line and "step 40" in line and "\n" not in line

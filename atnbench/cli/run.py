@@ -16,7 +16,7 @@ from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.equivalence import finished_equivalent
-from atnbench.learned import at_baseline
+from atnbench.learned import at_baseline, stopped_early
 from atnbench.runspec import resolve_run
 from atnbench.settings import RUN_SETTINGS
 from atnbench.store import ResultsStore
@@ -60,7 +60,7 @@ def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTabl
         ("task baseline", _fmt(record.get("baseline"))),
         ("steps", f"{record['steps']} of {config.steps}" + (
             f"  (stopped early: no lower validation loss in {config.patience} evaluations)"
-            if record.get("stopped_early") else "")),
+            if stopped_early(config, record) else "")),
         ("wall time", f"{record['wall_s']:.1f} s"),
         ("steps/s", _fmt(record.get("steps_per_s"), 4)),
         ("parameters", f"{record['params']:,}"),

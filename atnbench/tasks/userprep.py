@@ -352,19 +352,21 @@ def step_budget(n_train: int, batch: int) -> int:
     return max(MIN_STEPS, EPOCHS * max(1, n_train // batch))
 
 
-def evaluation_interval(steps: int) -> int:
-    """Steps between evaluations: about EVALUATIONS of them in a run of ``steps`` steps."""
-    return max(1, math.ceil(steps / EVALUATIONS))
+def evaluation_interval(steps: int, per_epoch: int) -> int:
+    """Steps between evaluations: once per pass over the training split, or about EVALUATIONS
+    times in a run of ``steps`` steps, whichever is rarer (GunPoint's 2,000 one-batch passes
+    are evaluated every 40 steps, not every step)."""
+    return max(per_epoch, math.ceil(steps / EVALUATIONS))
 
 
 def suggested_defaults(prep: Prepared, batch: Optional[int] = None) -> dict[str, Any]:
     """Settings that fit the data where the task file says nothing: Adam at 3e-3, a 64-unit
     LSTM, batches of up to 32 (or the file's ``batch``, which the epochs then count in), the
-    step budget of ``step_budget`` evaluated about EVALUATIONS times, early stopping after
-    PATIENCE evaluations without a lower validation loss."""
+    step budget of ``step_budget`` evaluated as ``evaluation_interval`` says, early stopping
+    after PATIENCE evaluations without a lower validation loss."""
     n_train, n_val = len(prep.splits["train"].xs), len(prep.splits["val"].xs)
     batch = batch or min(32, n_train)
-    steps = step_budget(n_train, batch)
+    steps, per_epoch = step_budget(n_train, batch), max(1, n_train // batch)
     return {"cell": "lstm", "hidden": 64, "optimizer": "adam", "lr": 3.0e-3, "batch_size": batch, "k": 10,
-            "steps_per_epoch": max(1, n_train // batch), "steps": steps, "eval_every": evaluation_interval(steps),
+            "steps_per_epoch": per_epoch, "steps": steps, "eval_every": evaluation_interval(steps, per_epoch),
             "patience": PATIENCE, "val_samples": n_val}
