@@ -197,3 +197,47 @@ def test_a_run_below_the_baseline_has_no_such_line():
     assert at_baseline(config, {**done, "min_val_loss": 0.3, "baseline": None}) is None
     line = at_baseline(config, {**done, "min_val_loss": 0.67, "steps": 40})  # stopped early
     assert line is not None and "--patience 8" in line and "step 40" in line and "\n" not in line
+
+
+# --- the example: real data at the defaults -----------------------------------------------------
+
+def test_the_small_data_example_holds_real_data_at_the_defaults(tmp_path):
+    """examples/small-data on a copy: its export writes GunPoint (CSV), BasicMotions and Japanese
+    Vowels out of the aeon package; each task file resolves to the defaults, its validation split
+    is stratified, and the README's runs, cut to 2 steps, say so where they end at the baseline."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "small-data"
+    folder = tmp_path / "small-data"
+    shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.npz", "*.csv"))
+    subprocess.run([sys.executable, str(folder / "export.py")], check=True, capture_output=True)
+    from atnbench.learned import MARGIN
+    from atnbench.tasks.userprep import MIN_STEPS, PATIENCE
+
+    sizes = {"gunpoint": (40, 10, 150), "basic-motions": (32, 8, 40), "japanese-vowels": (216, 54, 370)}
+    for name, (n_train, n_val, n_test) in sizes.items():
+        config = resolve(folder, name)
+        assert (config.steps, config.patience, config.lr, config.optimizer) == (MIN_STEPS, PATIENCE, 3e-3, "adam")
+        result = ok(invoke("tasks", "check", name, "--include", folder))
+        assert f"train {n_train}, val {n_val}, test {n_test}" in result.stdout
+    # GunPoint's 50 training sequences are 24 of class 1 and 26 of class 2: 5 of each held out
+    assert "majority class        2 (50.0% of validation)" in invoke("tasks", "check", "gunpoint", "--include",
+                                                                       folder).stdout
+    block = re.search(r"```bash\n(.+?)\n```", (example / "README.md").read_text(), re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands[0] == "pip install aeon && python examples/small-data/export.py"
+    runs = [c for c in commands[1:] if c.startswith("atnbench run ")]
+    assert len(runs) == 3
+    noted = []
+    for command in runs:
+        words = command.replace("examples/small-data", str(folder)).split()[1:]
+        record = tmp_path / "r.json"
+        result = ok(invoke(*words, "--iters", 2, "--eval-every", 1, "--store", tmp_path / "s.db", "-q", "-o", record))
+        summary = json.loads(record.read_text())
+        at_baseline = summary["min_val_loss"] >= (1 - MARGIN) * summary["baseline"]
+        assert ("no-information baseline" in result.stderr) == at_baseline, command
+        noted.append(at_baseline)
+    assert noted[0]  # GunPoint after 2 steps: 0.69 against 0.69
