@@ -54,6 +54,9 @@ class RunConfig:
     steps: Positive = 1000
     steps_per_epoch: Optional[Positive] = None
     eval_every: Positive = 100
+    # early stopping: evaluations in a row without a lower validation loss before the run stops;
+    # 0 (the neutral value, kept out of the run id): every step of the budget is trained
+    patience: Annotated[int, Field(ge=0, le=INT_MAX)] = 0
     val_samples: Positive = 1000
     clip: Optional[Annotated[float, Field(gt=0)]] = None
     seed: Annotated[int, Field(ge=0, le=SEED_MAX)] = 0  # as --seeds: torch would take -1, numpy's generators not

@@ -10,6 +10,8 @@ The id is a hash of ``identity(config)``, the config with
   one; the CPU thread count is dropped off the CPU;
 * data locations replaced by a fingerprint of the data files' contents (moving the data keeps
   the id; changing a file changes it);
+* settings added after runs were published left out at their neutral value (``NEUTRAL``: early
+  stopping off), so a run stored before the setting existed keeps its id;
 * what does matter added: the thread count and device type (reductions, hence the last bits,
   depend on them) and ``code_fingerprint()``.
 
@@ -41,6 +43,9 @@ PACKAGE = Path(__file__).resolve().parent
 CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
 DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
+# settings newer than published runs -> the value that does what the code did before them; at that
+# value the setting is not part of the identity (the runs stored without it keep their ids)
+NEUTRAL = {"patience": 0}
 
 
 def run_id(config: dict[str, Any]) -> str:
@@ -92,6 +97,9 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     if values.get("device", "cpu") != "cpu":
         values["threads"] = None
     values["options"] = _options_identity(values.get("options") or {})
+    for name, neutral in NEUTRAL.items():
+        if values.get(name) == neutral:
+            del values[name]
     return values
 
 

@@ -69,6 +69,10 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     _setting("iters", "--iters", "Training length in optimizer steps (overrides --epochs).", int, key="steps",
              sweep_help="Run flag for every run (optimizer steps)."),
     _setting("eval_every", "--eval-every", "Evaluate on the validation set every N steps.", int),
+    _setting("patience", "--patience",
+             "Early stopping: end the run once N evaluations in a row found no lower validation loss "
+             "(its best-validation weights are kept); 0 trains every step. Default: the task's (10 for "
+             "a task of your own, 0 for the paper's fixed protocols).", int),
     _setting("val_samples", "--val-samples", "Size of the held-out validation set.", int),
     _setting("clip", "--clip", "Clip the gradient norm at this value.", float, check="finite"),
     _setting("affine", "--affine/--no-affine", "Trainable gain and bias in the normalizations.", bool),

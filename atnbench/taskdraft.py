@@ -91,5 +91,6 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
         lines += [f"  layout: {fields.layout}", f"  id: {fields.id}", f"  time: {fields.time or 'null'}"]
     lines += ["standardize: true        # inputs scaled with the training split's mean and std",
               "# default_T: the longest training sequence; longer sequences keep their first T steps",
-              "defaults: {}             # run settings, e.g. {hidden: 64, lr: 1.0e-3, epochs: 20}", ""]
+              "# run settings over the defaults that learn on small data (docs/adding-a-task.md)",
+              "defaults: {}             # e.g. {hidden: 32, patience: 20}", ""]
     return "\n".join(lines)

@@ -240,6 +240,22 @@ def get_user_task(name: str):
     return spec_from_options(name, task_options(read_definition(path), path))
 
 
+def _fit_length(given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The suggested defaults fitted to a run length the task file sets (steps or epochs): the
+    file's length replaces the step budget, and unless the file sets it too, the evaluation
+    interval is the one for that length (``userprep.evaluation_interval``)."""
+    from atnbench.tasks.userprep import evaluation_interval
+
+    if "epochs" not in given and "steps" not in given:
+        return defaults
+    fitted = {key: value for key, value in defaults.items() if key != "steps"}
+    per_epoch = given.get("steps_per_epoch") or defaults["steps_per_epoch"]
+    steps = given["steps"] if "steps" in given else max(1, round(given["epochs"] * per_epoch))
+    if "eval_every" not in given:
+        fitted["eval_every"] = evaluation_interval(steps, per_epoch)
+    return fitted
+
+
 def load_preset(path: Path):
     """The TaskPreset of a user task file: its defaults over defaults that fit its data."""
     from atnbench.presets import TaskPreset, check_layer
@@ -253,9 +269,8 @@ def load_preset(path: Path):
 
         prep = prepared(options["user_task"], options["data_files"])
         # the longest sequence of any split: no test sequence is cut unless the file says T
-        defaults, longest = suggested_defaults(prep), max(len(seq) for part in prep.splits.values() for seq in part.xs)
-        if "steps" in given:
-            defaults.pop("epochs")
+        defaults = _fit_length(given, suggested_defaults(prep, given.get("batch_size")))
+        longest = max(len(seq) for part in prep.splits.values() for seq in part.xs)
     defaults.update(given)
     defaults["options"] = {**(given.get("options") or {}), **options}
     default_T = definition.default_T or longest

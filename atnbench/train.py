@@ -254,6 +254,16 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
     }
 
 
+def early_stopping_state(curve) -> tuple[float, int]:
+    """The lowest validation loss of a curve and how many evaluations came after its first
+    occurrence (inf and 0 for a run with no evaluation yet): what early stopping counts from."""
+    vals = [p.val_loss for p in curve if p.val_loss is not None]
+    if not vals:
+        return math.inf, 0
+    best = min(vals)
+    return best, len(vals) - 1 - vals.index(best)
+
+
 def _weights(model) -> bytes:
     buffer = io.BytesIO()
     torch.save({key: value.detach().cpu() for key, value in model.state_dict().items()}, buffer)
@@ -335,7 +345,7 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     started = time.perf_counter()
     status, error = "done", None
     window_loss, window_steps, evals = 0.0, 0, 0
-    best_val = min((p.val_loss for p in store.curve(run_id) if p.val_loss is not None), default=math.inf)
+    best_val, since_best = early_stopping_state(store.curve(run_id))  # a resumed run goes on counting
     try:
         model.train()
         while step < config.steps:
@@ -366,11 +376,14 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
                 store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
                 if improved is not None:
                     store.save_model(run_id, "best", step, improved)
+                since_best = 0 if val < best_val else since_best + 1
                 best_val = min(best_val, val)
                 reporter.evaluated(step, train_loss, val)
                 schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
                 window_loss, window_steps = 0.0, 0
                 evals += 1
+                if config.patience and since_best >= config.patience and step < config.steps:
+                    break  # done: the best-validation weights are kept; more steps only overfit
                 if evals % checkpoint_every == 0 and step < config.steps:
                     checkpoint.save(model, optimizer, source, state, step, wall)
     except Diverged as err:

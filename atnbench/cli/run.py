@@ -16,6 +16,7 @@ from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.equivalence import finished_equivalent
+from atnbench.learned import at_baseline, stopped_early
 from atnbench.runspec import resolve_run
 from atnbench.selection import metric_name, selected_summary
 from atnbench.settings import RUN_SETTINGS
@@ -75,7 +76,9 @@ def summary_table(config, record: dict, store: Optional[Path] = None) -> FitTabl
         ("final train loss", _fmt(record.get("final_train_loss"))),
         ("final validation loss", _fmt(record.get("final_val_loss"))),
         ("task baseline", _fmt(record.get("baseline"))),
-        ("steps", f"{record['steps']} of {config.steps}"),
+        ("steps", f"{record['steps']} of {config.steps}" + (
+            f"  (stopped early: no lower validation loss in {config.patience} evaluations)"
+            if stopped_early(config, record) else "")),
         ("wall time", f"{record['wall_s']:.1f} s"),
         ("steps/s", _fmt(record.get("steps_per_s"), 4)),
         ("parameters", f"{record['params']:,}"),
@@ -236,6 +239,9 @@ def run(
         print(json.dumps(record))
     else:
         out.print(summary_table(run_config, record, store_path))
+    learned_nothing = at_baseline(run_config, record)
+    if learned_nothing:
+        log.warning(learned_nothing)
     if record["status"] != "done":
         raise typer.Exit(1)
 
