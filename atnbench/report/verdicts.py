@@ -407,7 +407,7 @@ def read_claims(path: Path) -> list[Claim]:
     from atnbench.presets import read_yaml_mapping
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # anything else that is not a regular file: read_yaml_mapping says what it is
         raise ConfigError(f"--claims {path}: no such file")
     data = read_yaml_mapping(path)
     entries = data.get("claims")
