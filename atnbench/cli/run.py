@@ -168,7 +168,7 @@ def run(
     flags.update(threads=threads, device=torch_device.type)
     run_config = resolve_run(task, flags, config_file=config, variant=flags.pop("variant"), budget=settings["budget"])
     if out_file is not None:
-        check_output_file(out_file, out_name)  # now, not after the training
+        check_output_file(out_file, out_name, store=store)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
     with ResultsStore(store) as results:
@@ -211,9 +211,10 @@ def run(
                 err.print(f"interrupted: run {run_config.run_id} recorded as failed; continue it with the same command",
                           soft_wrap=True, highlight=False)
                 raise typer.Exit(128 + interrupt.signum)
-    if out_file is not None:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(json.dumps(record, indent=2) + "\n")
+    if out_file is not None:  # through a temporary file: a failed write leaves no half file
+        from atnbench.checkpoint import write_atomic
+
+        write_atomic(out_file, lambda handle: handle.write((json.dumps(record, indent=2) + "\n").encode()))
     if json_out:
         print(json.dumps(record))
     else:
