@@ -204,8 +204,13 @@ def data_paths(options: Any) -> list[Path]:
     return paths
 
 
+READING_ONLY = ("allow_pickle",)  # a user task's keys that say how its files may be read, not what they hold
+
+
 def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
+    if isinstance(options.get("user_task"), dict):  # allowed to unpickle or not, the same data: the same run
+        options["user_task"] = {k: v for k, v in options["user_task"].items() if k not in READING_ONLY}
     for key in DATA_OPTIONS:
         if key not in options:
             continue

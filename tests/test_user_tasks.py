@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 from atnbench.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\n"
+# the ragged test data are object arrays: read with pickle, which a task file must allow
+SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\nallow_pickle: true\n"
+PICKLED = "allow_pickle: true\n"
 
 
 @pytest.fixture(autouse=True)
@@ -255,7 +257,10 @@ def test_step_classification_from_a_long_table(tmp_path):
 def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     out = tmp_path / "drafts"
     out.mkdir()
-    ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out))
+    pickled = invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out)
+    assert pickled.exit_code == 2 and "--allow-pickle" in pickled.stderr and not (out / "draft-npz.yaml").exists()
+    ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out, "--allow-pickle"))
+    assert "allow_pickle: true" in (out / "draft-npz.yaml").read_text()
     ok(invoke("tasks", "new", "draft-csv", "--from", csv_task / "sums.csv", "--dir", out))
     assert "problem: sequence-classification" in (out / "draft-npz.yaml").read_text()
     assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()
@@ -362,7 +367,7 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {hidden: -1}\n", "hidden"),
     ("problem: sequence-classification\ndata: {train: empty.csv}\n", "no rows"),
     ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
-    ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "hold non-numbers"),
+    ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "data.x: column 't0' holds non-numbers ('a' in row 1)"),
     ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
@@ -383,7 +388,7 @@ def test_a_mistake_is_one_line_and_writes_nothing(tmp_path, monkeypatch, text, m
     folder = tmp_path / "bad"
     folder.mkdir()
     _files(folder)
-    (folder / "mine.yaml").write_text(text)
+    (folder / "mine.yaml").write_text(text + (PICKLED if "data" in text else ""))
     monkeypatch.chdir(tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     result = invoke(*command.split(), "mine", "--include", folder, "--store", tmp_path / "s.db") \

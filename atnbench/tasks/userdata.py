@@ -39,8 +39,8 @@ FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
 LAYOUTS = ("wide", "long", "nested")  # tables
 ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
 LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
-PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; set allow_pickle: true "
-               "in the task file only for a file you trust")
+PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; allow it (allow_pickle: true "
+               "in the task file, tasks new --allow-pickle) only for a file you trust")
 
 
 @dataclass(frozen=True)
