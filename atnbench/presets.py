@@ -76,7 +76,7 @@ def list_task_presets() -> list[str]:
 def find_preset_file(kind: str, name: str | Path) -> Path:
     """An existing file path as given, else ``NAME.yaml`` in the first of ``search_dirs(kind)``."""
     path = Path(name)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or a device too: the reader says what it is
         return path
     folders = search_dirs(kind)
     if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:

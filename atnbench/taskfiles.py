@@ -133,7 +133,7 @@ def find(name: str) -> Optional[Path]:
         return None
     for folder in folders():
         path = folder / f"{name}.yaml"
-        if path.is_file():
+        if path.exists() and not path.is_dir():  # a FIFO or a device too: the reader says what it is
             return path
     return None
 
