@@ -252,6 +252,8 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     """Cached by (path, size, mtime): a sweep hashes each data file once per process."""
     if size < 0:
         return f"missing:{path}"
+    if not Path(path).is_file():  # a FIFO or a device would never end; reading the data refuses it
+        return f"not-a-file:{path}"
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

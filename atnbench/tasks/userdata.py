@@ -331,7 +331,7 @@ def _long(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
         xs.append(_numbers(group[columns], source, "x"))
         target = group[fields.y].to_numpy()
         if not per_step and len(set(target.tolist())) > 1:
-            raise ConfigError(f"{source}: data.y: sequence {group[fields.id].iloc[0]!r} has several targets; "
+            raise ConfigError(f"{source}: data.y: sequence {_plain(group[fields.id].iloc[0])!r} has several targets; "
                               f"a per-sequence problem needs one value per sequence")
         ys.append(target if per_step else target[0])
     _check_finite(xs, source)
@@ -344,19 +344,20 @@ def _in_time_order(frame, fields: Fields, source: str):
     import pandas as pd
 
     stamps = frame[fields.time]
-    if stamps.dtype == object:
+    if not (pd.api.types.is_numeric_dtype(stamps) or stamps.dtype.kind in "mM"):  # text (object or str dtype)
         numbers = pd.to_numeric(stamps, errors="coerce")
         if numbers.isna().any():
-            bad = stamps[numbers.isna()].iloc[0]
+            bad = _plain(stamps[numbers.isna()].iloc[0])
             raise ConfigError(f"{source}: data.time: column {fields.time!r} holds {bad!r} (row "
                               f"{int(stamps.index[numbers.isna().to_numpy().argmax()]) + 1}), not a number; time stamps "
                               f"order the steps: give numbers (text would sort t10 before t7)")
         frame = frame.assign(**{fields.time: numbers})
-    twice = frame.duplicated([fields.id, fields.time])
+    twice = frame.duplicated([fields.id, fields.time]).to_numpy()
     if twice.any():
-        row = frame[twice].iloc[0]
-        raise ConfigError(f"{source}: data.time: sequence {row[fields.id]!r} has time {row[fields.time]!r} twice "
-                          f"(row {int(frame.index[twice.to_numpy().argmax()]) + 1}); one row per step")
+        first = int(twice.argmax())  # column by column: a row as one Series would make the id a float
+        seq, stamp = (_plain(frame[column].iloc[first]) for column in (fields.id, fields.time))
+        raise ConfigError(f"{source}: data.time: sequence {seq!r} has time {stamp!r} twice "
+                          f"(row {int(frame.index[first]) + 1}); one row per step")
     return frame.sort_values([fields.id, fields.time], kind="stable")
 
 
@@ -393,23 +394,23 @@ def _numbers(frame, source: str, part: str) -> np.ndarray:
         return frame.to_numpy(dtype=np.float64)
     except (TypeError, ValueError):
         pass
+    import pandas as pd
+
     for column in frame.columns:  # the first column that is not numbers, and a value of it
         try:
             frame[column].to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
-            cells = frame[column].to_numpy()
-            bad = next((i for i, v in enumerate(cells) if not _is_number(v)), 0)
-            raise ConfigError(f"{source}: data.{part}: column {column!r} holds non-numbers ({cells[bad]!r} in row "
-                              f"{int(frame.index[bad]) + 1})") from None
+            cells = frame[column]
+            bad = (pd.to_numeric(cells, errors="coerce").isna() & cells.notna()).to_numpy()
+            first = int(bad.argmax())
+            raise ConfigError(f"{source}: data.{part}: column {column!r} holds non-numbers "
+                              f"({_plain(cells.iloc[first])!r} in row {int(frame.index[first]) + 1})") from None
     raise ConfigError(f"{source}: data.{part}: columns {_columns(frame)} hold non-numbers")
 
 
-def _is_number(value) -> bool:
-    try:
-        float(value)
-        return not isinstance(value, (str, bytes))
-    except (TypeError, ValueError):
-        return False
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (``0``, not ``np.int64(0)``, in messages)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:

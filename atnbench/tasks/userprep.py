@@ -76,13 +76,16 @@ def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is
             given[split] = read_split(where, fields, problem.per_step, user.get("allow_pickle", False))
     if "train" not in given:
         raise ConfigError("data.train: required (the training file)")
+    if problem.classes:  # as read: the file and the row of a bad label, not its place in a carved split
+        for part in given.values():
+            _check_labels(part, problem.per_step, fields.y)
     splits = _carve(given, user["split"])
     channels = {seq.shape[1] for part in splits.values() for seq in part.xs}
     if len(channels) > 1:
         raise ConfigError(f"data.x: the splits have different numbers of channels ({sorted(channels)})")
     classes, target_dim = None, 1
     if problem.classes:
-        classes = _classes(splits, problem.per_step, fields.y)
+        classes = _classes(splits, problem.per_step)
     else:
         target_dim = _check_numbers(splits, problem.per_step)
     vocab = _vocabulary(splits, user["tokens"]["embedding"]) if "tokens" in user else None
@@ -147,10 +150,7 @@ def _targets_of(part: Sequences, dim: int) -> np.ndarray:
     return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, dim) for y in part.ys])
 
 
-def _classes(splits: dict[str, Sequences], per_step: bool, column: str = "y") -> list:
-    for part in splits.values():
-        _check_labels(part, per_step, column)
-
+def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
     def labels(part: Sequences) -> set:
         return set(_labels_of(part, per_step))
 
