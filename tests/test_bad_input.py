@@ -899,6 +899,7 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
     root, paths = world
     monkeypatch.chdir(root)  # a default path (./atnbench-results) would show up in the snapshot
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+    monkeypatch.setenv("ATNBENCH_TASKS", "")  # --include sets it: restored (unset) after each case
     monkeypatch.setenv("ATNBENCH_DATA", str(root / "no-data-root"))  # never created: data commands write nothing
     before, counts = snapshot(root), row_counts(paths["good"])
     result = CliRunner().invoke(app, [command, *_expand(args, root, paths)])
