@@ -141,6 +141,8 @@ class Loader(yaml.SafeLoader):
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`: its keys may be overridden here
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 repeated = key in seen
