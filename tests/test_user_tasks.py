@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -520,3 +521,38 @@ def test_a_data_file_edited_in_place_makes_a_new_run_not_a_match_for_the_old_one
     swept = ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0",
                       "--store", store, "--dry-run", "--format", "json"))
     assert all(row["status"] != "done" or row["run_id"] == second["run_id"] for row in json.loads(swept.stdout))
+
+
+def test_an_nct_array_is_read_as_its_layout_says(tmp_path):
+    """(N, channels, T), aeon's layout: refused without a word from the task file (matrix), read
+    transposed with layout: NCT, and as it stands with layout: NTC."""
+    from atnbench.tasks.userdata import Fields, read_split
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 2, 30))
+    np.savez(tmp_path / "nct.npz", x=x, y=np.arange(6) % 2)
+    nct = read_split(tmp_path / "nct.npz", Fields(layout="NCT"), per_step=False)
+    assert [seq.shape for seq in nct.xs] == [(30, 2)] * 6 and np.array_equal(nct.xs[4], x[4].T)
+    ntc = read_split(tmp_path / "nct.npz", Fields(layout="NTC"), per_step=False)
+    assert [seq.shape for seq in ntc.xs] == [(2, 30)] * 6
+    (tmp_path / "aeon.yaml").write_text("problem: sequence-classification\ndata: {train: nct.npz, layout: NCT, "
+                                        "split: {validation: 0.5}}\n")
+    checked = ok(invoke("tasks", "check", "aeon", "--include", tmp_path)).stdout
+    assert re.search(r"channels\s+2\b", checked)
+    assert "30 to 30 steps" in checked
+
+
+def test_long_tables_sort_numeric_time_stamps_as_numbers(tmp_path):
+    """Time stamps written as text digits sort as numbers (10 after 7), not as text."""
+    from atnbench.tasks.userdata import Fields, read_split
+
+    rows = [f"0,{t},{t}.0,1" for t in (10, 7, 8, 9)] + [f"1,{t},{t}.0,0" for t in (2, 1)]
+    (tmp_path / "t.csv").write_text("id,time,v,label\n" + "\n".join(rows) + "\n")
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "t.csv", dtype={"time": str})  # as a text column would arrive
+    from atnbench.tasks.userdata import _from_frame
+
+    part = _from_frame(frame, Fields(y="label", layout="long"), per_step=False, source="t.csv")
+    assert part.xs[0][:, 0].tolist() == [7.0, 8.0, 9.0, 10.0] and part.xs[1][:, 0].tolist() == [1.0, 2.0]
+    assert read_split(tmp_path / "t.csv", Fields(y="label", layout="long"), per_step=False).xs[0][-1, 0] == 10.0
