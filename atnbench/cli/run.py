@@ -211,10 +211,9 @@ def run(
                 err.print(f"interrupted: run {run_config.run_id} recorded as failed; continue it with the same command",
                           soft_wrap=True, highlight=False)
                 raise typer.Exit(128 + interrupt.signum)
-    if out_file is not None:  # through a temporary file: a failed write leaves no half file
-        from atnbench.checkpoint import write_atomic
-
-        write_atomic(out_file, lambda handle: handle.write((json.dumps(record, indent=2) + "\n").encode()))
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(record, indent=2) + "\n")
     if json_out:
         print(json.dumps(record))
     else:
