@@ -582,6 +582,8 @@ CASES += [
     ("store", ["import", "{zero_link}", "--store", "{good}"], USAGE, "is a character device (a link to /dev/zero)"),
     ("store", ["import", "{jsonl:deep}", "--store", "{good}"], USAGE, "line 1: not JSON we read (nested deeper than 100"),
     ("tasks", ["new", "x", "--from", "{fifo}", "--dir", "{dir}/new"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
+    ("run", ["ptb-char", "--data-files", "train={pipe_txt},validation={pipe_txt},test={pipe_txt}"], USAGE,
+     "pipe.txt: is a named pipe (FIFO), not a regular file"),
     ("tasks", ["new", "x", "--from", "{zero_link}", "--dir", "{dir}/new"], USAGE, "is a character device"),
     # -- the store as an output: never replaced, nor a device or a FIFO --------------------------------
     ("store", ["export", "{good}", "--store", "{good}"], USAGE, "good.db is the results store"),
@@ -691,6 +693,8 @@ def _round_three_world(root: Path, outside: Path) -> dict[str, Path]:
              "deep_json": root / "deep.json", "huge_file": outside / "huge.yaml", "outside": outside,
              "mytasks": root / "mytasks", "good_symlink": root / "good-link.db", "good_hardlink": root / "good-hard.db"}
     os.mkfifo(paths["fifo"])
+    paths["pipe_txt"] = root / "pipe.txt"  # a shipped task's data file (--data-files) that is a FIFO
+    os.mkfifo(paths["pipe_txt"])
     paths["zero_link"].symlink_to("/dev/zero")
     paths["latin1"].write_bytes("caf\xe9: 1\n".encode("latin-1"))
     paths["utf16"].write_bytes("T: 8\n".encode("utf-16"))
