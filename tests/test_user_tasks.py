@@ -556,3 +556,17 @@ def test_long_tables_sort_numeric_time_stamps_as_numbers(tmp_path):
     part = _from_frame(frame, Fields(y="label", layout="long"), per_step=False, source="t.csv")
     assert part.xs[0][:, 0].tolist() == [7.0, 8.0, 9.0, 10.0] and part.xs[1][:, 0].tolist() == [1.0, 2.0]
     assert read_split(tmp_path / "t.csv", Fields(y="label", layout="long"), per_step=False).xs[0][-1, 0] == 10.0
+
+
+def test_tasks_new_makes_its_folder_and_refuses_a_fifo(csv_task, tmp_path):
+    """The README's tour: `tasks new ... --dir mytasks` where mytasks does not exist yet; a refused
+    draft makes no folder, and --from a FIFO is refused at once (it used to hang)."""
+    import os
+
+    out = tmp_path / "new" / "mytasks"
+    os.mkfifo(tmp_path / "pipe.csv")
+    refused = invoke("tasks", "new", "piped", "--from", tmp_path / "pipe.csv", "--dir", out)
+    assert refused.exit_code == 2 and "is a named pipe (FIFO)" in refused.stderr and not out.exists()
+    ok(invoke("tasks", "new", "sums", "--from", csv_task / "sums.csv", "--dir", out))
+    assert (out / "sums.yaml").is_file()
+    ok(invoke("tasks", "check", "sums", "--include", out))
