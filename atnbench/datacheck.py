@@ -19,6 +19,7 @@ import csv
 import io
 import json
 import logging
+import stat
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -38,12 +39,16 @@ def _json_problem(text: str) -> Optional[str]:
     try:
         json.loads(text)
         return None
+    except RecursionError:
+        return "is not JSON we read (nested too deep)"
     except ValueError:
         pass
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
                 json.loads(line)
+            except RecursionError:
+                return f"is not JSON we read (line {number}: nested too deep)"
             except ValueError as error:
                 return f"is not JSON (line {number}: {_first_line(error)})"
     return None
@@ -86,13 +91,19 @@ def _table_problem(path: Path) -> Optional[str]:
 
 def file_problem(path: Path) -> Optional[str]:
     """What a reader of this data file would trip over, or None (unknown suffixes: None)."""
+    from atnbench.userfiles import check_file
+
     path = Path(path)
     suffix = path.suffix.lower()
     if not path.exists():
         return "not found"
-    if path.is_dir():
+    try:  # a FIFO, a device (/dev/zero never ends) or a file past the size limit: said, never opened
+        found = check_file(path, "data", folder_ok=True)
+    except ConfigError as error:
+        return str(error).removeprefix(f"{path}: ")
+    if stat.S_ISDIR(found.st_mode):
         return "is a folder, not a file"
-    if path.stat().st_size == 0:
+    if found.st_size == 0:
         return "is empty"
     if suffix in (".parquet", ".arrow"):
         return _table_problem(path)

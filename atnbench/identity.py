@@ -212,8 +212,13 @@ def data_paths(options: Any) -> list[Path]:
     return paths
 
 
+READING_ONLY = ("allow_pickle",)  # a user task's keys that say how its files may be read, not what they hold
+
+
 def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
     options = dict(options)
+    if isinstance(options.get("user_task"), dict):  # allowed to unpickle or not, the same data: the same run
+        options["user_task"] = {k: v for k, v in options["user_task"].items() if k not in READING_ONLY}
     for key in DATA_OPTIONS:
         if key not in options:
             continue
@@ -255,6 +260,8 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
     """Cached by (path, size, mtime): a sweep hashes each data file once per process."""
     if size < 0:
         return f"missing:{path}"
+    if not Path(path).is_file():  # a FIFO or a device would never end; reading the data refuses it
+        return f"not-a-file:{path}"
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

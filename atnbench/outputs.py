@@ -5,6 +5,13 @@ Writability is tried, not looked up: ``os.access`` answers yes to root everywher
 read-only file system or in ``/proc``, where the write would still fail after the work. So the
 folder that would receive the file gets a temporary file, removed at once, and an existing file
 is opened for appending (which changes neither its bytes nor its modification time).
+
+An output replaces only a regular file: a device (``/dev/null``, ``/dev/full``), a FIFO or a
+socket there is refused (a write through a temporary file and a rename would put a regular file
+in its place, and a device never holds the output), and so is the results store the command
+reads (``--store``), also under another name: a symbolic or a hard link to it. An existing file
+is also refused where no new file can be made beside it: ``/proc/version`` opens for writing,
+but the write fails (EIO) after the work.
 """
 
 from __future__ import annotations
@@ -12,7 +19,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from atnbench.errors import UserError
 
@@ -37,18 +44,28 @@ def _check_parents(path: Path, flag: str) -> None:
             return
 
 
-def check_output_file(path: Union[str, Path], flag: str) -> None:
-    """ValueError (one line) unless ``path`` can be written as a file."""
+def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None) -> None:
+    """ValueError (one line) unless ``path`` can be written as a file, replacing only a regular
+    file that is not the results store ``store``."""
+    from atnbench.userfiles import kind_of
+
     path = Path(path).expanduser()
     if path.is_dir():
         raise UserError(f"{flag} {path} is a folder; give a file name")
-    if path.exists():
-        try:  # non-blocking: a FIFO nobody reads is refused now instead of hanging the write at the end
-            os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
-        except OSError as error:
-            raise UserError(f"{flag} {path} cannot be written ({error.strerror or type(error).__name__})") from None
+    if not path.exists():
+        _check_parents(path, flag)
         return
-    _check_parents(path, flag)
+    found = os.stat(path)
+    what = kind_of(found.st_mode)
+    if what is not None:
+        raise UserError(f"{flag} {path} is {what}, not a regular file; give a file's name")
+    if store is not None and Path(store).exists() and os.path.samefile(path, store):
+        raise UserError(f"{flag} {path} is the results store {store}; give another file")
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
+    except OSError as error:
+        raise UserError(f"{flag} {path} cannot be written ({error.strerror or type(error).__name__})") from None
+    _check_parents(path, flag)  # its folder: a new file there (the write's temporary one) can be made
 
 
 def check_output_dir(path: Union[str, Path], flag: str) -> None:

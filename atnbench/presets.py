@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 
 from atnbench.config import FIELDS, ConfigError, RunConfig
 
@@ -77,7 +76,7 @@ def list_task_presets() -> list[str]:
 def find_preset_file(kind: str, name: str | Path) -> Path:
     """An existing file path as given, else ``NAME.yaml`` in the first of ``search_dirs(kind)``."""
     path = Path(name)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or a device too: the reader says what it is
         return path
     folders = search_dirs(kind)
     if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
@@ -90,28 +89,11 @@ def find_preset_file(kind: str, name: str | Path) -> Path:
     raise ConfigError(f"no {kind} preset named {name!r} (searched {searched}); known: {known}")
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects repeated keys, which plain YAML silently resolves to the last."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    """A YAML file of keys, read by the one reader of users' files (``atnbench.userfiles``)."""
+    from atnbench.userfiles import read_yaml
+
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
     return data

@@ -5,7 +5,9 @@ A record is refused when a field has the wrong type (a ``T`` given as a string, 
 a word: no coercion), a number is not finite (``1e999``, NaN, inf; a missing value is ``null``,
 as the store writes it), a step or size is negative, an integer does not fit SQLite's 64 bits,
 a curve's ``wall_s`` is negative, the task is unknown, the run id is not 12 hexadecimal
-characters, or the run id does not follow from the config (recomputed with ``identity`` under the
+characters, a column the store lists runs by (``task``, ``T``, ``norm``, ``k``, ``seed``,
+``budget``) is given at the top level with another value or type than its config's (the store
+would list and report the run by the top-level one), or the run id does not follow from the config (recomputed with ``identity`` under the
 code fingerprint the record carries, this code's where it carries none or ``null``). A config that
 names data files (``identity.DATA_OPTIONS``) has them in its id by content: its id is recomputed
 when every one of them is on this machine, and otherwise checked by format only (``id_checkable``
@@ -118,6 +120,7 @@ class Config(BaseModel):
     seed: Optional[Count] = None
     norm: StrictStr
     k: Optional[Count] = None
+    budget: Optional[Number] = None
 
 
 class Env(BaseModel):
@@ -138,6 +141,29 @@ class Record(BaseModel):
     summary: Annotated[dict[str, Any], AfterValidator(_summary)] = {}
     curve: list[CurvePoint] = []
     sweeps: list[StrictStr] = []
+    # the store's columns, as an export writes them: each must say what the config says
+    task: Optional[StrictStr] = None
+    T: Optional[Count] = None
+    norm: Optional[StrictStr] = None
+    k: Optional[Count] = None
+    seed: Optional[Count] = None
+    budget: Optional[Number] = None
+
+
+COLUMNS = ("task", "T", "norm", "k", "seed", "budget")
+
+
+def _column_problem(record: dict) -> Optional[str]:
+    """A top-level column whose value differs from its config's (an int and a float are one
+    number: SQLite keeps a budget as a float)."""
+    for name in COLUMNS:
+        if name not in record:
+            continue
+        given, stated = record[name], record["config"].get(name)
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (given, stated))
+        if not (given == stated and (numbers or type(given) is type(stated))):
+            return f"{name}: {given!r} at the top level, {stated!r} in config.{name}; a record's columns repeat its config"
+    return None
 
 
 def problem(record: dict) -> Optional[str]:
@@ -151,6 +177,9 @@ def problem(record: dict) -> Optional[str]:
     from atnbench.store import STATUSES
     from atnbench.tasks import task_names
 
+    column = _column_problem(record)
+    if column is not None:
+        return column
     if checked.status not in STATUSES:
         return f"status: unknown status {checked.status!r} (one of {', '.join(STATUSES)})"
     user_task = "user_task" in (record["config"].get("options") or {})  # a user's task: its definition travels with it

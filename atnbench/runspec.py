@@ -10,12 +10,10 @@ same experiment has the same run id whether it came from ``atnbench run`` or a s
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 
 from atnbench.config import ConfigError, RunConfig, build_config, check_values
 from atnbench.identity import drop_stated_defaults
@@ -28,20 +26,14 @@ from atnbench.zoo import canonical_norm
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """A YAML or JSON mapping of RunConfig fields (``epochs`` allowed)."""
+    from atnbench.userfiles import read_settings
+
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"config file {path} is a folder")
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file not found: {path}")
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file (expected YAML or JSON)") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        first = str(err).splitlines()[0]
-        raise ConfigError(f"{path}: not valid YAML/JSON ({first})") from None
+    data = read_settings(path)  # a FIFO, a device, a huge or non-UTF-8 file: refused, one line
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -16,6 +16,7 @@ import numpy as np
 from atnbench.config import ConfigError
 from atnbench.tasks.userdata import Fields, load_frame, load_npz, read_split
 from atnbench.tasks.userprep import PROBLEMS
+from atnbench.userfiles import check_file
 
 MAX_CLASSES = 50
 NAMES = {"x": ("x", "X", "inputs", "data"), "y": ("y", "Y", "label", "labels", "target", "targets", "class"),
@@ -27,9 +28,9 @@ def _first(names: tuple[str, ...], available) -> Optional[str]:
     return next((name for name in names if name in available), None)
 
 
-def _infer_fields(path: Path) -> Fields:
+def _infer_fields(path: Path, allow_pickle: bool) -> Fields:
     if path.suffix == ".npz":
-        arrays = load_npz(path)
+        arrays = load_npz(path, allow_pickle)
         x, y = _first(NAMES["x"], arrays), _first(NAMES["y"], arrays)
         if x is None or y is None:
             raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(arrays)})")
@@ -42,9 +43,9 @@ def _infer_fields(path: Path) -> Fields:
     return Fields(y=y)
 
 
-def _infer_problem(path: Path, fields: Fields) -> str:
-    per_step = fields.layout == "long" or (path.suffix == ".npz" and _y_per_step(path, fields))
-    part = read_split(path, fields, per_step)
+def _infer_problem(path: Path, fields: Fields, allow_pickle: bool) -> str:
+    per_step = fields.layout == "long" or (path.suffix == ".npz" and _y_per_step(path, fields, allow_pickle))
+    part = read_split(path, fields, per_step, allow_pickle)
     values = np.concatenate([np.asarray(y).reshape(-1) for y in part.ys]) if per_step else np.asarray(part.ys)
     if per_step and fields.layout == "long":  # a long table's per-sequence target repeats on every row
         constant = all(len(set(np.asarray(y).reshape(-1).tolist())) == 1 for y in part.ys)
@@ -54,23 +55,25 @@ def _infer_problem(path: Path, fields: Fields) -> str:
     return f"{'step' if per_step else 'sequence'}-{'classification' if classes else 'regression'}"
 
 
-def _y_per_step(path: Path, fields: Fields) -> bool:
+def _y_per_step(path: Path, fields: Fields, allow_pickle: bool) -> bool:
     """Targets per step: an object array (one array per sequence) or (N, T, ...) beside x's T."""
-    arrays = load_npz(path)
+    arrays = load_npz(path, allow_pickle)
     x, y = arrays[fields.x], arrays[fields.y]
     steps = x.shape[1] if x.dtype != object and x.ndim >= 2 else None
     return y.dtype == object or y.ndim >= 2 and y.shape[1] > 1 and steps == y.shape[1]
 
 
-def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = None) -> str:
+def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = None,
+               allow_pickle: bool = False) -> str:
     """The text of NAME.yaml for ``data``, checked by reading the data as the task will."""
     if not data.exists():
         raise ConfigError(f"--from {data}: no such file")
+    check_file(data, "data", folder_ok=True)  # a FIFO or /dev/zero: refused before it is opened
     if problem is not None and problem not in PROBLEMS:
         raise ConfigError(f"--problem {problem!r}: choose one of: {', '.join(PROBLEMS)}")
-    fields = _infer_fields(data)
-    problem = problem or _infer_problem(data, fields)
-    part = read_split(data, fields, PROBLEMS[problem].per_step)
+    fields = _infer_fields(data, allow_pickle)
+    problem = problem or _infer_problem(data, fields, allow_pickle)
+    part = read_split(data, fields, PROBLEMS[problem].per_step, allow_pickle)
     lengths = [len(x) for x in part.xs]
     relative = os.path.relpath(data.absolute(), folder.absolute())
     lines = [f"# {name}: written by `atnbench tasks new` from {data.name}; check it with `atnbench tasks check {name}`",
@@ -92,5 +95,8 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
     lines += ["standardize: true        # inputs scaled with the training split's mean and std",
               "# default_T: the longest training sequence; longer sequences keep their first T steps",
               "# run settings over the defaults that learn on small data (docs/adding-a-task.md)",
-              "defaults: {}             # e.g. {hidden: 32, patience: 20}", ""]
+              "defaults: {}             # e.g. {hidden: 32, patience: 20}"]
+    if allow_pickle:
+        lines.append("allow_pickle: true       # object arrays unpickled: runs code from the file; only files you trust")
+    lines.append("")
     return "\n".join(lines)

@@ -12,11 +12,13 @@ A user task is found by name in the folders of ``$ATNBENCH_TASKS`` (``os.pathsep
       x: x                             # array or column names (see atnbench/tasks/userdata.py)
       y: y
       lengths: lengths                 # optional: valid steps of each padded sequence
+      layout: NCT                      # arrays laid out (N, channels, T); tables: wide, long or nested
     standardize: true                  # inputs standardized with the training split's statistics
     inputs: features                   # or tokens: integer ids read through an embedding (embedding: 64)
     metric: accuracy                   # classification: accuracy, bpc or ppl; regression: mae
     default_T: 29                      # optional: default, the longest sequence of any split
     defaults: {hidden: 64, lr: 1.0e-3} # RunConfig settings, as in a shipped preset; variants too
+    allow_pickle: false                # true: object arrays in .npz/.npy are unpickled (runs the file's code)
 
 or, for a generator or a loader written in Python, ``module: tasks.py:SPEC`` (a file beside the
 YAML, or an importable ``package.module:OBJECT``) naming a ``TaskSpec``. The whole definition,
@@ -61,7 +63,7 @@ class DataBlock(BaseModel):
     x: Union[StrictStr, list[StrictStr], None] = None
     y: StrictStr = "y"
     lengths: Optional[StrictStr] = None
-    layout: Optional[Literal["wide", "long", "nested"]] = None
+    layout: Optional[Literal["wide", "long", "nested", "NTC", "NCT"]] = None  # tables; NumPy arrays
     id: StrictStr = "id"
     time: Optional[StrictStr] = "time"
 
@@ -81,6 +83,7 @@ class Definition(BaseModel):
     metric: Optional[Literal["accuracy", "bpc", "ppl", "mae"]] = None  # default: accuracy or mae
     default_T: Optional[StrictInt] = Field(None, ge=1)
     defaults: dict[str, Any] = {}
+    allow_pickle: StrictBool = False  # object arrays are read with pickle, which runs code from the file
     per_T: dict[int, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
 
@@ -152,7 +155,7 @@ def find(name: str) -> Optional[Path]:
         return None
     for folder in folders():
         path = folder / f"{name}.yaml"
-        if path.is_file():
+        if path.exists() and not path.is_dir():  # a FIFO or a device too: the reader says what it is
             return path
     return None
 
@@ -212,6 +215,9 @@ def task_options(definition: Definition, path: Path) -> dict[str, Any]:
             files.update({f"{split}.{part}": str(base / file) for part, file in given.items()})
         elif given is not None:
             files[split] = str(base / given)
+    for key, file in files.items():
+        if "\0" in file:
+            raise ConfigError(f"{path}: key 'data.{key}': a file name cannot hold a NUL character, got {file!r}")
     fields = data.model_dump(exclude={"train", "validation", "test", "split"})
     split = {name: value for name, value in data.split.model_dump().items()
              if name == "seed" or getattr(data, name) is None}  # fractions only where no file is given
@@ -220,6 +226,8 @@ def task_options(definition: Definition, path: Path) -> dict[str, Any]:
         user["tokens"] = {"embedding": definition.embedding or 64}
     if definition.metric is not None:
         user["metric"] = definition.metric
+    if definition.allow_pickle:
+        user["allow_pickle"] = True
     return {"user_task": user, "data_files": files}
 
 

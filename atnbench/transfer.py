@@ -101,6 +101,7 @@ def checked_records(path: Path) -> list[dict]:
     run schema (a malformed row is skipped with a note; a record that fails the schema is a
     UserError naming the store, the run and the field, before anything is written anywhere)."""
     from atnbench.records import problem
+    from atnbench.userfiles import parse_json
 
     with ResultsStore(path, create=False, read_only=True) as reading:
         recs = list(records(reading))
@@ -149,14 +150,18 @@ def read_lines(path: Path) -> list[dict]:
         return _checked_lines(sys.stdin.buffer, "standard input")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give the JSON Lines file `atnbench store export` wrote")
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
+    from atnbench.userfiles import check_file
+
+    check_file(path, "records")  # a FIFO or a device is refused before it is opened (it would hang)
     with path.open("rb") as stream:
         return _checked_lines(stream, str(path))
 
 
 def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
     from atnbench.records import problem
+    from atnbench.userfiles import parse_json
 
     out = []
     for number, raw in enumerate(stream, 1):
@@ -166,10 +171,7 @@ def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
             raise UserError(f"{name} line {number}: not UTF-8 text (not a JSON Lines file)") from None
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise UserError(f"{name} line {number}: not JSON ({error.msg})") from None
+        record = parse_json(line, f"{name} line {number}")
         found = _malformed(record) or problem(record)
         if found:
             run = f" run {record['run_id']}" if isinstance(record, dict) and isinstance(record.get("run_id"), str) else ""

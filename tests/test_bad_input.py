@@ -146,12 +146,12 @@ CASES = [
     ("run", ["adding", *SMALL, "--output", "{file}/r.json"], USAGE, "is a file, not a folder"),
     ("run", ["adding", "--config", "{missing_file}"], USAGE, "config file not found"),
     ("run", ["adding", "--config", "{dir}"], USAGE, "is a folder"),
-    ("run", ["adding", "--config", "{binary}"], USAGE, "not a text file"),
+    ("run", ["adding", "--config", "{binary}"], USAGE, "binary.yaml: is binary (it holds NUL bytes), not UTF-8 text"),
     ("run", ["adding", "--config", "{cfg:twenty}"], USAGE, "T: expected a whole number, got 'twenty'"),
     ("run", ["adding", "--config", "{cfg:lr_text}"], USAGE, "write 1.0e-3"),
     ("run", ["adding", "--config", "{cfg:unknown}"], USAGE, "unknown config key(s): hiden"),
     ("run", ["adding", "--config", "{cfg:list}"], USAGE, "expected a mapping"),
-    ("run", ["adding", "--config", "{cfg:yaml}"], USAGE, "not valid YAML"),
+    ("run", ["adding", "--config", "{cfg:yaml}"], USAGE, "invalid YAML at line 2"),
     ("run", ["adding", "--config", "{cfg:k0}"], USAGE, "k must be >= 1"),
     ("run", ["adding", "--config", "{cfg:options}"], USAGE, "options"),
     ("run", ["adding", "--config", "{cfg:clip_inf}"], USAGE, "finite"),
@@ -162,7 +162,7 @@ CASES = [
     ("run", ["adding", "--config", "{cfg:int_key}"], USAGE, "unknown config key(s): 123"),
     ("run", ["adding", "--config", "{cfg:T_bool}"], USAGE, "expected a whole number"),
     ("run", ["adding", "--config", "{cfg:hidden_big}"], USAGE, "needs ~"),
-    ("run", ["adding", "--config", "{cfg_json:json_bad}"], USAGE, "not valid YAML/JSON"),
+    ("run", ["adding", "--config", "{cfg_json:json_bad}"], USAGE, "cfg-json_bad.json: not JSON (Expecting property name"),
     ("run", ["adding", "--config", "{cfg:iters_and_steps}"], USAGE, "iters and steps say the same thing"),
     ("run", ["adding", "--config", "{cfg:batch_dash_bad}"], USAGE, "expected a whole number"),
     ("run", ["adding", "--config", "{cfg:data_dir}"], USAGE, "adding generates its data"),
@@ -527,6 +527,229 @@ CASES += [
     ("sweep", ["{sweep}", "--list"], USAGE, "--list shows every sweep; give it no name"),
 ]
 
+# Round three (issue 40): the files a user hands in and the store as an output. {fifo}: a named
+# pipe; {zero_link}: a link to /dev/zero; {latin1} {utf16} {alias_bomb} {deep_yaml}: settings
+# files; {deep_json}: a config nested 100,000 deep; {huge_file}: a 9 MB task file in {outside};
+# {mytasks}: user tasks whose data files are wrong in one way each (_round_three_world).
+DEEP = 100_000
+JSONL.update({  # top-level columns of a record say what its config says, typed as the config types them
+    "top_norm": json.dumps({**RECORD, "norm": "atn"}) + "\n",
+    "top_task": json.dumps({**RECORD, "task": "copying"}) + "\n",
+    "top_T_true": json.dumps({**RECORD, "T": True}) + "\n",
+    "top_seed_float": json.dumps({**RECORD, "seed": 1.0}) + "\n",
+    "top_seed_huge": json.dumps({**RECORD, "seed": 2**70}) + "\n",
+    "top_budget": json.dumps({**RECORD, "budget": 0.5}) + "\n",
+    "config_T_true": json.dumps({**RECORD, "config": {**RECORD["config"], "T": True}}) + "\n",
+    "config_seed_float": json.dumps({**RECORD, "config": {**RECORD["config"], "seed": 1.0}}) + "\n",
+    "config_seed_huge": json.dumps({**RECORD, "config": {**RECORD["config"], "seed": 2**70}}) + "\n",
+    "deep": "[" * DEEP + "]" * DEEP + "\n",
+})
+NOT_REGULAR = "not a regular file"
+
+
+def _check(name: str) -> tuple:
+    return ("tasks", ["check", name, "--include", "{mytasks}"])
+
+
+CASES += [
+    # -- one reader: kind, size, encoding, depth, aliases (config, task, claims, JSON Lines, data) ---
+    ("run", ["adding", "--config", "{fifo}"], USAGE, "fifo.yaml: is a named pipe (FIFO), not a regular file"),
+    ("run", ["adding", "--config", "{zero_link}"], USAGE, "is a character device (a link to /dev/zero), not a regular"),
+    ("run", ["adding", "--config", "{latin1}"], USAGE, "latin1.yaml: is not UTF-8 text (byte 0xe9 at line 1, column 4; latin-1"),
+    ("run", ["adding", "--config", "{utf16}"], USAGE, "utf16.yaml: is UTF-16 text; save it as UTF-8"),
+    ("run", ["adding", "--config", "{alias_bomb}"], USAGE, "its aliases expand to more than 1,000,000 values"),
+    ("run", ["adding", "--config", "{deep_yaml}"], USAGE, "deep.yaml: invalid YAML at line 1, column 101: nested deeper"),
+    ("run", ["adding", "--config", "{deep_json}"], USAGE, "deep.json: not JSON we read (nested deeper than 100 levels)"),
+    ("run", ["adding", "--config", "{huge_file}"], USAGE, "huge.yaml: is 9.0 MB; a settings file is at most 8.0 MB"),
+    ("sweep", ["{fifo}", "--dry-run"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
+    ("sweep", ["{alias_bomb}", "--dry-run"], USAGE, "its aliases expand to more than"),
+    ("report", ["--store", "{good}", "--claims", "{fifo}"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
+    ("report", ["--store", "{good}", "--claims", "{zero_link}"], USAGE, "is a character device (a link to /dev/zero)"),
+    ("report", ["--store", "{good}", "--claims", "{utf16}"], USAGE, "is UTF-16 text"),
+    ("report", ["--store", "{good}", "--claims", "{latin1}"], USAGE, "is not UTF-8 text (byte 0xe9"),
+    ("report", ["--store", "{good}", "--claims", "{binary}"], USAGE, "is binary (it holds NUL bytes)"),
+    ("report", ["--store", "{good}", "--claims", "{alias_bomb}"], USAGE, "its aliases expand to more than"),
+    ("report", ["--store", "{good}", "--claims", "{deep_yaml}"], USAGE, "nested deeper than 100 levels"),
+    *[(*_check(name), USAGE, said) for name, said in (
+        ("pipe", "pipe.yaml: is a named pipe (FIFO), not a regular file"),
+        ("latin1", "latin1.yaml: is not UTF-8 text (byte 0xe9 at line 1"),
+        ("utf16", "utf16.yaml: is UTF-16 text"),
+        ("binary", "binary.yaml: is binary (it holds NUL bytes), not UTF-8 text"),
+        ("bomb", "bomb.yaml: invalid YAML at line"),
+        ("deep", "deep.yaml: invalid YAML at line 1, column 101: nested deeper than 100 levels"))],
+    ("tasks", ["check", "huge", "--include", "{outside}"], USAGE, "huge.yaml: is 9.0 MB; a settings file is at most"),
+    ("store", ["import", "{fifo}", "--store", "{good}"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
+    ("store", ["import", "{zero_link}", "--store", "{good}"], USAGE, "is a character device (a link to /dev/zero)"),
+    ("store", ["import", "{jsonl:deep}", "--store", "{good}"], USAGE, "line 1: not JSON we read (nested deeper than 100"),
+    ("tasks", ["new", "x", "--from", "{fifo}", "--dir", "{dir}/new"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
+    ("run", ["ptb-char", "--data-files", "train={pipe_txt},validation={pipe_txt},test={pipe_txt}"], USAGE,
+     "pipe.txt: is a named pipe (FIFO), not a regular file"),
+    ("tasks", ["new", "x", "--from", "{zero_link}", "--dir", "{dir}/new"], USAGE, "is a character device"),
+    # -- the store as an output: never replaced, nor a device or a FIFO --------------------------------
+    ("store", ["export", "{good}", "--store", "{good}"], USAGE, "good.db is the results store"),
+    ("store", ["export", "{good_symlink}", "--store", "{good}"], USAGE, "is the results store"),
+    ("store", ["export", "{good_hardlink}", "--store", "{good}"], USAGE, "is the results store"),
+    ("runs", ["export", "--store", "{good}", "--output", "{good_symlink}"], USAGE, "is the results store"),
+    ("report", ["--store", "{good}", "--output", "{good_hardlink}"], USAGE, "is the results store"),
+    ("store", ["export", "{fifo}", "--store", "{good}"], USAGE, f"fifo.yaml is a named pipe (FIFO), {NOT_REGULAR}"),
+    *([("store", ["export", device, "--store", "{good}"], USAGE, f"export to {device} is a character device, {NOT_REGULAR}")
+       for device in ("/dev/null", "/dev/full") if Path(device).exists()]
+      + [("run", ["adding", *SMALL, "--output", "/proc/version"], USAGE, "--output /proc/version: cannot write into /proc")]
+      if Path("/proc/version").exists() else []),
+    # -- store import: the top-level columns against the config; no coercion; 64 bits --------------
+    ("store", ["import", "{jsonl:top_norm}", "--store", "{good}"], USAGE,
+     "norm: 'atn' at the top level, 'ln' in config.norm"),
+    ("store", ["import", "{jsonl:top_task}", "--store", "{good}"], USAGE, "task: 'copying' at the top level, 'adding'"),
+    ("store", ["import", "{jsonl:top_budget}", "--store", "{good}"], USAGE, "budget: 0.5 at the top level, None in"),
+    ("store", ["import", "{jsonl:top_T_true}", "--store", "{good}"], USAGE, "T: must be a number, got True"),
+    ("store", ["import", "{jsonl:top_seed_float}", "--store", "{good}"], USAGE, "seed: must be a whole number ≥ 0, got 1.0"),
+    ("store", ["import", "{jsonl:top_seed_huge}", "--store", "{good}"], USAGE,
+     "seed: 1180591620717411303424 does not fit a 64-bit integer"),
+    ("store", ["import", "{jsonl:config_T_true}", "--store", "{good}"], USAGE, "config.T: must be a number, got True"),
+    ("store", ["import", "{jsonl:config_seed_float}", "--store", "{good}"], USAGE, "config.seed: must be a whole number"),
+    ("store", ["import", "{jsonl:config_seed_huge}", "--store", "{good}"], USAGE, "does not fit a 64-bit integer"),
+    # -- data files of a user task: every mistake one line naming file, field, column, row ---------
+    *[(*_check(name), USAGE, said) for name, said in (
+        ("complex-x", "complex_x.npz: data.x: array 'x' holds complex numbers"),
+        ("complex-y", "complex_y.npz: data.y: array 'y' holds complex numbers"),
+        ("mixed-labels", "mixed.npz: data.y ('y'): class labels of several kinds (text '1', a number 1, true/false True)"),
+        ("empty-ids", "empty_ids.csv: data.id: 27 row(s) have an empty 'id' cell (the first: row 4)"),
+        ("short-steps", "short_steps.parquet: data.y row 1: a per-step target needs one value per step (3), got 1"),
+        ("looks-nct", "nct.npz: data.x: shape (8, 3, 40) reads as 3 steps of 40 channels; if it is (N, channels, T) "
+                      "(aeon's layout) set data.layout: NCT"),
+        ("text-time", "text_time.csv: data.time: column 'time' holds 't0' (row 1), not a number"),
+        ("twice-time", "twice_time.csv: data.time: sequence 0 has time 0 twice (row 2)"),
+        ("dated", "dated.parquet: data.x: column 'when' holds dates or times"),
+        ("words", "words.csv: data.x: column 'v' holds non-numbers ('abc' in row 2)"),
+        ("inf", "inf.csv: data.x: row 1, column 't1': non-finite value inf"),
+        ("e400", "e400.csv: data.x: row 2, column 't0': non-finite value inf"),
+        ("nan-label", "nan_label.csv: data.y row 3: target is NaN"),
+        ("nan-long-label", "nan_long_label.csv: data.y: row 5 has no target"),
+        ("missing-x", "long.csv: data.x: no column 'nosuch'"),
+        ("wide-y", "wide_y.npz: data.y ('y'): sequence 1's class label is ndarray of shape (2,)"),
+        ("dict-y", "dict_y.parquet: data.y ('y'): sequence 1's class label is dict with keys ['a', 'b']"),
+        ("huge-token", "the token embedding of this task's data needs ~over 1000 TB"),
+        ("no-channels", "no_channels.npz: data.x: the sequences have no channels (shape (8, 5, 0))"),
+        ("nul", "nul.yaml: key 'data.train': a file name cannot hold a NUL character"),
+        ("pickled", "pickled.npz: array 'x' holds Python objects: object arrays are read with pickle, which runs any code"),
+        ("pickled-npy", "pickled_x.npy: holds Python objects"),
+        ("fifo-data", "fifo.npz: is a named pipe (FIFO), not a regular file"),
+        ("zero-data", "zero.csv: is a character device (a link to /dev/zero), not a regular file"),
+        ("nct-table", "long.csv: data.layout: NCT is for NumPy arrays"))],
+    ("run", ["pickled", "--include", "{mytasks}", "--store", "{dir}/s.db"], USAGE, "holds Python objects"),
+    ("run", ["looks-nct", "--include", "{mytasks}", "--store", "{dir}/s.db"], USAGE, "set data.layout: NCT"),
+]
+
+
+class _Unpickled:
+    """An object array element whose unpickling creates a file: the snapshot would show it."""
+
+    def __init__(self, target: str):
+        self.target = target
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+TASKS = {  # name -> task file (data files: _round_three_world)
+    "complex-x": "problem: sequence-classification\ndata: {train: complex_x.npz}\n",
+    "complex-y": "problem: sequence-regression\ndata: {train: complex_y.npz}\n",
+    "mixed-labels": "problem: sequence-classification\ndata: {train: mixed.npz}\nallow_pickle: true\n",
+    "empty-ids": "problem: sequence-classification\ndata: {train: empty_ids.csv, y: label, layout: long}\n",
+    "short-steps": "problem: step-classification\ndata: {train: short_steps.parquet}\n",
+    "looks-nct": "problem: sequence-classification\ndata: {train: nct.npz}\n",
+    "text-time": "problem: sequence-classification\ndata: {train: text_time.csv, y: label, layout: long}\n",
+    "twice-time": "problem: sequence-classification\ndata: {train: twice_time.csv, y: label, layout: long}\n",
+    "dated": "problem: sequence-classification\ndata: {train: dated.parquet, y: label}\n",
+    "words": "problem: sequence-classification\ndata: {train: words.csv, y: label, layout: long}\n",
+    "inf": "problem: sequence-classification\ndata: {train: inf.csv, y: label}\n",
+    "e400": "problem: sequence-classification\ndata: {train: e400.csv, y: label}\n",
+    "nan-label": "problem: sequence-classification\ndata: {train: nan_label.csv, y: label}\n",
+    "nan-long-label": "problem: sequence-classification\ndata: {train: nan_long_label.csv, y: label, layout: long}\n",
+    "missing-x": "problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, x: [v, nosuch]}\n",
+    "wide-y": "problem: sequence-classification\ndata: {train: wide_y.npz}\n",
+    "dict-y": "problem: sequence-classification\ndata: {train: dict_y.parquet, y: y}\n",
+    "huge-token": "problem: sequence-classification\ninputs: tokens\ndata: {train: huge_token.npz}\n",
+    "no-channels": "problem: sequence-classification\ndata: {train: no_channels.npz}\n",
+    "nul": 'problem: sequence-classification\ndata: {train: "d\\0.npz"}\n',
+    "pickled": "problem: sequence-classification\ndata: {train: pickled.npz}\n",
+    "pickled-npy": "problem: sequence-classification\ndata: {train: {x: pickled_x.npy, y: y.npy}}\n",
+    "fifo-data": "problem: sequence-classification\ndata: {train: fifo.npz}\n",
+    "zero-data": "problem: sequence-classification\ndata: {train: zero.csv}\n",
+    "nct-table": "problem: sequence-classification\ndata: {train: long.csv, y: label, layout: NCT}\n",
+}
+
+
+def _csv(path: Path, header: str, rows: list) -> None:
+    path.write_text(header + "\n" + "".join(",".join(map(str, row)) + "\n" for row in rows))
+
+
+def _round_three_world(root: Path, outside: Path) -> dict[str, Path]:
+    import numpy as np
+    import pandas as pd
+
+    paths = {"fifo": root / "fifo.yaml", "zero_link": root / "zero.yaml", "latin1": root / "latin1.yaml",
+             "utf16": root / "utf16.yaml", "alias_bomb": root / "bomb.yaml", "deep_yaml": root / "deep.yaml",
+             "deep_json": root / "deep.json", "huge_file": outside / "huge.yaml", "outside": outside,
+             "mytasks": root / "mytasks", "good_symlink": root / "good-link.db", "good_hardlink": root / "good-hard.db"}
+    os.mkfifo(paths["fifo"])
+    paths["pipe_txt"] = root / "pipe.txt"  # a shipped task's data file (--data-files) that is a FIFO
+    os.mkfifo(paths["pipe_txt"])
+    paths["zero_link"].symlink_to("/dev/zero")
+    paths["latin1"].write_bytes("caf\xe9: 1\n".encode("latin-1"))
+    paths["utf16"].write_bytes("T: 8\n".encode("utf-16"))
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]" for i in range(8)]
+    paths["alias_bomb"].write_text("\n".join(levels) + "\n")
+    paths["deep_yaml"].write_text("[" * 5000 + "]" * 5000 + "\n")
+    paths["deep_json"].write_text("[" * DEEP + "]" * DEEP)
+    paths["huge_file"].write_text("# " + "x" * (9 * 2**20) + "\nproblem: sequence-classification\n")
+    os.link(root / "good.db", paths["good_hardlink"])
+    paths["good_symlink"].symlink_to(root / "good.db")
+
+    tasks = paths["mytasks"]
+    tasks.mkdir()
+    for name, text in TASKS.items():
+        (tasks / f"{name}.yaml").write_text(text)
+    os.mkfifo(tasks / "pipe.yaml")
+    for name in ("latin1", "utf16", "deep"):
+        (tasks / f"{name}.yaml").write_bytes(paths["deep_yaml" if name == "deep" else name].read_bytes())
+    (tasks / "binary.yaml").write_bytes(bytes(range(256)))
+    (tasks / "bomb.yaml").write_text(paths["alias_bomb"].read_text())
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 5, 2)), np.arange(8) % 2
+    np.savez(tasks / "complex_x.npz", x=x + 1j, y=y)
+    np.savez(tasks / "complex_y.npz", x=x, y=y + 1j)
+    np.savez(tasks / "mixed.npz", x=x, y=np.array(["1", 1, 1.0, True] * 2, dtype=object))
+    np.savez(tasks / "nct.npz", x=rng.normal(size=(8, 3, 40)), y=y)
+    np.savez(tasks / "wide_y.npz", x=x, y=np.stack([y, y], 1))
+    np.savez(tasks / "huge_token.npz", x=np.array([[1, 2, 10**12]] * 8), y=y)
+    np.savez(tasks / "no_channels.npz", x=np.zeros((8, 5, 0)), y=y)
+    evil = np.empty(8, dtype=object)
+    evil[:] = [_Unpickled(str(root / "unpickled")) for _ in range(8)]
+    np.savez(tasks / "pickled.npz", x=evil, y=y)
+    np.save(tasks / "pickled_x.npy", evil)
+    np.save(tasks / "y.npy", y)
+    os.mkfifo(tasks / "fifo.npz")
+    (tasks / "zero.csv").symlink_to("/dev/zero")
+    long_rows = [(s, t, float(t), s % 2) for s in range(10) for t in range(3)]
+    _csv(tasks / "long.csv", "id,time,v,label", long_rows)
+    _csv(tasks / "empty_ids.csv", "id,time,v,label", [("" if s else s, t, v, c) for s, t, v, c in long_rows])
+    _csv(tasks / "text_time.csv", "id,time,v,label", [(s, f"t{t}", v, c) for s, t, v, c in long_rows])
+    _csv(tasks / "twice_time.csv", "id,time,v,label", [(0, 0, 1.0, 0), (0, 0, 2.0, 0), *long_rows[3:]])
+    _csv(tasks / "words.csv", "id,time,v,label", [(s, t, "abc" if (s, t) == (0, 1) else v, c) for s, t, v, c in long_rows])
+    _csv(tasks / "nan_long_label.csv", "id,time,v,label",
+         [(s, t, v, "" if (s, t) == (1, 1) else c) for s, t, v, c in long_rows])
+    _csv(tasks / "inf.csv", "label,t0,t1,t2", [(0, 1, "inf", 2), (1, 1, 2, 3), (0, 1, 2, 3)])
+    _csv(tasks / "e400.csv", "label,t0,t1,t2", [(0, 1, 2, 2), (1, "1e400", 2, 3), (0, 1, 2, 3)])
+    _csv(tasks / "nan_label.csv", "label,t0,t1,t2", [(0, 1, 2, 2), (1, 1, 2, 3), ("", 1, 2, 3), (1, 1, 2, 3)])
+    nested = pd.DataFrame({"x": [[1.0, 2.0, 3.0]] * 4, "y": [[0]] * 2 + [[1]] * 2})
+    nested.to_parquet(tasks / "short_steps.parquet")
+    pd.DataFrame({"label": [0, 1, 0, 1], "when": pd.date_range("2024-01-01", periods=4), "t0": [1.0, 2.0, 3.0, 4.0]}
+                 ).to_parquet(tasks / "dated.parquet")
+    pd.DataFrame({"t0": [1.0, 2.0, 3.0, 4.0], "y": [{"a": 1, "b": 2}] * 4}).to_parquet(tasks / "dict_y.parquet")
+    return paths
+
 
 def _ids():
     seen: dict[str, int] = {}
@@ -573,6 +796,7 @@ def world(tmp_path_factory):
     with sqlite3.connect(paths["dropped"]) as conn:
         conn.execute("DROP TABLE evals")
     paths.update(_round_two_world(root))
+    paths.update(_round_three_world(root, tmp_path_factory.mktemp("outside")))
     for name, text in CONFIGS.items():
         (root / f"cfg-{name}.yaml").write_text(text)
         (root / f"cfg-{name}.json").write_text(text)
@@ -679,6 +903,7 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
     root, paths = world
     monkeypatch.chdir(root)  # a default path (./atnbench-results) would show up in the snapshot
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
+    monkeypatch.setenv("ATNBENCH_TASKS", "")  # --include sets it: restored (unset) after each case
     monkeypatch.setenv("ATNBENCH_DATA", str(root / "no-data-root"))  # never created: data commands write nothing
     before, counts = snapshot(root), row_counts(paths["good"])
     result = CliRunner().invoke(app, [command, *_expand(args, root, paths)])

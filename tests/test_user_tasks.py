@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -18,7 +19,9 @@ from typer.testing import CliRunner
 from atnbench.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\n"
+# the ragged test data are object arrays: read with pickle, which a task file must allow
+SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\nallow_pickle: true\n"
+PICKLED = "allow_pickle: true\n"
 
 
 @pytest.fixture(autouse=True)
@@ -255,7 +258,10 @@ def test_step_classification_from_a_long_table(tmp_path):
 def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     out = tmp_path / "drafts"
     out.mkdir()
-    ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out))
+    pickled = invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out)
+    assert pickled.exit_code == 2 and "--allow-pickle" in pickled.stderr and not (out / "draft-npz.yaml").exists()
+    ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out, "--allow-pickle"))
+    assert "allow_pickle: true" in (out / "draft-npz.yaml").read_text()
     ok(invoke("tasks", "new", "draft-csv", "--from", csv_task / "sums.csv", "--dir", out))
     assert "problem: sequence-classification" in (out / "draft-npz.yaml").read_text()
     assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()
@@ -362,7 +368,7 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {hidden: -1}\n", "hidden"),
     ("problem: sequence-classification\ndata: {train: empty.csv}\n", "no rows"),
     ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
-    ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "hold non-numbers"),
+    ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "data.x: column 't0' holds non-numbers ('a' in row 1)"),
     ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
@@ -383,7 +389,7 @@ def test_a_mistake_is_one_line_and_writes_nothing(tmp_path, monkeypatch, text, m
     folder = tmp_path / "bad"
     folder.mkdir()
     _files(folder)
-    (folder / "mine.yaml").write_text(text)
+    (folder / "mine.yaml").write_text(text + (PICKLED if "data" in text else ""))
     monkeypatch.chdir(tmp_path)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     result = invoke(*command.split(), "mine", "--include", folder, "--store", tmp_path / "s.db") \
@@ -515,3 +521,52 @@ def test_a_data_file_edited_in_place_makes_a_new_run_not_a_match_for_the_old_one
     swept = ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0",
                       "--store", store, "--dry-run", "--format", "json"))
     assert all(row["status"] != "done" or row["run_id"] == second["run_id"] for row in json.loads(swept.stdout))
+
+
+def test_an_nct_array_is_read_as_its_layout_says(tmp_path):
+    """(N, channels, T), aeon's layout: refused without a word from the task file (matrix), read
+    transposed with layout: NCT, and as it stands with layout: NTC."""
+    from atnbench.tasks.userdata import Fields, read_split
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(6, 2, 30))
+    np.savez(tmp_path / "nct.npz", x=x, y=np.arange(6) % 2)
+    nct = read_split(tmp_path / "nct.npz", Fields(layout="NCT"), per_step=False)
+    assert [seq.shape for seq in nct.xs] == [(30, 2)] * 6 and np.array_equal(nct.xs[4], x[4].T)
+    ntc = read_split(tmp_path / "nct.npz", Fields(layout="NTC"), per_step=False)
+    assert [seq.shape for seq in ntc.xs] == [(2, 30)] * 6
+    (tmp_path / "aeon.yaml").write_text("problem: sequence-classification\ndata: {train: nct.npz, layout: NCT, "
+                                        "split: {validation: 0.5}}\n")
+    checked = ok(invoke("tasks", "check", "aeon", "--include", tmp_path)).stdout
+    assert re.search(r"channels\s+2\b", checked)
+    assert "30 to 30 steps" in checked
+
+
+def test_long_tables_sort_numeric_time_stamps_as_numbers(tmp_path):
+    """Time stamps written as text digits sort as numbers (10 after 7), not as text."""
+    from atnbench.tasks.userdata import Fields, read_split
+
+    rows = [f"0,{t},{t}.0,1" for t in (10, 7, 8, 9)] + [f"1,{t},{t}.0,0" for t in (2, 1)]
+    (tmp_path / "t.csv").write_text("id,time,v,label\n" + "\n".join(rows) + "\n")
+    import pandas as pd
+
+    frame = pd.read_csv(tmp_path / "t.csv", dtype={"time": str})  # as a text column would arrive
+    from atnbench.tasks.userdata import _from_frame
+
+    part = _from_frame(frame, Fields(y="label", layout="long"), per_step=False, source="t.csv")
+    assert part.xs[0][:, 0].tolist() == [7.0, 8.0, 9.0, 10.0] and part.xs[1][:, 0].tolist() == [1.0, 2.0]
+    assert read_split(tmp_path / "t.csv", Fields(y="label", layout="long"), per_step=False).xs[0][-1, 0] == 10.0
+
+
+def test_tasks_new_makes_its_folder_and_refuses_a_fifo(csv_task, tmp_path):
+    """The README's tour: `tasks new ... --dir mytasks` where mytasks does not exist yet; a refused
+    draft makes no folder, and --from a FIFO is refused at once (it used to hang)."""
+    import os
+
+    out = tmp_path / "new" / "mytasks"
+    os.mkfifo(tmp_path / "pipe.csv")
+    refused = invoke("tasks", "new", "piped", "--from", tmp_path / "pipe.csv", "--dir", out)
+    assert refused.exit_code == 2 and "is a named pipe (FIFO)" in refused.stderr and not out.exists()
+    ok(invoke("tasks", "new", "sums", "--from", csv_task / "sums.csv", "--dir", out))
+    assert (out / "sums.yaml").is_file()
+    ok(invoke("tasks", "check", "sums", "--include", out))

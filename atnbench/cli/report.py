@@ -155,7 +155,7 @@ def report(
     if verdicts and fmt not in ("table", "markdown", "json"):
         fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     if output is not None:
-        check_output_file(output, "--output")
+        check_output_file(output, "--output", store=store)
     if plots is not None:
         check_output_dir(plots, "--plots" if plots_old is not None else "--out-dir")
     groups, path, selected, total = load_groups(store, task, T, sweep, norm, since)

@@ -187,7 +187,7 @@ def run(
     flags.update(threads=threads, device=torch_device.type)
     run_config = resolve_run(task, flags, config_file=config, variant=flags.pop("variant"), budget=settings["budget"])
     if out_file is not None:
-        check_output_file(out_file, out_name)  # now, not after the training
+        check_output_file(out_file, out_name, store=store)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
     check_buildable(run_config)
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched

@@ -533,7 +533,7 @@ def export_cmd(
     if fmt_ not in EXPORT_FORMATS:
         raise UserError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
-        check_output_file(output, "--output")
+        check_output_file(output, "--output", store=store)  # never the store it reads
     with open_store(store) as results:
         records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
     for record in records:  # test numbers at validation's pick, as `runs show` and `evaluate` give them

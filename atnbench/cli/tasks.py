@@ -73,11 +73,15 @@ def say_command(words: str, command: str) -> None:
 def new(
     name: str = typer.Argument(..., help="The task's name (its file is NAME.yaml)."),
     data: Path = typer.Option(..., "--from", metavar="FILE", help="A data file: .npz, .csv, .tsv, .parquet, .arrow."),
-    folder: Path = typer.Option(Path("."), "--dir", metavar="DIR", help="Where to write NAME.yaml (default: here)."),
+    folder: Path = typer.Option(Path("."), "--dir", metavar="DIR",
+                                help="Where to write NAME.yaml (default: here; created if missing)."),
     problem: Optional[str] = typer.Option(None, "--problem", metavar="KIND",
                                           help="sequence-classification, sequence-regression, step-classification "
                                                "or step-regression (default: inferred from the targets)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing NAME.yaml."),
+    allow_pickle: bool = typer.Option(False, "--allow-pickle",
+                                      help="Read object arrays of a .npz (unpickled: this runs code from the file; "
+                                           "only for a file you trust). Written into NAME.yaml."),
 ):
     """Write a starting task file for a data file: shapes, problem kind and lengths inferred.
 
@@ -98,8 +102,8 @@ def new(
         raise ConfigError(f"{target} exists; give --force to replace it")
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--dir {folder}: is a file, not a folder")
-    text = draft_task(name, data, folder, problem)
-    folder.mkdir(parents=True, exist_ok=True)  # the README's tour names a new folder: made once the draft is good
+    text = draft_task(name, data, folder, problem, allow_pickle)
+    folder.mkdir(parents=True, exist_ok=True)  # only once the draft is good: a refusal leaves nothing
     target.write_text(text, encoding="utf-8")
     say_command(f"wrote {target}; check it with:", f"atnbench tasks check {name} --include {folder}")
 

@@ -250,7 +250,7 @@ def read_family(path: Path) -> Family:
     from atnbench.presets import read_yaml_mapping
 
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():  # anything else that is not a regular file: the reader says what it is
         raise ConfigError(f"--claims {path}: no such file")
     data = read_yaml_mapping(path)
     try:

@@ -359,13 +359,10 @@ BENCH_FIELDS = ("workload", "model", "batch", "hidden", "T", "train_ms", "train_
 def read_bench_records(path: Path) -> list[dict]:
     """The records of ``atnbench bench --output`` in ``path``; a ValueError naming the file (and
     the first field missing) for anything else."""
-    import json
+    from atnbench.userfiles import parse_json, read_text
 
     what = "not the records of `atnbench bench --output`"
-    try:
-        records = json.loads(Path(path).read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise UserError(f"{path}: {what} (not JSON: {error})") from None
+    records = parse_json(read_text(path, "records"), f"{path}: {what}")
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         raise UserError(f"{path}: {what} (a non-empty JSON list of objects)")
     for i, record in enumerate(records):

@@ -13,8 +13,12 @@ sequences in one of three layouts:
   list of channels), as a Hugging Face dataset or a Parquet file stores them.
 
 Arrays may be padded ``(N, T, C)`` or ``(N, T)`` with ``lengths``, or an object array of
-variable-length ``(T_i, C)`` arrays (read with pickle: open only files you trust). Every mistake
-is a ``ConfigError`` naming the file, the field and what is expected.
+variable-length ``(T_i, C)`` arrays. ``layout: NCT`` reads ``(N, C, T)`` arrays (aeon's and
+most time-series libraries' layout); an array that looks laid out so (far fewer rows than
+columns per sequence) is refused until the task file says which it is. Object arrays are read
+with pickle, which runs any code the file holds: only where the task file says
+``allow_pickle: true``. Every file is checked (``atnbench.userfiles``) before it is opened. Every
+mistake is a ``ConfigError`` naming the file, the field (column, row) and what is expected.
 """
 
 from __future__ import annotations
@@ -29,10 +33,15 @@ import numpy as np
 
 from atnbench.config import ConfigError
 from atnbench.errors import needs_package
+from atnbench.userfiles import check_file
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
-LAYOUTS = ("wide", "long", "nested")
+LAYOUTS = ("wide", "long", "nested")  # tables
+ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
+LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
+PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; allow it (allow_pickle: true "
+               "in the task file, tasks new --allow-pickle) only for a file you trust")
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,8 @@ class Fields:
     x: Union[str, list[str], None] = None  # None: "x" in arrays; every other column in tables
     y: str = "y"
     lengths: Optional[str] = None
-    layout: Optional[str] = None  # tables only; None: nested if x holds lists, else wide
+    layout: Optional[str] = None  # tables: wide/long/nested (None: nested if x holds lists, else wide);
+    # arrays: NTC (the default) or NCT
     id: str = "id"
     time: Optional[str] = "time"
 
@@ -57,39 +67,59 @@ class Sequences:
     source: str
 
 
-def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool) -> Sequences:
+def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool,
+               allow_pickle: bool = False) -> Sequences:
     """The sequences of one split (a file path, a folder, or a mapping of ``.npy`` files)."""
     if isinstance(where, dict):
-        arrays = {part: _load_npy(Path(path)) for part, path in where.items()}
+        arrays = {part: _load_npy(Path(path), allow_pickle) for part, path in where.items()}
         return _from_arrays(arrays, fields, per_step, ", ".join(str(p) for p in where.values()), names=False)
     path = Path(where)
     if not path.exists():
         raise ConfigError(f"{path}: no such data file")
+    check_file(path, "data", folder_ok=True)  # a FIFO or /dev/zero would hang the reader
     if path.suffix == ".npz":
-        return _from_arrays(load_npz(path), fields, per_step, str(path), names=True)
+        return _from_arrays(load_npz(path, allow_pickle), fields, per_step, str(path), names=True)
     if path.suffix == ".npy":
         raise ConfigError(f"{path}: a .npy file holds one array: give the split as a mapping "
                           f"{{x: X.npy, y: Y.npy, lengths: L.npy}}")
+    if fields.layout in ARRAY_LAYOUTS:
+        raise ConfigError(f"{path}: data.layout: {fields.layout} is for NumPy arrays; a table is "
+                          f"{', '.join(LAYOUTS)}")
     return _from_frame(load_frame(path), fields, per_step, str(path))
 
 
 # --- NumPy --------------------------------------------------------------------------------------
 
-def _load_npy(path: Path) -> np.ndarray:
-    if not path.is_file():
+def _load_npy(path: Path, allow_pickle: bool = False) -> np.ndarray:
+    if not path.exists():
         raise ConfigError(f"{path}: no such data file")
+    check_file(path, "data")
     try:
-        return np.load(path, allow_pickle=True)
+        return _unpickled(np.load, path, allow_pickle, "")
     except (ValueError, OSError, EOFError, pickle.UnpicklingError) as err:
         raise ConfigError(f"{path}: not a NumPy .npy file ({_first_line(err)})") from None
 
 
-def load_npz(path: Path) -> dict[str, np.ndarray]:
+def load_npz(path: Path, allow_pickle: bool = False) -> dict[str, np.ndarray]:
+    check_file(path, "data")
     try:
-        with np.load(path, allow_pickle=True) as archive:
-            return {name: archive[name] for name in archive.files}
+        with np.load(path, allow_pickle=allow_pickle) as archive:
+            return {name: _unpickled(archive.__getitem__, name, allow_pickle, f" array {name!r}", path)
+                    for name in archive.files}
+    except ConfigError:
+        raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as err:
         raise ConfigError(f"{path}: not a NumPy .npz archive ({_first_line(err)})") from None
+
+
+def _unpickled(load, what, allow_pickle: bool, name: str, path=None):
+    """``load(what)``; an object array (pickled) refused unless the task file allows pickle."""
+    try:
+        return load(what, allow_pickle=allow_pickle) if path is None else load(what)
+    except ValueError as err:
+        if allow_pickle or "allow_pickle" not in str(err):
+            raise
+        raise ConfigError(f"{path or what}:{name} holds Python objects: {PICKLE_RISK}") from None
 
 
 def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, source: str,
@@ -102,9 +132,32 @@ def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, 
         if name is not None and name not in arrays:
             raise ConfigError(f"{source}: data.{part}: no array {name!r} (found: {', '.join(sorted(arrays)) or 'none'})")
     lengths = arrays[wanted["lengths"]] if wanted["lengths"] else None
-    xs = _split_x(arrays[wanted["x"]], lengths, source)
+    for part in ("x", "y"):
+        if np.iscomplexobj(arrays[wanted[part]]):
+            raise ConfigError(f"{source}: data.{part}: array {wanted[part]!r} holds complex numbers; give real "
+                              f"numbers (e.g. the real and imaginary parts as two channels)")
+    x = _laid_out(arrays[wanted["x"]], fields.layout, source)
+    xs = _split_x(x, lengths, source)
     ys = _split_y(arrays[wanted["y"]], [len(s) for s in xs], per_step, source)
+    _check_targets(ys, source, lambda i: f"y[{i}]")
     return Sequences(xs, ys, source)
+
+
+def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
+    """x as (N, T, C) (an object array: each item as (T_i, C)), by the task file's data.layout."""
+    if layout is not None and layout not in ARRAY_LAYOUTS:
+        raise ConfigError(f"{source}: data.layout: {layout} is for tables; NumPy arrays are NTC or NCT")
+    if layout == "NCT":
+        if x.dtype == object:
+            return np.array([np.asarray(item).T for item in x.reshape(-1)] + [None], dtype=object)[:-1]
+        if x.ndim != 3:
+            raise ConfigError(f"{source}: data.layout: NCT needs x of shape (N, C, T), got {tuple(x.shape)}")
+        return x.transpose(0, 2, 1)
+    if layout is None and x.dtype != object and x.ndim == 3 and x.shape[2] >= LOOKS_NCT * x.shape[1]:
+        raise ConfigError(f"{source}: data.x: shape {tuple(x.shape)} reads as {x.shape[1]} steps of {x.shape[2]} "
+                          f"channels; if it is (N, channels, T) (aeon's layout) set data.layout: NCT, "
+                          f"else data.layout: NTC")
+    return x
 
 
 def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[np.ndarray]:
@@ -128,6 +181,8 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
     channels = {seq.shape[1] for seq in xs}
     if len(channels) > 1:
         raise ConfigError(f"{source}: data.x: sequences have different numbers of channels ({sorted(channels)})")
+    if channels == {0}:
+        raise ConfigError(f"{source}: data.x: the sequences have no channels (shape {tuple(x.shape)})")
     _check_finite(xs, source)
     return xs
 
@@ -138,6 +193,9 @@ def _as_steps(item: np.ndarray, where: str) -> np.ndarray:
         item = item[:, None]
     if item.ndim != 2 or item.shape[0] == 0:
         raise ConfigError(f"{where}: expected a (T, C) or (T,) array with T >= 1, got shape {tuple(item.shape)}")
+    if np.iscomplexobj(item) or item.dtype == object and any(isinstance(v, complex) for v in item.reshape(-1)):
+        raise ConfigError(f"{where}: holds complex numbers; give real numbers (e.g. real and imaginary parts "
+                          f"as two channels)")
     try:
         return item.astype(np.float64)
     except (TypeError, ValueError):
@@ -179,7 +237,9 @@ def load_frame(path: Path):
                                   f"({', '.join(data)}) as its own file")
             return data.to_pandas()
         if path.suffix in TABLE_SUFFIXES:
-            return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix])
+            # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
+            # seconds (the chunks' concatenation was most of a minute)
+            return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False)
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix in (".arrow", ".feather"):
@@ -214,37 +274,92 @@ def _wide(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
     if per_step:
         raise ConfigError(f"{source}: data.layout: a wide table has one target per sequence; per-step "
                           f"targets need the long layout (one step per row)")
-    columns = fields.x if isinstance(fields.x, list) else [c for c in frame.columns if c not in (fields.y, fields.id)]
+    columns = _feature_columns(frame, fields, (fields.y, fields.id), source)
+    if len(columns) > 1000:  # one block per column as read: consolidated first, taking 100,000 columns is fast
+        frame = frame.copy()
     values = _numbers(frame[columns], source, "x")
+    _check_infinite(values, columns, source)
     xs = []
     for i, row in enumerate(values):
-        filled = np.isfinite(row)
+        filled = ~np.isnan(row)
         length = int(filled.sum())
         if length == 0 or not filled[:length].all():
             raise ConfigError(f"{source}: data.x: row {i + 1} has {'no values' if length == 0 else 'an empty cell before its last value'}"
                               f" (a sequence's steps are the row's first cells, empty cells only at the end)")
         xs.append(row[:length, None])
-    return Sequences(xs, list(frame[fields.y].to_numpy()), source)
+    ys = list(frame[fields.y].to_numpy())
+    _check_targets(ys, source, lambda i: f"y row {i + 1}")
+    return Sequences(xs, ys, source)
+
+
+def _feature_columns(frame, fields: Fields, others: tuple, source: str) -> list:
+    """The columns data.x names (each must exist), or every column but ``others`` (not a date:
+    a time stamp is no feature, and a date read as a number would be one silently)."""
+    if isinstance(fields.x, list):
+        missing = [c for c in fields.x if c not in frame.columns]
+        if missing:
+            raise ConfigError(f"{source}: data.x: no column {missing[0]!r} (columns: {_columns(frame)})")
+        columns = fields.x
+    else:
+        columns = [c for c in frame.columns if c not in others]
+        dates = [c for c, dtype in frame.dtypes.items() if dtype.kind in "mM" and c not in others]
+        if dates:
+            raise ConfigError(f"{source}: data.x: column {dates[0]!r} holds dates or times; name the feature columns "
+                              f"in data.x (a time stamp orders a long table's steps: data.time)")
+    if not columns:
+        raise ConfigError(f"{source}: data.x: no feature column (columns: {_columns(frame)})")
+    return columns
+
 
 
 def _long(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
     for part, column in (("id", fields.id), ("time", fields.time)):
         if column is not None and column not in frame.columns:
             raise ConfigError(f"{source}: data.{part}: no column {column!r} (columns: {_columns(frame)})")
+    empty = frame[fields.id].isna()
+    if empty.any():
+        raise ConfigError(f"{source}: data.id: {int(empty.sum())} row(s) have an empty {fields.id!r} cell (the first: "
+                          f"row {int(np.argmax(empty.to_numpy())) + 1}); every step needs its sequence's id")
+    columns = _feature_columns(frame, fields, (fields.y, fields.id, fields.time), source)
+    _check_infinite(_numbers(frame[columns], source, "x"), columns, source)
     if fields.time is not None:
-        frame = frame.sort_values([fields.id, fields.time], kind="stable")
-    columns = fields.x if isinstance(fields.x, list) else [
-        c for c in frame.columns if c not in (fields.y, fields.id, fields.time)]
+        frame = _in_time_order(frame, fields, source)
+    rows = frame[fields.y].isna().to_numpy()
+    if rows.any():  # the row as in the file (the index survives the sort)
+        raise ConfigError(f"{source}: data.y: row {int(frame.index[np.argmax(rows)]) + 1} has no target (empty or NaN)")
     xs, ys = [], []
     for _, group in frame.groupby(fields.id, sort=False):
         xs.append(_numbers(group[columns], source, "x"))
         target = group[fields.y].to_numpy()
         if not per_step and len(set(target.tolist())) > 1:
-            raise ConfigError(f"{source}: data.y: sequence {group[fields.id].iloc[0]!r} has several targets; "
+            raise ConfigError(f"{source}: data.y: sequence {_plain(group[fields.id].iloc[0])!r} has several targets; "
                               f"a per-sequence problem needs one value per sequence")
         ys.append(target if per_step else target[0])
     _check_finite(xs, source)
     return Sequences(xs, ys, source)
+
+
+def _in_time_order(frame, fields: Fields, source: str):
+    """The rows sorted by sequence and time; time stamps are numbers or dates (text that is
+    neither is refused: sorted as text, t10 would come before t7); one per step."""
+    import pandas as pd
+
+    stamps = frame[fields.time]
+    if not (pd.api.types.is_numeric_dtype(stamps) or stamps.dtype.kind in "mM"):  # text (object or str dtype)
+        numbers = pd.to_numeric(stamps, errors="coerce")
+        if numbers.isna().any():
+            bad = _plain(stamps[numbers.isna()].iloc[0])
+            raise ConfigError(f"{source}: data.time: column {fields.time!r} holds {bad!r} (row "
+                              f"{int(stamps.index[numbers.isna().to_numpy().argmax()]) + 1}), not a number; time stamps "
+                              f"order the steps: give numbers (text would sort t10 before t7)")
+        frame = frame.assign(**{fields.time: numbers})
+    twice = frame.duplicated([fields.id, fields.time]).to_numpy()
+    if twice.any():
+        first = int(twice.argmax())  # column by column: a row as one Series would make the id a float
+        seq, stamp = (_plain(frame[column].iloc[first]) for column in (fields.id, fields.time))
+        raise ConfigError(f"{source}: data.time: sequence {seq!r} has time {stamp!r} twice "
+                          f"(row {int(frame.index[first]) + 1}); one row per step")
+    return frame.sort_values([fields.id, fields.time], kind="stable")
 
 
 def _nested(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
@@ -255,6 +370,13 @@ def _nested(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
           for i, cell in enumerate(frame[x])]
     _check_finite(xs, source)
     ys = [(_stack(cell, f"{source}: data.y row {i + 1}") if per_step else cell) for i, cell in enumerate(frame[fields.y])]
+    if per_step:  # as for arrays: one target per step (a shorter list would be broadcast)
+        for i, (target, seq) in enumerate(zip(ys, xs)):
+            if target.ndim == 0 or len(target) < len(seq):
+                raise ConfigError(f"{source}: data.y row {i + 1}: a per-step target needs one value per step "
+                                  f"({len(seq)}), got {len(target) if target.ndim else 'one value'}")
+        ys = [target[:len(seq)] for target, seq in zip(ys, xs)]
+    _check_targets(ys, source, lambda i: f"y row {i + 1}")
     return Sequences(xs, ys, source)
 
 
@@ -266,11 +388,49 @@ def _stack(cell: Any, where: str) -> np.ndarray:
 
 
 def _numbers(frame, source: str, part: str) -> np.ndarray:
+    complex_ = [c for c, dtype in frame.dtypes.items() if dtype.kind == "c"]  # dtypes: fast at 100,000 columns
+    if complex_:
+        raise ConfigError(f"{source}: data.{part}: column {complex_[0]!r} holds complex numbers; give real numbers")
     try:
         return frame.to_numpy(dtype=np.float64)
     except (TypeError, ValueError):
-        bad = [c for c in frame.columns if frame[c].dtype == object]
-        raise ConfigError(f"{source}: data.{part}: column(s) {', '.join(map(str, bad[:3]))} hold non-numbers") from None
+        pass
+    import pandas as pd
+
+    for column in frame.columns:  # the first column that is not numbers, and a value of it
+        try:
+            frame[column].to_numpy(dtype=np.float64)
+        except (TypeError, ValueError):
+            cells = frame[column]
+            bad = (pd.to_numeric(cells, errors="coerce").isna() & cells.notna()).to_numpy()
+            first = int(bad.argmax())
+            raise ConfigError(f"{source}: data.{part}: column {column!r} holds non-numbers "
+                              f"({_plain(cells.iloc[first])!r} in row {int(frame.index[first]) + 1})") from None
+    raise ConfigError(f"{source}: data.{part}: columns {_columns(frame)} hold non-numbers")
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (``0``, not ``np.int64(0)``, in messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:
+    """An infinite cell (``inf``, ``1e400`` in a CSV) said as one, with its row and column: an
+    empty cell is NaN, a missing step; infinity is a value no model can read."""
+    found = np.argwhere(np.isinf(values))
+    if len(found):
+        row, column = found[0]
+        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: non-finite value "
+                          f"{values[row, column]} (inf, or a number past float64's range)")
+
+
+def _check_targets(ys: list, source: str, where) -> None:
+    """No NaN or infinite number among the targets (a class label NaN is an empty cell), said with
+    its row; text labels are left to the problem's checks."""
+    for i, target in enumerate(ys):
+        values = np.asarray(target)
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            raise ConfigError(f"{source}: data.{where(i)}: target is {'NaN (an empty cell?)' if np.isnan(values).any() else 'infinite'}")
 
 
 def _check_finite(xs: list[np.ndarray], source: str) -> None:

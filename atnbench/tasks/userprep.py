@@ -73,9 +73,12 @@ def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is
         parts = {name.split(".", 1)[1]: path for name, path in files.items() if name.startswith(f"{split}.")}
         where = parts or files.get(split)
         if where:
-            given[split] = read_split(where, fields, problem.per_step)
+            given[split] = read_split(where, fields, problem.per_step, user.get("allow_pickle", False))
     if "train" not in given:
         raise ConfigError("data.train: required (the training file)")
+    if problem.classes:  # as read: the file and the row of a bad label, not its place in a carved split
+        for part in given.values():
+            _check_labels(part, problem.per_step, fields.y)
     # sequence labels stratify the carved splits; per-step labels and regression targets cannot
     strata = [_label(y) for y in given["train"].ys] if problem.classes and not problem.per_step else None
     splits = _carve(given, user["split"], strata)
@@ -87,18 +90,25 @@ def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is
         classes = _classes(splits, problem.per_step)
     else:
         target_dim = _check_numbers(splits, problem.per_step)
-    vocab = _vocabulary(splits) if "tokens" in user else None
+    vocab = _vocabulary(splits, user["tokens"]["embedding"]) if "tokens" in user else None
     return Prepared(splits, classes, target_dim, channels.pop(), vocab)
 
 
-def _vocabulary(splits: dict[str, Sequences]) -> int:
-    """Token inputs: one channel of whole numbers >= 0; the vocabulary covers every split's ids."""
+def _vocabulary(splits: dict[str, Sequences], embedding: int) -> int:
+    """Token inputs: one channel of whole numbers >= 0; the vocabulary covers every split's ids,
+    and its embedding table must fit the machine (an id of 1e12 asks for terabytes)."""
+    from atnbench.resources import FLOAT, PARAM_COPIES, Estimate, check_fits
+
     for part in splits.values():
         for i, seq in enumerate(part.xs):
             if seq.shape[1] != 1 or (seq < 0).any() or (seq != np.round(seq)).any():
                 raise ConfigError(f"{part.source}: data.x: inputs: tokens needs one whole number >= 0 per step; "
                                   f"sequence {i} has {seq.shape[1]} channel(s) or other values")
-    return int(max(seq.max() for part in splits.values() for seq in part.xs)) + 1
+    largest = max(seq.max() for part in splits.values() for seq in part.xs)
+    table = (float(largest) + 1) * embedding * FLOAT * PARAM_COPIES
+    check_fits(Estimate(int(min(table, 2**62)), f"token ids up to {largest:.0f}, embedding {embedding}"),
+               what="the token embedding of this task's data")
+    return int(largest) + 1
 
 
 def _subset(part: Sequences, index, source: str) -> Sequences:
@@ -177,6 +187,35 @@ def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
                 raise ConfigError(f"{splits[key].source}: data.y: label(s) {shown} of the {key} split are missing "
                                   f"from the training split")
     return sorted(known, key=lambda v: (isinstance(v, str), v))
+
+
+LABEL_KINDS = ((bool, "true/false"), (str, "text"), ((int, float), "a number"))  # bool first: a bool is an int
+
+
+def _check_labels(part: Sequences, per_step: bool, column: str) -> None:
+    """Class labels are single values of one kind: '1', 1 and True are three labels that print
+    alike (1.0 and 1 are one, the number 1)."""
+    kinds: dict[str, Any] = {}
+    for i, y in enumerate(part.ys):
+        values = np.asarray(y).reshape(-1) if per_step else [y]
+        if not per_step and (isinstance(y, (dict, list, tuple)) or np.ndim(y) > 0):
+            raise ConfigError(f"{part.source}: data.y ({column!r}): sequence {i + 1}'s class label is "
+                              f"{type(y).__name__} {_shape(y)}; a class label is one value (a number or text)")
+        for value in values:
+            value = value.item() if isinstance(value, np.generic) else value
+            kind = next((name for types, name in LABEL_KINDS if isinstance(value, types)), None)
+            if kind is None:
+                raise ConfigError(f"{part.source}: data.y ({column!r}): sequence {i + 1}'s class label {value!r} is "
+                                  f"{type(value).__name__}; a class label is a number or text")
+            kinds.setdefault(kind, value)
+    if len(kinds) > 1:
+        shown = ", ".join(f"{kind} {value!r}" for kind, value in kinds.items())
+        raise ConfigError(f"{part.source}: data.y ({column!r}): class labels of several kinds ({shown}); give every "
+                          f"label the same kind")
+
+
+def _shape(value: Any) -> str:
+    return f"of shape {np.shape(value)}" if not isinstance(value, dict) else f"with keys {sorted(value)[:3]}"
 
 
 def _label(value: Any) -> Any:
