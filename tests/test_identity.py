@@ -8,21 +8,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import atnbench.identity as identity
-from atnbench.cli import app
 from atnbench.config import RunConfig, build_config
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from helpers import invoke
 
-runner = CliRunner()
 TINY_RUN = ["adding", "--T", "12", "--iters", "6", "--eval-every", "3", "--val-samples", "16", "--hidden", "8",
             "--batch-size", "8", "--quiet"]
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def config(**values) -> RunConfig:

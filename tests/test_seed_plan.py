@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import json
 
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.cli.report import load_groups
 from atnbench.report import plan as planning
 from atnbench.store import ResultsStore
-from helpers import fill_store
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from helpers import fill_store, invoke
 
 
 def pilot(path, atn=(0.10, 0.13, 0.115), ln=(0.20, 0.24, 0.22), lstm=(0.30, 0.31, 0.36)):

@@ -7,10 +7,9 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.store import SCHEMA_VERSION, ResultsStore, StoreError
+from helpers import invoke
 
 # The schema of the first release (eddcef5 .. 4340275: atnbench/store.py), as it wrote it: no
 # `models` table, the version only in `meta`, PRAGMA user_version 0.
@@ -128,7 +127,7 @@ def test_a_store_newer_than_the_code_is_refused_in_one_line(tmp_path):
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="newer than this atnbench"):
         ResultsStore(path)
-    result = CliRunner().invoke(app, ["runs", "list", "--store", str(path)])
+    result = invoke("runs", "list", "--store", str(path))
     assert result.exit_code == 2 and "newer than this atnbench" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 

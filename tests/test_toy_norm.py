@@ -12,16 +12,13 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.identity import identity
 from atnbench.nn.norms import NormStream, SequenceNorm
 from atnbench.nn.schemes import NormScheme, register, style_slot, unregister
 from atnbench.report.style import model_colors, styles_for
 from atnbench.store import ResultsStore
-
-runner = CliRunner()
+from helpers import invoke
 
 
 class RMSNorm(SequenceNorm):
@@ -49,10 +46,6 @@ def toyrms():
                         RMSNorm, RMSNorm, RMSNorm, bias_inside=True, label="ToyRMS", fast_path=False))
     yield
     unregister("toyrms")
-
-
-def invoke(*args, **more):
-    return runner.invoke(app, [str(a) for a in args], **more)
 
 
 def test_a_registered_norm_is_everywhere(toyrms, tmp_path):

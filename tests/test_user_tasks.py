@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = "defaults: {hidden: 8, epochs: 2, batch_size: 8}\n"
@@ -26,10 +25,6 @@ def _no_user_folders(monkeypatch):
     """Each test starts with no search folders; what --include adds is undone after it."""
     monkeypatch.setenv("ATNBENCH_TASKS", "")
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
 
 
 def ok(result):
@@ -272,7 +267,7 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert "channels" in checked and "no-information loss" in checked
     checked = ok(invoke("tasks", "check", "draft-csv", "--include", out)).stdout
     assert "training mean" in checked
-    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(out)], env={"COLUMNS": "1000"})).stdout
+    listed = ok(invoke("tasks", "--include", str(out), env={"COLUMNS": "1000"})).stdout
     assert "draft-npz" in listed and f"your task: {out / 'draft-npz.yaml'}" in listed
 
 
@@ -427,8 +422,8 @@ def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
             words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05"]  # --seeds 0, last
         if "--out-dir" in words:
             words[words.index("--out-dir") + 1] = str(tmp_path / "figs")
-        result = CliRunner().invoke(app, [*words, "--store", str(tmp_path / "s.db")] if words[0] in ("sweep", "report")
-                                    else words)
+        store = ["--store", tmp_path / "s.db"] if words[0] in ("sweep", "report") else []
+        result = invoke(*words, *store)
         assert result.exit_code == 0, f"{command}\n{result.stdout}\n{result.stderr}"
     assert list((tmp_path / "figs").glob("*.png"))
 
@@ -476,7 +471,7 @@ def test_a_broken_task_file_spoils_only_itself(npz_task):
     ok(invoke("tasks", "check", "vowels", "--include", npz_task))  # its neighbour is fine
     unknown = invoke("run", "nope", "--include", npz_task)
     assert unknown.exit_code == 2 and "unknown task 'nope'" in unknown.stderr and "broken" in unknown.stderr
-    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(npz_task)], env={"COLUMNS": "1000"})).stdout
+    listed = ok(invoke("tasks", "--include", str(npz_task), env={"COLUMNS": "1000"})).stdout
     assert "invalid YAML" in listed and "vowels" in listed
 
 

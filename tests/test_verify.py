@@ -8,15 +8,7 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
-
-from atnbench.cli import app
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from helpers import invoke
 
 
 @pytest.fixture(scope="module")
