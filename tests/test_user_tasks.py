@@ -73,8 +73,9 @@ def test_an_npz_task_runs_sweeps_reports_and_is_judged(npz_task, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "s.db"
     ok(invoke("run", "vowels", "--include", npz_task, "--norm", "atn", "--k", 3, "--store", store, "-q"))
+    # --workers 1: the runs in this process (no worker to spawn and import torch); workers: test_sweep
     ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0,1",
-              "--budget", 0.5, "--store", store, "-q"))
+              "--budget", 0.5, "--workers", 1, "--store", store, "-q"))
     with sqlite3.connect(store) as db:
         sweeps = {row[0] for row in db.execute("select sweep from sweep_runs")}
         statuses = {row[0] for row in db.execute("select status from runs")}
@@ -102,7 +103,7 @@ def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
     record = json.loads(result.stdout)
     assert record["metric"] == "mae" and record["val_mae"] is not None and record["val_mae"] > 0
     ok(invoke("sweep", "norm-ablation", "--task", "sums", "--include", csv_task, "--seeds", "0", "--budget", 0.5,
-              "--store", store, "-q"))
+              "--workers", 1, "--store", store, "-q"))
     report = ok(invoke("report", "--include", csv_task, "--store", store, "--format", "json"))
     tables = {t["budget"]: t for t in json.loads(report.stdout)["tables"]}  # the full run, the shrunk sweep
     assert [len([r for r in tables[b]["rows"] if r["kind"] == "model"]) for b in (1.0, 0.5)] == [1, 7]
@@ -419,7 +420,9 @@ def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
     for command in commands[1:]:
         words = command.replace("examples/japanese-vowels", str(folder)).split()[1:]
         if words[0] == "sweep":
-            words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05"]  # --seeds 0, last
+            # --seeds 0 (last), tiny runs, in this process: the commands are checked, not the numbers
+            words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05", "--hidden", "8", "--iters", "4",
+                                                         "--eval-every", "2", "--workers", "1"]
         if "--out-dir" in words:
             words[words.index("--out-dir") + 1] = str(tmp_path / "figs")
         store = ["--store", tmp_path / "s.db"] if words[0] in ("sweep", "report") else []
