@@ -15,7 +15,7 @@ from helpers import invoke
 def stored(tmp_path_factory):
     db = tmp_path_factory.mktemp("verify") / "r.db"
     made = invoke("run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4", "--iters", "6",
-                  "--eval-every", "3", "--store", db, "--format", "json")
+                  "--eval-every", "3", "--val-samples", "8", "--store", db, "--format", "json")
     assert made.exit_code == 0, made.output
     return db, json.loads(made.stdout)["run_id"]
 
