@@ -54,7 +54,7 @@ def test_a_registered_norm_is_everywhere(toyrms, tmp_path):
 
     db = tmp_path / "r.db"
     made = invoke("run", "adding", "--norm", "toyrms", "--k", "7", "--T", "10", "--hidden", "8", "--batch-size", "4",
-                  "--iters", "4", "--eval-every", "2", "--store", db, "--format", "json")
+                  "--iters", "4", "--eval-every", "2", "--val-samples", "8", "--store", db, "--format", "json")
     assert made.exit_code == 0, made.output
     record = json.loads(made.stdout)
     assert record["status"] == "done"
@@ -67,7 +67,7 @@ def test_a_registered_norm_is_everywhere(toyrms, tmp_path):
     assert "toyrms" in rows
 
     timed = invoke("bench", "--workload", "adding", "--models", "toyrms,gru-toyrms-loop", "--reps", "1", "--warmup", "0",
-                   "--format", "json")
+                   "--T", "10", "--batch", "4", "--format", "json")
     assert timed.exit_code == 0, timed.output
     timed_models = {record["model"] for record in json.loads(timed.stdout)}
     assert {"toyrms", "gru-toyrms-loop"} <= timed_models  # times not asserted: speed belongs to `bench` runs
