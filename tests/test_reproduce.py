@@ -71,16 +71,6 @@ def test_real_data_parts_join_the_plan_once_their_data_is_there(no_data):
 @pytest.mark.slow
 def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    import atnbench.reproduce
-
-    paper_plan = atnbench.reproduce.plan
-
-    def small_validation(parts, seeds, budget, per_part, overrides):
-        """The paper's plan, each run validated on 16 sequences: the presets' thousands were most of
-        this test's time, and `reproduce` has no flag for it (its workers take the planned configs)."""
-        return paper_plan(parts, seeds, budget, per_part, {**overrides, "val_samples": 16})
-
-    monkeypatch.setattr(atnbench.reproduce, "plan", small_validation)
     args = ("reproduce", "--budget", "0.001", "--seeds", "0,1", "--workers", "2", "--quiet", "--device", "cpu",
             "--store", "s.db", "--out-dir", "report")
     result = invoke(*args)
