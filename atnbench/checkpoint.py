@@ -20,6 +20,11 @@ One writer per run: while a run trains, its process holds an OS lock on
 another process is training (``RunBusy``); a sweep waits for it and then skips it if it
 finished; ``atnbench runs delete`` refuses to delete it.
 
+Watching: ``on_save(callback)`` calls ``callback(path)`` after every checkpoint this process
+writes, while in its block. A Ray task trains into a scratch store on a node that may share no
+filesystem with the sweep's store; it ships each checkpoint to the driver as soon as it is in
+place, so a driver killed mid-run leaves a run the next sweep resumes (``sweep.ray_backend``).
+
 Clean-up: a run that finishes (done or diverged) deletes its checkpoint and stale temporary
 files; releasing the lock removes the lock file and then the run's folder and the store's
 checkpoint folder if they are empty.
@@ -104,10 +109,25 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
         raise
 
 
+_ON_SAVE: list[Callable[[Path], None]] = []  # see on_save
+
+
+@contextmanager
+def on_save(callback: Callable[[Path], None]) -> Iterator[None]:
+    """Call ``callback(path)`` after each checkpoint ``save`` puts in place, while in the block."""
+    _ON_SAVE.append(callback)
+    try:
+        yield
+    finally:
+        _ON_SAVE.remove(callback)
+
+
 def save(path: Path, payload: dict[str, Any]) -> None:
     import torch
 
     write_atomic(path, lambda handle: torch.save(payload, handle))
+    for callback in list(_ON_SAVE):
+        callback(path)
 
 
 def load(path: Path, device) -> dict[str, Any]:

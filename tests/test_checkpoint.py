@@ -140,6 +140,23 @@ def test_a_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path
     assert torch.load(target)["a"] == 1 and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 
+def test_on_save_sees_every_checkpoint_in_place_and_only_inside_its_block(tmp_path):
+    """What a Ray task ships to the driver: each checkpoint, whole, right after it is written."""
+    seen = []
+
+    def watch(path):
+        seen.append((path, checkpoints.load(path, CPU)["step"]))  # in place and readable when called
+
+    path = tmp_path / "r.db"
+    with checkpoints.on_save(watch):
+        killed_run(path)  # checkpoints at steps 4 and 8 (every 2nd evaluation), then interrupted
+    assert seen == [(checkpoints.checkpoint_file(path, CONFIG.run_id), 4),
+                    (checkpoints.checkpoint_file(path, CONFIG.run_id), 8)]
+    with ResultsStore(path) as store:
+        train(CONFIG, store, CPU, resume=True)  # outside the block: no more calls
+    assert len(seen) == 2
+
+
 def test_a_run_training_elsewhere_is_refused(tmp_path):
     with ResultsStore(tmp_path / "r.db") as store:
         with hold_run(store.path, CONFIG.run_id):  # as another process would

@@ -1,16 +1,26 @@
-"""Seeds planned before running (#31.2): `sweep --seeds-for-power` plans from the store's pilot
-runs, records the plan, reuses it (the count is fixed before the runs), and `report --verdicts`
-shows it."""
+"""Sizing a study from pilot runs (#37.5): `sweep --seeds-for-power` sizes the study's looks from
+the store's pilot (Welch's test at alpha/m, an interval from the pilot's uncertainty), records
+the plan before its runs, reuses it, and refuses pilots it cannot plan from; `reproduce
+--until-decided` makes each part with claims a study."""
 
 from __future__ import annotations
 
-import json
+import re
 
+import yaml
 
-from atnbench.cli.report import load_groups
-from atnbench.report import plan as planning
+from atnbench.report import study as studies
 from atnbench.store import ResultsStore
 from helpers import fill_store, invoke
+
+CLAIMS = {"claims": [{"id": "order", "claim": "ATN < LN < LSTM", "task": "copying", "T": 100, "budget": 0.01,
+                      "order": ["atn k=45", "ln", "lstm"]}]}
+
+
+def claims(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(CLAIMS))
+    return path
 
 
 def pilot(path, atn=(0.10, 0.13, 0.115), ln=(0.20, 0.24, 0.22), lstm=(0.30, 0.31, 0.36)):
@@ -20,71 +30,77 @@ def pilot(path, atn=(0.10, 0.13, 0.115), ln=(0.20, 0.24, 0.22), lstm=(0.30, 0.31
     fill_store(path, runs)
 
 
-def planned(output: str) -> int:
-    line = next(line for line in output.splitlines() if line.startswith("plan for sweep k-ablation"))
-    return int(line.split(": ", 1)[1].split()[0])
+def most(output: str) -> int:
+    return int(re.search(r"at most (\d+) seeds per configuration", output).group(1))
 
 
-def test_a_dry_run_plans_from_the_pilot_and_records_nothing(tmp_path):
+def sized(tmp_path, db, *extra):
+    return invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--claims", claims(tmp_path), "--store", db,
+                  "--budget", "0.01", *extra)
+
+
+def test_a_dry_run_sizes_the_study_from_the_pilot_and_records_nothing(tmp_path):
     db = tmp_path / "r.db"
     pilot(db)
-    result = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--dry-run", "--store", db, "--budget", "0.01")
+    result = sized(tmp_path, db, "--dry-run")
     assert result.exit_code == 0, result.output
-    n = planned(result.stderr)
-    assert 2 <= n <= 40 and "dry run: not recorded" in result.stderr
-    assert f"{5 * n} runs" in result.stdout  # 5 configurations × the planned seeds
+    n = most(result.stderr)
+    assert 5 <= n <= 40 and "dry run: not recorded" in result.stderr
+    assert "pilot: atn k=45 < ln:" in result.stderr and "interval" in result.stderr
+    assert "from seed 3" in result.stderr  # fresh seeds: the pilot used 0-2
+    assert f"{3 * n} runs" in result.stdout  # the three configurations the claims compare, n seeds each
     with ResultsStore(db) as store:
-        assert planning.recorded(store) == []
+        assert studies.load(store) == []
 
 
 def test_noisier_pilots_plan_more_seeds_and_the_cap_holds(tmp_path):
     pilot(tmp_path / "clear.db")
     pilot(tmp_path / "noisy.db", atn=(0.10, 0.22, 0.16), ln=(0.14, 0.26, 0.2))
-    clear = planned(invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--dry-run", "--max-seeds", "500",
-                           "--store", tmp_path / "clear.db", "--budget", "0.01").stderr)
-    noisy = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--dry-run", "--max-seeds", "500",
-                   "--store", tmp_path / "noisy.db", "--budget", "0.01")
-    assert planned(noisy.stderr) > clear
-    capped = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--dry-run", "--max-seeds", "3",
-                    "--store", tmp_path / "noisy.db", "--budget", "0.01")
-    assert planned(capped.stderr) == 3 and "capped at --max-seeds 3" in capped.stderr
+    clear = most(sized(tmp_path, tmp_path / "clear.db", "--dry-run", "--max-seeds", "500").stderr)
+    noisy = most(sized(tmp_path, tmp_path / "noisy.db", "--dry-run", "--max-seeds", "500").stderr)
+    assert noisy > clear
+    capped = sized(tmp_path, tmp_path / "noisy.db", "--dry-run", "--max-seeds", "6")
+    assert most(capped.stderr) == 6 and "capped at --max-seeds 6" in capped.stderr
 
 
-def test_a_recorded_plan_is_reused_and_shown_by_the_report(tmp_path):
+def test_a_recorded_study_is_reused_and_shown_by_the_report(tmp_path):
+    from atnbench.report.claims import read_family
+    from atnbench.sweep import confirm, expand, load_sweep
+
     db = tmp_path / "r.db"
     pilot(db)
-    with ResultsStore(db) as store:
-        groups = load_groups(db, "copying", 100, None, None, None)[0]
-        chosen = planning.plan("k-ablation", groups, 0.8, 40)
-        planning.record(store, chosen)
-        assert planning.recorded(store) == [chosen]
-    again = invoke("sweep", "k-ablation", "--seeds-for-power", "0.9", "--dry-run", "--store", db, "--budget", "0.01")
-    assert again.exit_code == 0 and "reused" in again.stderr and planned(again.stderr.replace("note: ", "")) == chosen.seeds
-    report = invoke("report", "--verdicts", "--store", db, "--format", "json")
-    assert report.exit_code == 0, report.output
-    plans = json.loads(report.stdout)["seed_plans"]
-    assert [p["seeds"] for p in plans] == [chosen.seeds] and plans[0]["comparisons"]
-    table = invoke("report", "--verdicts", "--store", db)
-    assert "plan for sweep k-ablation" in table.stdout
+    runs = expand(load_sweep("k-ablation"), budget=0.01, seeds=tuple(range(3, 13)),
+                  overrides={"threads": 1, "device": "cpu"})
+    confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, read_family(claims(tmp_path)), (5, 10), 3, 0.05),
+                            False)
+    again = sized(tmp_path, db, "--dry-run")
+    assert again.exit_code == 0, again.output
+    assert "plan reused" in again.stderr and "looks at 5, 10 seeds from seed 3" in again.stderr
+    report = invoke("report", "--verdicts", "--store", db, "--claims", claims(tmp_path))
+    assert report.exit_code == 0 and "study k-ablation: 2 comparisons of claims.yaml" in report.stdout
 
 
 def test_seeds_for_power_refuses_what_it_cannot_plan(tmp_path):
-    both = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--seeds", "0-2", "--store", tmp_path / "r.db")
-    assert both.exit_code == 2 and "not both" in both.stderr
-    missing = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--store", tmp_path / "none.db")
-    assert missing.exit_code == 2 and "pilot" in missing.stderr
-    pilot(tmp_path / "r.db")
-    power = invoke("sweep", "k-ablation", "--seeds-for-power", "1.5", "--store", tmp_path / "r.db")
-    assert power.exit_code == 2 and "(0, 1)" in power.stderr
-
-
-def test_reproduce_plans_each_part_and_keeps_the_default_where_there_is_no_pilot(tmp_path):
     db = tmp_path / "r.db"
-    pilot(db)
-    result = invoke("reproduce", "--seeds-for-power", "0.8", "--dry-run", "--store", db, "--budget", "0.01",
-                    "--only", "k-ablation,table3-denoise")
+    pilot(db, atn=(0.1, 0.2), ln=(0.2, 0.3), lstm=(0.3, 0.4))  # two seeds a side
+    result = sized(tmp_path, db, "--dry-run")
+    assert result.exit_code == 2 and "3 seeds a side" in result.stderr and "Traceback" not in result.output
+    flat = tmp_path / "flat.db"
+    pilot(flat, atn=(0.1,) * 3, ln=(0.2,) * 3, lstm=(0.3,) * 3)
+    result = sized(tmp_path, flat, "--dry-run")
+    assert result.exit_code == 2 and "no spread" in result.stderr
+    bad = sized(tmp_path, db, "--dry-run", "--seeds", "0-2")
+    assert bad.exit_code == 2 and "not both" in bad.stderr
+
+
+def test_reproduce_makes_each_part_with_claims_a_study(tmp_path):
+    db = tmp_path / "r.db"
+    result = invoke("reproduce", "--until-decided", "--dry-run", "--store", db, "--only", "k-ablation,bias-placement")
     assert result.exit_code == 0, result.output
-    assert "k-ablation: plan for sweep k-ablation" in result.stderr
-    assert "part table3-denoise" in result.stderr and "keeps seeds 0,1,2" in result.stderr
-    both = invoke("reproduce", "--seeds-for-power", "0.8", "--seeds", "0-2", "--dry-run", "--store", db)
+    assert "k-ablation: study k-ablation: 7 comparisons of paper_claims.yaml (m = 22" in result.stderr
+    assert "bias-placement: study bias-placement: 1 comparison of" in result.stderr  # its default rows, no lstm
+    reduced = invoke("reproduce", "--until-decided", "--dry-run", "--store", db, "--only", "k-ablation",
+                     "--budget", "0.01")
+    assert "note: part k-ablation: no claim" in reduced.stderr and "keeps seeds 0,1,2" in reduced.stderr
+    both = invoke("reproduce", "--until-decided", "--seeds", "0-2", "--dry-run", "--store", db)
     assert both.exit_code == 2 and "not both" in both.stderr

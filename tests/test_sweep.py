@@ -233,17 +233,41 @@ def test_a_variant_axis_runs_and_reports_one_table_per_variant(tmp_path):
     assert any("variant paper-text" in t["title"] for t in tables)
 
 
-def serial_reference(tmp_path_factory, name: str, text: str) -> dict:
+def serial_reference_store(tmp_path_factory, name: str, text: str) -> Path:
     """A sweep run serially, uninterrupted: what every other way of running it must give."""
     folder = tmp_path_factory.mktemp(f"{name}-reference")
     path, store = write(folder, f"{name}.yaml", text), folder / "r.db"
     run_json(path, "--store", store, "--workers", "1")
-    return snapshot(store)
+    return store
+
+
+def serial_reference(tmp_path_factory, name: str, text: str) -> dict:
+    return snapshot(serial_reference_store(tmp_path_factory, name, text))
 
 
 @pytest.fixture(scope="module")
-def tiny_reference(tmp_path_factory):
-    return serial_reference(tmp_path_factory, "tiny", TINY)
+def tiny_reference_store(tmp_path_factory):
+    return serial_reference_store(tmp_path_factory, "tiny", TINY)
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny_reference_store):
+    return snapshot(tiny_reference_store)
+
+
+def kept_weights(store: Path) -> dict:
+    """run id -> kind -> (step, every tensor's values): the weights a run kept, for comparing."""
+    import io
+
+    kept = {}
+    with ResultsStore(store, create=False) as results:
+        for run in results.runs():
+            for kind in ("best", "final"):
+                found = results.model(run.run_id, kind)
+                if found is not None:
+                    state = torch.load(io.BytesIO(found[1]), weights_only=True)
+                    kept.setdefault(run.run_id, {})[kind] = (found[0], {k: v.tolist() for k, v in state.items()})
+    return kept
 
 
 def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
@@ -410,7 +434,7 @@ def test_an_idle_worker_ends_on_sigterm(tmp_path):
 # --- Ray -------------------------------------------------------------------------------------------------
 
 @pytest.mark.ray
-def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_reference):
+def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_reference, tiny_reference_store):
     ray = pytest.importorskip("ray")
 
     path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
@@ -446,6 +470,9 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
     counts = json.loads(result.stdout)["counts"]
     assert counts["done"] == 8 and counts["skipped"] == 0
     assert snapshot(store) == tiny_reference
+    reference = kept_weights(tiny_reference_store)
+    assert len(reference) == 8 and all(set(kinds) == {"best", "final"} for kinds in reference.values())
+    assert kept_weights(store) == reference  # the resumed run's best from before its interruption included
     with ResultsStore(store, create=False) as results:
         assert not (results.checkpoint_dir(interrupted.run_id) / "checkpoint.pt").exists()
 

@@ -120,7 +120,7 @@ def report(
                                                         ", or what --output's suffix says")] = None,
     output: Annotated[Optional[Path], options.output_file("the report (instead of the terminal)")] = None,
     plots_dir: Annotated[Optional[Path], options.out_dir("the figures (PNG and SVG), also written when given")] = None,
-    verdicts: bool = typer.Option(False, "--verdicts", help="Also test the paper's claims on these runs. Each comparison shows n, means and CIs, Hedges' g, P(lower < higher) with a bootstrap interval, the seeds that left the baseline, Welch's p (Holm-corrected) and the seeds per side 80% power would need. " + RULE),
+    verdicts: bool = typer.Option(False, "--verdicts", help="Also judge the paper's claims on these runs. Each comparison shows n, means and CIs, Hedges' g, P(lower < higher) with a bootstrap interval, the seeds that left the baseline, Welch's p (and m·p, m the claims file's comparisons), the processor classes of the seeds and the seeds per side 80% power would need. " + RULE),
     baseline_margin: float = typer.Option(0.05, "--baseline-margin", help="A row is 'at baseline' (learned nothing) when no seed gets more than this fraction below the task's no-memory baseline."),
     claims_file: Optional[Path] = typer.Option(None, "--claims", metavar="FILE", help="Test your own claims (a YAML file like atnbench/report/paper_claims.yaml: 'ATN < LN on my task') instead of the paper's; implies --verdicts."),
     store: options.Store = options.STORE,
@@ -145,13 +145,13 @@ def report(
     from atnbench.report.render import group_view, k_ablation_view, rich_view
 
     from atnbench.outputs import check_output_dir, check_output_file
-    from atnbench.report.verdicts import check_margin, read_claims
+    from atnbench.report.verdicts import check_margin, read_family
 
     plots = options.deprecated(plots_old, "--plots", "--out-dir", plots_dir)
     fmt = format_for(fmt, str(output) if output is not None else None)
     margin = check_margin(baseline_margin)
     verdicts = verdicts or claims_file is not None
-    user_claims = read_claims(claims_file) if claims_file is not None else None  # a bad file: one line, now
+    user_claims = read_family(claims_file) if claims_file is not None else None  # a bad file: one line, now
     if verdicts and fmt not in ("table", "markdown", "json"):
         fail(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     if output is not None:
@@ -176,17 +176,17 @@ def report(
 
     meta = {"store": str(path), "filters": {"task": task, "T": T, "sweep": sweep, "norm": norm, "since": since},
             "paper": paper, "runs_selected": selected, "runs_in_store": total}
-    claims = _verdicts(groups, margin, user_claims) if verdicts else None
-    plans = _plans(path) if verdicts else []
+    plans = _studies(path) if verdicts else []
+    claims = _verdicts(groups, margin, user_claims, plans) if verdicts else None
     if claims is not None and fmt == "json":
         from dataclasses import asdict
 
         from atnbench.report.verdict_tables import verdict_records
 
         meta["verdicts"] = verdict_records(*claims)
-        meta["seed_plans"] = [asdict(plan) for plan in plans]
+        meta["studies"] = [asdict(plan) for plan in plans]
     if output is not None:
-        text = export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else "")
+        text = export(views, fmt, meta) + (_verdicts_markdown(claims, plans, user_claims) if claims and fmt == "markdown" else "")
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(text, encoding="utf-8")
         say(f"wrote {output}")
@@ -200,35 +200,37 @@ def report(
         if claims is not None:
             from atnbench.report.verdict_tables import rich_verdicts
 
-            out.print(rich_verdicts(*claims))
+            out.print(rich_verdicts(*claims, family_name=user_claims.name if user_claims else None))
             for plan in plans:
                 out.print(Text(plan.line(), style="dim"), soft_wrap=True)
     else:
-        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims, plans) if claims and fmt == "markdown" else ""))
+        sys.stdout.write(export(views, fmt, meta) + (_verdicts_markdown(claims, plans, user_claims) if claims and fmt == "markdown" else ""))
         sys.stdout.flush()
     if plots is not None:
         _write_plots(groups, plots, k_view, say)
 
 
-def _verdicts(groups, margin: float, claims=None):
-    """(results, claims without runs) for the paper's claims (or the user's) on these groups."""
-    from atnbench.report.verdicts import evaluate, paper_claims
+def _verdicts(groups, margin: float, family=None, studies=()):
+    """(results, claims without runs) for the paper's claims (or the user's) on these groups and
+    the studies the store records."""
+    from atnbench.report.verdicts import evaluate, paper_family
 
-    return evaluate(claims if claims is not None else paper_claims(), groups, margin=margin)
+    return evaluate(family if family is not None else paper_family(), groups, margin=margin, studies=studies)
 
 
-def _verdicts_markdown(claims, plans) -> str:
+def _verdicts_markdown(claims, plans, family=None) -> str:
     from atnbench.report.verdict_tables import markdown_verdicts
 
-    return "\n" + markdown_verdicts(*claims) + "".join(f"\n- {plan.line()}\n" for plan in plans)
+    return ("\n" + markdown_verdicts(*claims, family_name=family.name if family else None)
+            + "".join(f"\n- {plan.line()}\n" for plan in plans))
 
 
-def _plans(path: Path) -> list:
-    """The seed plans the store records (``sweep --seeds-for-power``)."""
-    from atnbench.report import plan as planning
+def _studies(path: Path) -> list:
+    """The studies the store records (``sweep --until-decided``)."""
+    from atnbench.report import study
 
     with ResultsStore.open_read_only(path) as results:
-        return planning.recorded(results)
+        return study.load(results)
 
 
 @app.command()

@@ -24,17 +24,26 @@ DEFAULT_SEEDS = "0,1,2"
 @user_errors
 def reproduce(
     seeds: options.Seeds = None,
+    until_decided: bool = typer.Option(
+        False, "--until-decided",
+        help="Run each part whose sweep holds claims of the paper as a confirmatory study (see `atnbench sweep "
+             "--help`): a plan recorded before its runs, fresh seeds in looks, each look recorded; a part "
+             "without claims at its protocol keeps its seeds."),
+    looks: Optional[str] = typer.Option(None, "--looks", metavar="N,N,...",
+                                        help="Seeds per configuration at each look (default 6,12,18,24,30)."),
     seeds_for_power: Optional[float] = typer.Option(
         None, "--seeds-for-power", metavar="POWER", callback=finite,
-        help="Plan each part's seeds from the store's pilot runs (see `atnbench sweep --help`); a part "
-             "without pilot runs keeps the default seeds."),
-    max_seeds: int = typer.Option(40, "--max-seeds", min=2, help="The most seeds --seeds-for-power may plan."),
+        help="Size each part's study from the store's pilot runs (see `atnbench sweep --help`); implies "
+             "--until-decided."),
+    max_seeds: int = typer.Option(40, "--max-seeds", min=5, help="The most seeds --seeds-for-power may plan."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, e.g. 0.25,table1-copying=1 (default: 1, the full protocol)."),
     only: Optional[str] = typer.Option(None, "--only", help=f"Comma list of parts: {', '.join(PARTS)} (the real-data parts run where their data is prepared)."),
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT. A token-authenticated cluster "
+                                          "(Ray's default) needs RAY_AUTH_MODE=token and its token: docs/ray.md. Ray's own log "
+                                          "lines are hidden; ATNBENCH_RAY_LOGS=1 shows them."),
     device: options.Device = options.DEVICE,
     store: options.Store = options.STORE,
     out_dir: Annotated[Path, options.out_dir("report.md, report.html and the figures")] = Path("atnbench-results") / "report",
@@ -58,8 +67,11 @@ def reproduce(
     from atnbench.zoo import resolve_device
 
     # every input checked before the first note or run: a mistake is one line, and found now
-    if seeds_for_power is not None and seeds is not None:
-        fail("--seeds-for-power plans the seeds; give it or --seeds, not both")
+    until_decided = until_decided or seeds_for_power is not None
+    if until_decided and seeds is not None:
+        fail("--until-decided runs each study's own fresh seeds; give it or --seeds, not both")
+    if looks is not None and not until_decided:
+        fail("--looks plans a study: give it with --until-decided")
     seed_list = parse_seeds(seeds if seeds is not None else DEFAULT_SEEDS)
     options.check_threads(threads)
     default_budget, per_part = parse_budgets(budget)
@@ -77,9 +89,10 @@ def reproduce(
     if not parts:
         fail("no part can run here: " + "; ".join(why for _, why in missing))
     planned = plan(parts, seed_list, default_budget, per_part, overrides)
-    if seeds_for_power is not None:
-        planned = _with_planned_seeds(planned, store, seeds_for_power, max_seeds, not (dry_run or report_only),
-                                      lambda part, seeds: plan([part], seeds, default_budget, per_part, overrides))
+    studies = {}
+    if until_decided:
+        planned, studies = _as_studies(planned, store, looks, seeds_for_power, max_seeds, dry_run or report_only,
+                                       lambda part, seeds: plan([part], seeds, default_budget, per_part, overrides))
     check_output_dir(out_dir, "--out-dir")
     _check_store(store, write=not (dry_run or report_only), must_exist=report_only)
     for part, why in missing:
@@ -93,8 +106,18 @@ def reproduce(
             if not quiet:
                 err.print(f"[bold]{item.part.name}[/]: {len(item.runs)} runs at budget {item.budget:g} "
                           f"({item.part.what})")
-            result = run_sweep(load_sweep(item.part.name), item.runs, store, backend=backend, workers=workers,
-                               threads=threads, device=device, address=address, quiet=quiet, keep_stale=keep_stale)
+            def run_these(runs, item=item):
+                return run_sweep(load_sweep(item.part.name), runs, store, backend=backend, workers=workers,
+                                 threads=threads, device=device, address=address, quiet=quiet, keep_stale=keep_stale)
+
+            if item.part.name in studies:
+                from atnbench.sweep import confirm
+
+                code = confirm.run(studies[item.part.name], item.runs, Path(store), run_these,
+                                   lambda line: err.print(Text(line), soft_wrap=True))
+                failed += bool(code)
+                continue
+            result = run_these(item.runs)
             failed += len(result.failures)
             if result.signal is not None:
                 err.print("stopped: run the same command again to resume")
@@ -108,24 +131,32 @@ def reproduce(
         fail(f"{failed} run(s) failed; see `atnbench runs list --status failed`", code=1)
 
 
-def _with_planned_seeds(planned: list, store: Path, power: float, max_seeds: int, record_it: bool, replan) -> list:
-    """Each part with the seeds its claims need (atnbench.report.plan); a part without pilot runs
-    in the store keeps the default seeds, with a note."""
-    from atnbench.report import plan as planning
-    from atnbench.sweep import load_sweep
+def _as_studies(planned: list, store: Path, looks: Optional[str], power: Optional[float], max_seeds: int,
+                dry_run: bool, replan) -> tuple[list, dict]:
+    """Each part whose sweep holds claims of the paper as a study (atnbench.sweep.confirm), its
+    plan said on stderr; a part without such claims keeps its seeds, with a note."""
+    from dataclasses import replace
 
-    out = []
+    from atnbench.report.claims import paper_family
+    from atnbench.sweep import confirm, load_sweep
+
+    out, studies = [], {}
     for item in planned:
+        def expand_seeds(seeds, part=item.part):
+            return [run for part_plan in replan(part, tuple(seeds)) for run in part_plan.runs]
+
         try:
-            seeds, line = planning.seeds_for(store, item.part.name, load_sweep(item.part.name).task,
-                                             {run.config.T for run in item.runs}, power, max_seeds, record_it)
+            study, runs = confirm.prepare(item.part.name, load_sweep(item.part.name).task, expand_seeds, store,
+                                          paper_family(), looks, None, power, max_seeds, dry_run,
+                                          lambda line, name=item.part.name: err.print(Text(f"{name}: {line}"),
+                                                                                      soft_wrap=True))
         except UserError as error:
             err.print(Text(f"note: part {item.part.name}: {error}; it keeps seeds {DEFAULT_SEEDS}"), soft_wrap=True)
             out.append(item)
             continue
-        err.print(Text(f"{item.part.name}: {line}"), soft_wrap=True)
-        out += replan(item.part, seeds)
-    return out
+        studies[item.part.name] = study
+        out.append(replace(item, runs=runs))
+    return out, studies
 
 
 def _check_store(store: Path, write: bool, must_exist: bool) -> None:

@@ -73,6 +73,9 @@ def export_cmd(
                                          help="Leave out stale runs (made by other code) that the store also holds "
                                               "finished by this code, same config: the published set stays current."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
+    studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE",
+                                                help="Also write the store's studies (plans and looks of "
+                                                     "`sweep --until-decided`) to this JSON file."),
 ):
     """Write the store's runs (with curves and sweep memberships) as JSON Lines.
 
@@ -95,6 +98,23 @@ def export_cmd(
             n = transfer.write_lines(recs, stream)
         tmp.replace(file)  # a reader never sees half a file
     err.print(Text(f"exported {n} run{'s' if n != 1 else ''} from {path} to {file}"), soft_wrap=True)
+    if studies_file is not None:
+        _export_studies(store, studies_file)
+
+
+def _export_studies(store: Path, path: Path) -> None:
+    import json
+
+    from atnbench.report import study
+
+    check_output_file(path, "--studies")
+    with open_store(store) as results:
+        records = study.to_records(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    err.print(Text(f"exported {len(records)} stud{'ies' if len(records) != 1 else 'y'} to {path}"), soft_wrap=True)
 
 
 @store_app.command("import")
@@ -102,6 +122,9 @@ def export_cmd(
 def import_cmd(
     file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`; - reads standard input."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to import into (created if missing)."),
+    studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE",
+                                                help="Also bring in the studies of this JSON file (`store export "
+                                                     "--studies`): a plan never changes, looks are only added."),
 ):
     """Bring the runs of a JSON Lines file into a store.
 
@@ -117,10 +140,28 @@ def import_cmd(
     """
     recs = transfer.read_lines(file)  # every line checked before anything is written
     _note_unchecked(recs, str(file))
+    studies = _read_studies(studies_file) if studies_file is not None else None
     with open_store(store, create=True) as results:
         tally = transfer.combine_all(results, recs, str(file))
         path = results.path
+        if studies is not None:
+            from atnbench.report import study
+
+            added, kept = study.bring_in(results, studies, str(studies_file))
+            err.print(Text(f"{studies_file}: {added} stud{'ies' if added != 1 else 'y'} added or extended, "
+                           f"{kept} already there"), soft_wrap=True)
     _finish(tally, path)
+
+
+def _read_studies(path: Path):
+    import json
+
+    if not path.is_file():
+        raise UserError(f"--studies {path}: no such file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise UserError(f"--studies {path}: not JSON ({error})") from None
 
 
 @store_app.command("merge")

@@ -201,17 +201,15 @@ def _summary(spec, result, store: Path) -> FitTable:
     return table
 
 
-def _planned_seeds(spec, runs, store: Path, power: float, max_seeds: int, seeds_given: Optional[str],
-                   dry_run: bool) -> list[int]:
-    """Seeds 0 .. n-1 from the plan for this sweep (atnbench.report.plan), said on stderr."""
-    from atnbench.report import plan as planning
+def _study(spec, expand_picked, store: Path, claims_file: Optional[Path], looks_text: Optional[str],
+           first_seed: Optional[int], power: Optional[float], max_seeds: int, dry_run: bool):
+    """The sweep's study (atnbench.sweep.confirm), its plan said on stderr."""
+    from atnbench.report.claims import paper_family, read_family
+    from atnbench.sweep import confirm
 
-    if seeds_given is not None:
-        fail("--seeds-for-power plans the seeds; give it or --seeds, not both")
-    seeds, line = planning.seeds_for(store, spec.name, spec.task, {run.config.T for run in runs}, power, max_seeds,
-                                     record_it=not dry_run)
-    err.print(Text(line), soft_wrap=True)
-    return seeds
+    family = read_family(claims_file) if claims_file is not None else paper_family()
+    return confirm.prepare(spec.name, spec.task, expand_picked, store, family, looks_text, first_seed, power,
+                           max_seeds, dry_run, lambda line: err.print(Text(line), soft_wrap=True))
 
 
 @app.command()
@@ -227,16 +225,37 @@ def sweep(
     workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Runs at once in local processes (default: cores / threads)."),
     threads: options.Threads = options.THREADS,
     backend: str = typer.Option("local", "--backend", help="local (this machine) or ray (a Ray cluster)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address HOST:PORT (default: start or find a local one). "
+                                          "A token-authenticated cluster (Ray's default) needs RAY_AUTH_MODE=token and its token: "
+                                          "docs/ray.md. Ray's own log lines are hidden; ATNBENCH_RAY_LOGS=1 shows them."),
     seeds: Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
                                                  help="Seeds for every configuration, e.g. 0,1,2 or 0-4 "
                                                       "(default: the sweep's); --seed says the same.")] = None,
+    until_decided: bool = typer.Option(
+        False, "--until-decided",
+        help="Run the sweep's claims as a confirmatory study: a plan (looks, fresh seeds, alpha/m, margins) recorded "
+             "in the store before the first run, then each look's seeds for the configurations still undecided, "
+             "each look recorded; stops at a decision or for futility. The same command resumes it. "
+             "See docs/reproducing.md."),
+    looks: Optional[str] = typer.Option(
+        None, "--looks", metavar="N,N,...",
+        help="Seeds per configuration at each look of --until-decided (default 6,12,18,24,30; the first at least 5)."),
+    first_seed: Optional[int] = typer.Option(
+        None, "--first-seed", min=0,
+        help="The study's first seed (default: one past the highest seed the store holds for the task: fresh seeds)."),
+    plan_only: bool = typer.Option(
+        False, "--plan-only",
+        help="With --until-decided: record the study's plan in the store and price it (as --dry-run); run nothing."),
+    claims_file: Optional[Path] = typer.Option(
+        None, "--claims", metavar="FILE",
+        help="The claims file whose comparisons the study tests (default: the paper's); it is the family: m = its "
+             "distinct comparisons."),
     seeds_for_power: Optional[float] = typer.Option(
         None, "--seeds-for-power", metavar="POWER", callback=finite,
-        help="Plan the seeds from the store's pilot runs: as many per configuration as the sweep's claims need "
-             "for this power (e.g. 0.8) at the observed effects and spreads, t-test at 0.05/m. The plan is "
-             "recorded in the store and reused by later calls, so the count is fixed before the runs."),
-    max_seeds: int = typer.Option(40, "--max-seeds", min=2, help="The most seeds --seeds-for-power may plan."),
+        help="Size the --until-decided study from the store's pilot runs (3 seeds a side at least): the most seeds "
+             "per configuration Welch's test at alpha/m needs for this power (e.g. 0.8) at the pilot's effects, "
+             "for 5 looks; implies --until-decided."),
+    max_seeds: int = typer.Option(40, "--max-seeds", min=5, help="The most seeds --seeds-for-power may plan."),
     device: options.Device = options.DEVICE,
     store: options.Store = options.STORE,
     fmt: Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")] = None,
@@ -302,19 +321,30 @@ def sweep(
         if key in varied:
             fail(f"{FLAG_NAMES.get(key, key)} would replace the values sweep {spec.name} varies ({key}); "
                  f"edit a copy of {spec.source} instead")
-    runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
-    if seeds_for_power is not None:
-        seed_list = _planned_seeds(spec, runs, store, seeds_for_power, max_seeds, seeds, dry_run)
-        runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)
-    if picks:
-        asked = " ".join(_flag_text(key, value) for key, value in picks.items())
-        try:
-            chosen = pick(spec, runs, picks, budget=budget, seeds=seed_list, overrides=overrides)
-        except ConfigError as error:
-            fail(f"sweep {spec.name}, {asked}: {getattr(error, 'reason', error)}")
-        if not chosen:
-            fail(f"sweep {spec.name} has no run with {asked} (it holds {_held(runs, picks)})")
-        runs = chosen
+    def expand_picked(seed_list):
+        runs = expand(spec, budget=budget, seeds=seed_list, overrides=overrides)  # every run checked before any runs
+        if picks:
+            asked = " ".join(_flag_text(key, value) for key, value in picks.items())
+            try:
+                chosen = pick(spec, runs, picks, budget=budget, seeds=seed_list, overrides=overrides)
+            except ConfigError as error:
+                fail(f"sweep {spec.name}, {asked}: {getattr(error, 'reason', error)}")
+            if not chosen:
+                fail(f"sweep {spec.name} has no run with {asked} (it holds {_held(runs, picks)})")
+            runs = chosen
+        return runs
+
+    study = None
+    if until_decided or seeds_for_power is not None:
+        if seeds is not None:
+            fail("--until-decided runs the study's own fresh seeds; give it or --seeds, not both")
+        study, runs = _study(spec, expand_picked, store, claims_file, looks, first_seed, seeds_for_power, max_seeds,
+                             dry_run and not plan_only)
+        dry_run = dry_run or plan_only
+    else:
+        if looks is not None or first_seed is not None or claims_file is not None or plan_only:
+            fail("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")
+        runs = expand_picked(seed_list)
     if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
         from atnbench.resources import check_fits, config_estimate
 
@@ -335,6 +365,15 @@ def sweep(
         cores = available_cores()
         if workers * threads > cores:
             err.print(f"[yellow]note:[/] {workers} workers x {threads} threads > {cores} cores: runs will compete for CPU")
+    if study is not None:
+        from atnbench.sweep import confirm
+
+        code = confirm.run(study, runs, Path(store), lambda chosen: run_sweep(
+            spec, chosen, store, backend=backend, workers=workers, threads=threads, device=device, address=address,
+            quiet=quiet, keep_stale=keep_stale), lambda line: err.print(Text(line), soft_wrap=True))
+        if code:
+            raise typer.Exit(code)
+        return
     result = run_sweep(spec, runs, store, backend=backend, workers=workers, threads=threads, device=device,
                        address=address, quiet=quiet, keep_stale=keep_stale)
     if json_out:

@@ -37,7 +37,7 @@ img { max-width: 100%; height: auto; display: block; margin: 0.5rem 0; }
 code, pre { font-size: 0.85rem; background: #f4f4f4; }
 pre { padding: 0.5rem; overflow-x: auto; white-space: pre-wrap; }
 .verdict-reproduced { color: #1a7f37; font-weight: 600; } .verdict-contradicted { color: #b42318; font-weight: 600; }
-.verdict-inconclusive, .verdict-uninformative { color: #8a6d00; font-weight: 600; }
+.verdict-inconclusive, .verdict-uninformative, .verdict-open { color: #8a6d00; font-weight: 600; } .verdict-equivalent { color: #0b6e99; font-weight: 600; } .verdict-exploratory { color: #555; font-weight: 600; }
 @media print { body { max-width: none; } .table-wrap { overflow: visible; } a { color: inherit; } }
 /* On a phone a wide table becomes one card per row, each cell named by its column. */
 @media screen and (max-width: 40rem) {
@@ -107,13 +107,15 @@ def verdicts_markdown(store: ResultsStore, planned_parts: list, margin: Optional
     """The verdicts on the paper's claims (``atnbench.report.verdicts``) over the finished runs of
     the parts (``part_records``), as Markdown; None when no claim has runs."""
     from atnbench.report.verdict_tables import markdown_verdicts
-    from atnbench.report.verdicts import DEFAULT_MARGIN, evaluate, paper_claims
+    from atnbench.report import study
+    from atnbench.report.verdicts import DEFAULT_MARGIN, evaluate, paper_family
 
     records = {r.run_id: r for planned in planned_parts for r in part_records(store, planned)}
     runs = [RunData(r, tuple(store.curve(r.run_id))) for r in records.values()]
     if not any(r.record.status in ("done", "diverged") for r in runs):
         return None
-    results, not_run = evaluate(paper_claims(), aggregate(runs), margin=DEFAULT_MARGIN if margin is None else margin)
+    results, not_run = evaluate(paper_family(), aggregate(runs), margin=DEFAULT_MARGIN if margin is None else margin,
+                                studies=study.load(store))
     return markdown_verdicts(results, not_run) if results else None
 
 
@@ -165,7 +167,7 @@ def to_html(markdown_text: str, base: Path, title: str) -> str:
     body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"])
     body = re.sub(r"<table>.*?</table>", _label_cells, body, flags=re.S)
     body = re.sub(r"<table>", '<div class="table-wrap"><table>', body).replace("</table>", "</table></div>")
-    for verdict in ("reproduced", "contradicted", "inconclusive", "uninformative"):
+    for verdict in ("reproduced", "contradicted", "equivalent", "inconclusive", "uninformative", "exploratory", "open"):
         body = body.replace(f"<strong>{verdict}", f'<strong class="verdict-{verdict}">{verdict}')
 
     def embed(match: re.Match) -> str:

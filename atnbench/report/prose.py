@@ -4,7 +4,7 @@ rendered from the published runs, between markers, by ``scripts/publish_results.
 A block is ``<!-- generated:KIND key=value ... -->`` ... ``<!-- /generated -->``; its inside is
 replaced by what KIND renders from a store (the one imported from results/runs.jsonl):
 
-- ``verdicts``: one line per claim and protocol: its verdict and the Holm-corrected p of each
+- ``verdicts``: one line per claim and protocol: its verdict and the p (and m·p) of each
   comparison, with the seeds a side;
 - ``table task=copying T=100 [variant=paper-text] [budget=0.25]``: the paper-style table of that
   group (means ± std over seeds, the paper's values, seeds), as ``atnbench report --paper``;
@@ -58,21 +58,53 @@ def render_table(groups, task: str, T: str, variant: Optional[str] = None, budge
     return text.split("\n", 2)[2]  # the block's own heading stands in the prose
 
 
-def render_verdicts(groups) -> str:
+def render_verdicts(groups, store: Optional[Path] = None) -> str:
     from atnbench.report.aggregate import budget_label
-    from atnbench.report.verdicts import evaluate, paper_claims
+    from atnbench.report.verdicts import evaluate, paper_family
 
-    results, _ = evaluate(paper_claims(), groups)
-    lines = ["| claim of the paper | runs | seeds a side | verdict | Holm p of each comparison |",
+    results, _ = evaluate(paper_family(), groups, studies=_studies(store))
+    lines = ["| claim of the paper | runs | seeds a side | verdict | p (m·p) of each comparison |",
              "|---|---|---|---|---|"]
     for result in results:
         group = result.group
         runs = ", ".join(filter(None, [f"variant {group.variant}" if group.variant else None,
-                                       budget_label(group.budget)]))
+                                       budget_label(group.budget), result.design, result.seeds or None]))
         seeds = sorted({n for c in result.comparisons for n in (c.a.n, c.b.n)})
-        p = ", ".join("-" if c.p_adjusted is None else f"{c.p_adjusted:.3g}" for c in result.comparisons)
+        p = ", ".join("-" if c.p_value is None else f"{c.p_value:.2g} ({c.p_adjusted:.2g})" for c in result.comparisons)
         lines.append(f"| {result.claim.text} | {runs} | {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
                      f"| {result.verdict} | {p} |")
+    return "\n".join(lines) + "\n"
+
+
+def _studies(store: Optional[Path]) -> list:
+    from atnbench.report import study
+    from atnbench.store import ResultsStore
+
+    if store is None:
+        return []
+    with ResultsStore.open_read_only(store) as results:
+        return study.load(results)
+
+
+def render_studies(store: Optional[Path]) -> str:
+    """Every recorded study: its plan in one line, and each comparison's state after its last look."""
+    found = _studies(store)
+    if not found:
+        return "No study (`sweep --until-decided`) is recorded yet.\n"
+    lines = ["| study | comparison | claims | looks taken | state | at seeds a side | next look |",
+             "|---|---|---|---|---|---|---|"]
+    for study in found:
+        decided = study.decisions()
+        for planned in study.comparisons:
+            entry = decided.get((planned.lower, planned.higher))
+            state = "no look yet" if entry is None else entry["decision"]
+            at = "-" if entry is None else str(study.looks[entry["look"] - 1])
+            taken = f"{len(study.recorded)} of {len(study.looks)}"
+            nxt = "-" if entry is not None and entry["decision"] != "open" else (
+                str(study.looks[len(study.recorded)]) if len(study.recorded) < len(study.looks) else "-")
+            lines.append(f"| `{study.name}` ({study.processor}, from seed {study.first_seed}, planned "
+                         f"{study.planned_at[:10]}) | {planned.lower} < {planned.higher} | {', '.join(planned.claims)} "
+                         f"| {taken} | {state} | {at} | {nxt} |")
     return "\n".join(lines) + "\n"
 
 
@@ -112,7 +144,8 @@ def _ranges(values: list[int]) -> str:
 def fill(text: str, groups, store: Optional[Path] = None) -> str:
     """``text`` with every generated block rendered anew (``inventory`` needs the store)."""
     renderers: dict[str, Callable[..., str]] = {
-        "verdicts": lambda: render_verdicts(groups),
+        "verdicts": lambda: render_verdicts(groups, store),
+        "studies": lambda: render_studies(store),
         "table": lambda **kw: render_table(groups, **kw),
         "inventory": lambda: render_inventory(store),
     }

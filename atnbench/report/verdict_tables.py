@@ -11,11 +11,16 @@ from atnbench.report.aggregate import STAT_LABELS, budget_label
 from atnbench.tables import FitTable
 from atnbench.report.verdicts import (
     CONTRADICTED,
+    EQUIVALENT,
+    EXPLORATORY,
     INCONCLUSIVE,
     LEVEL,
+    MIN_SEEDS,
+    OPEN,
     POWER,
     REPRODUCED,
     RULE,
+    TOO_FEW,
     UNINFORMATIVE,
     CellSummary,
     Claim,
@@ -23,18 +28,22 @@ from atnbench.report.verdicts import (
     Comparison,
 )
 
-STYLES = {REPRODUCED: "bold green", CONTRADICTED: "bold red", INCONCLUSIVE: "yellow", UNINFORMATIVE: "dim"}
+STYLES = {REPRODUCED: "bold green", CONTRADICTED: "bold red", EQUIVALENT: "bold cyan", INCONCLUSIVE: "yellow",
+          OPEN: "yellow", UNINFORMATIVE: "dim", TOO_FEW: "dim", EXPLORATORY: "dim"}
+WITH_REASON = (INCONCLUSIVE, OPEN, TOO_FEW)
 HEADERS = ("claim", "runs", "comparison", "lower: mean ± std [95% CI] (n)", "higher: mean ± std [95% CI] (n)",
-           "difference [95% CI]", "g", "P(lower < higher) [95% CI]", "left baseline", "p (Holm p)",
+           "difference [95% CI]", "g", "P(lower < higher) [95% CI]", "left baseline", "p (m·p)", "processors",
            f"seeds for {POWER:.0%} power", "verdict")
 FOOTNOTE = (f"mean ± sample std (ddof 1) over seeds; [..]: {LEVEL:.0%} t interval of the mean; difference: "
-            f"lower − higher with its {LEVEL:.0%} Welch CI; g: Hedges' g of the difference; P(lower < higher): "
-            f"the probability that a seed of the claimed-lower row ends below a seed of the other (ties half), "
-            f"{LEVEL:.0%} stratified-bootstrap interval; left baseline: seeds more than the margin below the "
-            f"no-memory baseline, lower row; higher row, with Clopper-Pearson {LEVEL:.0%} intervals; p: Welch's "
-            f"t-test, two-sided, then Holm-corrected across the comparisons of this report; seeds for "
-            f"{POWER:.0%} power: per side, at the observed effect and spread, t-test at 0.05/m (pilot "
-            f"estimate, for planning). Rule: {RULE}")
+            f"lower − higher with its {LEVEL:.0%} Welch CI; g: Hedges' g of the difference (exact small-sample "
+            f"correction); P(lower < higher): the probability that a seed of the claimed-lower row ends below a "
+            f"seed of the other (ties half), {LEVEL:.0%} stratified-bootstrap interval, from {MIN_SEEDS} seeds a "
+            f"side; left baseline: seeds more than the margin below the no-memory baseline, lower row; higher "
+            f"row, with Clopper-Pearson {LEVEL:.0%} intervals; p: Welch's t-test, two-sided, and m·p with m the "
+            f"claims file's distinct comparisons (the family); processors: the processor classes of each side's "
+            f"seeds (sides that mix classes differently are tested stratified by class); seeds for {POWER:.0%} "
+            f"power: per side, Welch's test at 0.05/m at the observed difference and spread, with the seeds at "
+            f"the two ends of the difference's interval (a pilot estimate, for planning). Rule: {RULE}")
 
 
 def _g(value: Optional[float]) -> str:
@@ -77,20 +86,37 @@ def p_text(comparison: Comparison) -> str:
     return f"{comparison.p_value:.3g} ({comparison.p_adjusted:.3g})"
 
 
-def planned_text(comparison: Comparison) -> str:
+def processors_text(comparison: Comparison) -> str:
+    sides = ["+".join(f"{name} {n}" for name, n in side.items()) or "-" for side in comparison.classes]
+    return "; ".join(sides) + (" (stratified)" if comparison.stratified else "")
+
+
+def _seeds(n: int) -> str:
     from atnbench.report.verdicts import MAX_PLANNED_SEEDS
 
+    return f"> {MAX_PLANNED_SEEDS:,}" if n > MAX_PLANNED_SEEDS else str(n)
+
+
+def planned_text(comparison: Comparison) -> str:
     n = comparison.seeds_for_power
     if n is None:
         return "-"
-    return f"> {MAX_PLANNED_SEEDS:,}" if n > MAX_PLANNED_SEEDS else str(n)
+    if comparison.seeds_interval is None:
+        return _seeds(n)
+    return f"{_seeds(n)} [{_seeds(comparison.seeds_interval[0])}, {_seeds(comparison.seeds_interval[1])}]"
 
 
 def runs_text(result: ClaimResult) -> str:
     group = result.group
     parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else "preset default",
-             budget_label(group.budget)]
+             budget_label(group.budget), result.design + (f", {result.seeds}" if result.seeds else "")]
     return ", ".join(parts)
+
+
+def verdict_text(comparison: Comparison) -> str:
+    if comparison.verdict in WITH_REASON or (comparison.look and comparison.verdict != OPEN):
+        return f"{comparison.verdict} ({comparison.reason})"
+    return comparison.verdict
 
 
 def comparison_text(comparison: Comparison) -> str:
@@ -108,8 +134,7 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
             runs_text(result) if first else "",
             comparison_text(comparison), cell_text(comparison.a), cell_text(comparison.b), diff_text(comparison),
             _g(comparison.hedges_g), improve_text(comparison), exits_text(comparison), p_text(comparison),
-            planned_text(comparison),
-            comparison.verdict + (f" ({comparison.reason})" if comparison.verdict == INCONCLUSIVE else ""),
+            processors_text(comparison), planned_text(comparison), verdict_text(comparison),
         ])
     for missing in result.missing:
         lines.append(["", "", missing, "no runs"] + [""] * (len(HEADERS) - 4))
@@ -119,8 +144,17 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
     return lines
 
 
-def rich_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> RichGroup:
-    parts: list = [verdict_table(results), Text(FOOTNOTE, style="dim")]
+def title_for(family_name: Optional[str]) -> str:
+    """"verdicts on the paper's claims", or on the claims of the user's file."""
+    from atnbench.report.claims import CLAIMS_FILE
+
+    if family_name in (None, CLAIMS_FILE.name):
+        return "verdicts on the paper's claims"
+    return f"verdicts on the claims of {family_name}"
+
+
+def rich_verdicts(results: list[ClaimResult], not_run: list[Claim], family_name: Optional[str] = None) -> RichGroup:
+    parts: list = [verdict_table(results, title_for(family_name)), Text(FOOTNOTE, style="dim")]
     if not_run:
         parts.append(Text("  claims without runs here: " + ", ".join(c.id for c in not_run), style="dim"))
     parts.append(Text(""))
@@ -132,10 +166,10 @@ def verdicts_width(console, results: list[ClaimResult]) -> int:
     return console.measure(verdict_table(results), options=console.options.update(width=10_000)).maximum
 
 
-def verdict_table(results: list[ClaimResult]) -> FitTable:
+def verdict_table(results: list[ClaimResult], title: str = "verdicts on the paper's claims") -> FitTable:
     """Wide (one line per comparison) where the width allows; otherwise wrapped between words or
     stacked one block per comparison (atnbench.tables): a number or a verdict is never cut."""
-    table = FitTable(title="verdicts on the paper's claims", key_columns=3, lift=False)
+    table = FitTable(title=title, key_columns=3, lift=False)
     for i, header in enumerate(HEADERS):  # the claim, runs and comparison wrap; numbers and verdicts never
         table.add_column(header, no_wrap=3 <= i < len(HEADERS) - 1)
     for result in results:
@@ -147,8 +181,9 @@ def verdict_table(results: list[ClaimResult]) -> FitTable:
     return table
 
 
-def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim]) -> str:
-    lines = ["## Verdicts on the paper's claims", "", "| " + " | ".join(HEADERS) + " |",
+def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim], family_name: Optional[str] = None) -> str:
+    title = title_for(family_name)
+    lines = [f"## {title[0].upper()}{title[1:]}", "", "| " + " | ".join(HEADERS) + " |",
              "|" + "---|" * len(HEADERS)]
     for result in results:
         for line in rows(result):
@@ -170,16 +205,20 @@ def _cell_record(cell: CellSummary) -> dict:
 def verdict_records(results: list[ClaimResult], not_run: list[Claim]) -> dict:
     """Plain data for JSON: every claim with its runs, comparisons, tests and verdicts."""
     return {
-        "interval": f"{LEVEL:.0%} t interval of the mean", "test": "Welch's t-test, two-sided, Holm-corrected",
+        "interval": f"{LEVEL:.0%} t interval of the mean", "test": "Welch's t-test, two-sided; m·p over the claims file",
         "rule": RULE,
         "claims": [
             {"id": r.claim.id, "claim": r.claim.text, "source": r.claim.source, "task": r.group.task,
              "T": r.group.T, "variant": r.group.variant, "budget": r.group.budget, "baseline": r.group.baseline,
-             "verdict": r.verdict, "missing": list(r.missing),
+             "verdict": r.verdict, "missing": list(r.missing), "design": r.design, "seeds": r.seeds,
              "comparisons": [{"lower": c.better, "higher": c.worse, "stat": c.stat, "test": c.test,
                               "lower_cell": _cell_record(c.a), "higher_cell": _cell_record(c.b),
                               "difference": c.diff, "difference_ci95": list(c.diff_ci) if c.diff_ci else None,
-                              "p_value": c.p_value, "p_holm": c.p_adjusted, "tested_with": c.tested_with,
+                              "p_value": c.p_value, "p_family": c.p_adjusted, "m": c.tested_with,
+                              "processor_classes": [dict(side) for side in c.classes],
+                              "code_fingerprints": [list(side) for side in c.codes], "stratified": c.stratified,
+                              "look": c.look,
+                              "seeds_for_power_interval": list(c.seeds_interval) if c.seeds_interval else None,
                               "hedges_g": c.hedges_g, "p_improvement": c.p_improve,
                               "p_improvement_ci95": list(c.p_improve_ci) if c.p_improve_ci else None,
                               "left_baseline": None if c.left_baseline is None else [

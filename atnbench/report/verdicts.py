@@ -1,69 +1,77 @@
-"""Statistical verdicts on the paper's claims, from the report's rows: pure functions.
+"""Statistical verdicts on claims (the paper's ``paper_claims.yaml``, or a user's): pure functions.
 
-A claim (``paper_claims.yaml``) is a set of pairwise comparisons "A is lower than B" on one
-statistic, e.g. the minimum validation loss, one value per seed. The rule (``RULE``, shown in
-every report, ``report --help`` and docs/reproducing.md) decides each comparison from:
+A claim (``atnbench.report.claims``) is a set of pairwise comparisons "A is lower than B" on one
+statistic, e.g. the minimum validation loss, one value per seed. Its claims file is the family:
+each of the m distinct comparisons the file declares gets alpha / m, whatever a report shows.
 
-- Welch's two-sample t-test (unequal variances, two-sided), its p-value **Holm-corrected** across
-  all the comparisons a report tests (so 22 comparisons at 5% do not find one by chance);
-- the **probability of improvement** P(A < B) that a seed of A ends lower than a seed of B (ties
-  count half; Agarwal et al.'s rliable), with a 95% stratified-bootstrap interval (each side
-  resampled on its own, percentile interval, 2,000 resamples from a fixed seed so a report is
-  reproducible);
-- shown beside them: the effect size (Hedges' g, A − B over the pooled std, small-sample
-  corrected), and on tasks with a no-memory baseline the fraction of seeds of each side that left
-  it (more than the margin below it) with its Clopper-Pearson 95% interval, because copying and
-  adding outcomes are bimodal: a seed learns or it does not.
+A comparison is **decided** only inside a study whose plan was recorded before its runs
+(``atnbench.report.study``: seeds in planned looks, group-sequential boundaries, equivalence
+margins, futility): **reproduced**, **contradicted**, **equivalent**, or **inconclusive** (not
+decided at the last look, or stopped as futile). Every other set of seeds is **exploratory**: its
+numbers are shown, no verdict is drawn, because nobody can tell whether its seeds were added
+after looking. Before any of that, a comparison is **uninformative** when both rows sit at the
+no-memory baseline (nothing learned), and **too few seeds** below ``MIN_SEEDS`` a side, whatever
+p says (docs/reproducing.md gives the reasons).
 
-Verdicts: **uninformative** when both rows sit at the no-memory baseline (nothing learned, nothing
-to compare); **reproduced** when the Holm-corrected p < alpha with the difference on the claimed
-side *and* the bootstrap interval of P(A < B) lies above 1/2; **contradicted** for the same the
-other way; **inconclusive** otherwise. Seed overlap plays no part, so more seeds make a true
-effect easier to confirm, never harder (``tests/test_verdict_rule.py`` simulates it). Every
-comparison also shows the seeds per side that 80% power would need at its observed effect and
-spread (two-sample t-test at the Bonferroni level alpha/m, Holm's strictest step): a pilot
-estimate for planning, not a result.
+Shown with every comparison: n, means with t intervals, the difference with its Welch interval,
+Welch's p and the family-adjusted p (Bonferroni, m · p), Hedges' g with the exact small-sample
+correction, the probability of improvement P(A < B) with a stratified-bootstrap interval
+(from MIN_SEEDS a side), on baseline tasks the seeds that left the baseline (Clopper-Pearson),
+the processor classes and code fingerprints of the seeds (sides that mix processor classes
+differently are tested stratified by class), and the seeds per side that Welch's test at alpha / m
+would need for 80% power, with an interval from the pilot's own uncertainty.
 
-Per cell the report states mean ± sample std (ddof 1) and a 95% t interval of the mean. A
-statistic where higher is better (accuracy) is compared on its negation, so "A < B" always reads
+A statistic where higher is better (accuracy) is compared on its negation, so "A < B" always reads
 "A is better than B".
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 import statistics
 import warnings
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-import yaml
-
 from atnbench.errors import UserError
-from atnbench.report.aggregate import Group, ModelRow, higher_is_better
+from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
+from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-exported for callers
+    CLAIMS_FILE,
+    Claim,
+    Family,
+    Side,
+    comparison_key,
+    paper_claims,
+    paper_family,
+    parse_side,
+    read_family,
+)
 
-CLAIMS_FILE = Path(__file__).resolve().parent / "paper_claims.yaml"
 DEFAULT_MARGIN = 0.05
 ALPHA = 0.05
 LEVEL = 0.95
+MIN_SEEDS = 5
 BASELINE_STATS = ("min_val_loss", "min_train_loss")  # what "at baseline" looks at, first present
 
 UNINFORMATIVE = "uninformative (no model learned)"
 REPRODUCED = "reproduced"
 CONTRADICTED = "contradicted"
+EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
+TOO_FEW = "too few seeds"
+EXPLORATORY = "exploratory"
 NOT_RUN = "not run"
-TEST_NAME = "Welch's t-test, two-sided, Holm-corrected"
+TEST_NAME = "Welch's t-test, two-sided; alpha / m per comparison (m: the claims file's comparisons)"
 POWER = 0.8
 MAX_PLANNED_SEEDS = 10_000
 BOOTSTRAP_RESAMPLES = 2000
-RULE = ("reproduced: Welch's t-test, Holm-corrected across the report's comparisons, p < 0.05 with the "
-        "difference on the claimed side, and the 95% stratified-bootstrap interval of P(lower < higher) "
-        "above 1/2; contradicted: the same the other way; uninformative: both rows at the no-memory "
-        "baseline; inconclusive: anything else. Seed overlap plays no part.")
+RULE = ("Each claims file is one family: its m distinct comparisons get alpha/m = 0.05/m each. Decided only in a "
+        "study planned before its runs (sweep --until-decided): Welch's t-test at planned looks with "
+        "Lan-DeMets O'Brien-Fleming-type alpha spending; reproduced / contradicted when a look's boundary is "
+        "crossed on the claimed / other side; equivalent when the repeated interval (two one-sided tests at "
+        "alpha/m) lies inside the claim's margin; inconclusive when not decided by the last look or futile. "
+        f"Seeds added without a plan: exploratory (numbers only). Fewer than {MIN_SEEDS} seeds a side: too few "
+        "seeds. Both rows at the no-memory baseline: uninformative.")
 
 
 # -- cells and the baseline ------------------------------------------------------------------------
@@ -145,6 +153,69 @@ class BaselineExit:
 
 
 @dataclass(frozen=True)
+class WelchTest:
+    """Welch's test of mean(a) - mean(b), stratified by processor class where the sides mix
+    classes differently (then the per-class differences are combined by inverse variance and
+    the degrees of freedom summed)."""
+
+    diff: float
+    se: float
+    df: float
+    p: float  # two-sided; nan when the test cannot be made (see ``note``)
+    stratified: bool = False
+    note: str = ""
+
+    def interval(self, level: float = LEVEL) -> tuple[float, float]:
+        from scipy import stats
+
+        half = stats.t.isf((1 - level) / 2, self.df) * self.se if self.se > 0 else 0.0
+        return self.diff - half, self.diff + half
+
+
+def _welch_parts(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se2 = va + vb
+    df = se2 ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se2 > 0 else float(len(a) + len(b) - 2)
+    return statistics.fmean(a) - statistics.fmean(b), se2, df
+
+
+def _mix(classes: Sequence[str], n: int) -> dict[str, float]:
+    return {c: classes.count(c) / n for c in set(classes)} if classes else {}
+
+
+def welch_test(a: Sequence[float], b: Sequence[float],
+               classes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> WelchTest:
+    """Welch's two-sided test of a against b (2 values a side at least); ``classes`` gives each
+    value's processor class: sides whose class mixes differ are tested stratified by class."""
+    from scipy import stats
+
+    ca, cb = classes
+    if ca and cb and _mix(ca, len(a)) != _mix(cb, len(b)):
+        strata = []
+        for c in sorted(set(ca) & set(cb)):
+            xa = [v for v, k in zip(a, ca) if k == c]
+            xb = [v for v, k in zip(b, cb) if k == c]
+            if len(xa) >= 2 and len(xb) >= 2:
+                strata.append(_welch_parts(xa, xb))
+        usable = [(d, se2, df) for d, se2, df in strata if se2 > 0]
+        if not usable:
+            return WelchTest(statistics.fmean(a) - statistics.fmean(b), 0.0, 1.0, float("nan"), True,
+                             "the sides mix processor classes differently and no class has 2 seeds with spread "
+                             "on both sides: not tested")
+        weights = [1 / se2 for _, se2, _ in usable]
+        diff = sum(w * d for w, (d, _, _) in zip(weights, usable)) / sum(weights)
+        se = math.sqrt(1 / sum(weights))
+        df = sum(df for _, _, df in usable)
+        return WelchTest(diff, se, df, float(2 * stats.t.sf(abs(diff) / se, df)), True,
+                         f"stratified by processor class ({len(usable)} of {len(set(ca) | set(cb))} classes)")
+    diff, se2, df = _welch_parts(a, b)
+    if se2 == 0:  # no spread on either side: the test is undefined
+        return WelchTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0)
+    se = math.sqrt(se2)
+    return WelchTest(diff, se, df, float(2 * stats.t.sf(abs(diff) / se, df)))
+
+
+@dataclass(frozen=True)
 class Comparison:
     better: str  # the row claimed lower (better)
     worse: str
@@ -153,41 +224,43 @@ class Comparison:
     b: CellSummary
     diff: Optional[float]  # mean(a) - mean(b): negative when the claim holds
     diff_ci: Optional[tuple[float, float]]  # LEVEL CI of the difference (Welch)
-    p_value: Optional[float]  # Welch, before the correction
+    p_value: Optional[float]  # Welch, unadjusted
     verdict: str
     reason: str
     test: str = TEST_NAME
-    p_adjusted: Optional[float] = None  # Holm across the comparisons tested together
-    hedges_g: Optional[float] = None  # (a - b) / pooled std, small-sample corrected, as measured (like diff)
-    p_improve: Optional[float] = None  # P(a seed of A < a seed of B), ties half
+    p_adjusted: Optional[float] = None  # min(1, m p): the family's Bonferroni-adjusted p
+    hedges_g: Optional[float] = None  # (a - b) / pooled std, exact small-sample correction, as measured
+    p_improve: Optional[float] = None  # P(a seed of A < a seed of B), ties half; from MIN_SEEDS a side
     p_improve_ci: Optional[tuple[float, float]] = None
     left_baseline: Optional[tuple[BaselineExit, BaselineExit]] = None  # (A, B) on baseline tasks
-    seeds_for_power: Optional[int] = None  # per side, POWER at alpha/m; None: no effect or no spread
-    tested_with: int = 1  # m: the comparisons the Holm correction ran over
+    seeds_for_power: Optional[int] = None  # per side, POWER at alpha/m; None: cannot be planned
+    seeds_interval: Optional[tuple[int, int]] = None  # from the ends of the difference's interval
+    tested_with: int = 1  # m: the comparisons of the claims file (the family)
+    classes: tuple[dict, dict] = ({}, {})  # processor class -> seeds, per side
+    codes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # code fingerprints, per side
+    stratified: bool = False
+    look: Optional[str] = None  # "look 2 of 5 (12 seeds)" for a study's comparison
 
 
 def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, tuple[float, float], float]:
     """mean(a) - mean(b), its ``level`` CI and the two-sided p-value of Welch's t-test."""
-    from scipy import stats
-
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    if statistics.variance(a) == 0 and statistics.variance(b) == 0:  # no spread: the test is undefined
-        return diff, (diff, diff), (1.0 if diff == 0 else 0.0)
-    with warnings.catch_warnings():  # one side's seeds all equal: its variance is 0, which Welch's test handles
-        warnings.filterwarnings("ignore", "Precision loss occurred", RuntimeWarning)
-        result = stats.ttest_ind(a, b, equal_var=False)
-    ci = result.confidence_interval(confidence_level=level)
-    return diff, (float(ci.low), float(ci.high)), float(result.pvalue)
+    test = welch_test(a, b)
+    return test.diff, test.interval(level), test.p
 
 
 def hedges_g(a: Sequence[float], b: Sequence[float]) -> Optional[float]:
-    """Hedges' g of a - b: the difference of means over the pooled sample std, times the
-    small-sample correction 1 - 3 / (4 (n_a + n_b) - 9). None without spread."""
+    """Hedges' g of a - b: the difference of means over the pooled sample std, times the exact
+    small-sample correction J(df) = Gamma(df/2) / (sqrt(df/2) Gamma((df-1)/2)), df = n_a + n_b - 2
+    (Hedges 1981). None without spread."""
+    from scipy.special import gammaln
+
     na, nb = len(a), len(b)
     pooled = ((na - 1) * statistics.variance(a) + (nb - 1) * statistics.variance(b)) / (na + nb - 2)
     if pooled == 0:
         return None
-    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled) * (1 - 3 / (4 * (na + nb) - 9))
+    df = na + nb - 2
+    correction = math.exp(gammaln(df / 2) - gammaln((df - 1) / 2)) / math.sqrt(df / 2)
+    return (statistics.fmean(a) - statistics.fmean(b)) / math.sqrt(pooled) * correction
 
 
 def _prob_lower(x, y, axis=-1):
@@ -223,216 +296,138 @@ def baseline_exit(values: Sequence[float], baseline: float, margin: float, level
     return BaselineExit(left, len(values), (float(ci.low), float(ci.high)))
 
 
-def seeds_for_power(a: Sequence[float], b: Sequence[float], alpha: float, power: float = POWER) -> Optional[int]:
-    """Seeds per side a two-sided two-sample t-test at ``alpha`` needs for ``power`` at the observed
-    difference and spread (standardised by the root mean of the two variances): a pilot estimate.
-    None without a difference or without spread; MAX_PLANNED_SEEDS + 1 when beyond it."""
+class CannotPlan(UserError):
+    """A pilot that cannot size a study: too few seeds, no spread, no difference."""
+
+
+MIN_PILOT = 3
+
+
+def welch_power(diff: float, var_a: float, var_b: float, n: int, alpha: float) -> float:
+    """Power of Welch's two-sided test at ``alpha`` with n seeds a side, true difference ``diff``
+    and variances ``var_a``, ``var_b``: the noncentral t with Satterthwaite's degrees of freedom
+    (the normal approximation where scipy's noncentral t gives no number)."""
     from scipy import stats
 
-    spread = math.sqrt((statistics.variance(a) + statistics.variance(b)) / 2)
-    diff = abs(statistics.fmean(a) - statistics.fmean(b))
-    if spread == 0 or diff == 0:
-        return None
-    effect = diff / spread
+    se = math.sqrt((var_a + var_b) / n)
+    df = (n - 1) * (var_a + var_b) ** 2 / (var_a ** 2 + var_b ** 2)
+    ncp = abs(diff) / se
+    critical = stats.t.isf(alpha / 2, df)
+    power = float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
+    if not math.isfinite(power):
+        z = stats.norm.isf(alpha / 2)
+        power = float(stats.norm.sf(z - ncp) + stats.norm.cdf(-z - ncp))
+    return power
 
-    def power_at(n: int) -> float:
-        df, ncp = 2 * n - 2, effect * math.sqrt(n / 2)
-        critical = stats.t.ppf(1 - alpha / 2, df)
-        return float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
 
-    low, high = 2, MAX_PLANNED_SEEDS
-    if power_at(high) < power:
+def seeds_needed(diff: float, var_a: float, var_b: float, alpha: float, power: float = POWER) -> int:
+    """The smallest n a side (>= 2) at which Welch's test reaches ``power``; MAX_PLANNED_SEEDS + 1
+    beyond it."""
+    if diff == 0 or var_a + var_b == 0:
+        return MAX_PLANNED_SEEDS + 1 if diff == 0 else 2
+    if welch_power(diff, var_a, var_b, MAX_PLANNED_SEEDS, alpha) < power:
         return MAX_PLANNED_SEEDS + 1
+    low, high = 2, MAX_PLANNED_SEEDS
     while low < high:  # power grows with n: the smallest n that reaches it
         middle = (low + high) // 2
-        low, high = (middle + 1, high) if power_at(middle) < power else (low, middle)
+        low, high = (middle + 1, high) if welch_power(diff, var_a, var_b, middle, alpha) < power else (low, middle)
     return low
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (same order as given)."""
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
-    adjusted, running = [0.0] * len(p_values), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
-        adjusted[i] = running
-    return adjusted
-
-
-def decide(c: Comparison, alpha: float = ALPHA) -> tuple[str, str]:
-    """The verdict and its reason from a comparison's numbers (see RULE)."""
-    if c.p_value is None:
-        return c.verdict, c.reason
-    p = c.p_adjusted if c.p_adjusted is not None else c.p_value
-    shown = f"Holm p = {p:.3g}" if c.tested_with > 1 else f"p = {p:.3g}"
-    if p >= alpha:
-        return INCONCLUSIVE, f"{shown} ≥ {alpha:g}"
-    lo, hi = c.p_improve_ci
-    if c.diff < 0 and lo > 0.5:
-        return REPRODUCED, f"{shown} < {alpha:g}, P({c.better} lower) ≥ {lo:.2f} > 1/2"
-    if c.diff > 0 and hi < 0.5:
-        return CONTRADICTED, f"{shown} < {alpha:g} the other way, P({c.better} lower) ≤ {hi:.2f} < 1/2"
-    return INCONCLUSIVE, f"{shown} < {alpha:g}, but the interval of P({c.better} lower) [{lo:.2f}, {hi:.2f}] holds 1/2"
+def seeds_for_power(a: Sequence[float], b: Sequence[float], alpha: float,
+                    power: float = POWER) -> tuple[int, tuple[int, int]]:
+    """Seeds per side Welch's test at ``alpha`` needs for ``power`` at the pilot's difference and
+    variances, and an interval: the seeds at the two ends of the difference's 95% Welch interval
+    (the far end past 0 means more than MAX_PLANNED_SEEDS). A pilot of fewer than MIN_PILOT seeds
+    a side, or with no spread or no difference, cannot plan: CannotPlan (one line)."""
+    if len(a) < MIN_PILOT or len(b) < MIN_PILOT:
+        raise CannotPlan(f"a pilot needs {MIN_PILOT} seeds a side to plan from (has {len(a)} and {len(b)})")
+    var_a, var_b = statistics.variance(a), statistics.variance(b)
+    if var_a + var_b == 0:
+        raise CannotPlan("the pilot's seeds have no spread: the seeds needed cannot be told from it")
+    test = welch_test(a, b)
+    if test.diff == 0:
+        raise CannotPlan("the pilot shows no difference: no number of seeds can be planned for it")
+    low, high = sorted(abs(end) for end in test.interval())
+    far = MAX_PLANNED_SEEDS + 1 if test.interval()[0] <= 0 <= test.interval()[1] else seeds_needed(low, var_a, var_b, alpha, power)
+    return seeds_needed(test.diff, var_a, var_b, alpha, power), (seeds_needed(high, var_a, var_b, alpha, power), far)
 
 
 def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[str, str] = ("A", "B"),
             stat: str = "min_val_loss", baseline: Optional[float] = None, margin: float = DEFAULT_MARGIN,
-            alpha: float = ALPHA, level: float = LEVEL) -> Comparison:
-    """The verdict on "``better`` is lower than ``worse``" (one value per seed each), tested alone;
-    ``adjust`` re-decides a report's comparisons together. See the module doc."""
+            m: int = 1, alpha: float = ALPHA, level: float = LEVEL,
+            classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
+            codes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> Comparison:
+    """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
+    verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc."""
     sign = -1.0 if higher_is_better(stat) else 1.0
-    a = [sign * float(v) for v in better if v is not None and math.isfinite(v)]
-    b = [sign * float(v) for v in worse if v is not None and math.isfinite(v)]
+    keep = [(v, c, k) for v, c, k in _aligned(better, classes[0], codes[0])]
+    keep_b = [(v, c, k) for v, c, k in _aligned(worse, classes[1], codes[1])]
+    a, b = [sign * v for v, _, _ in keep], [sign * v for v, _, _ in keep_b]
+    class_a, class_b = [c for _, c, _ in keep], [c for _, c, _ in keep_b]
     shown_a, shown_b = summarize([sign * v for v in a], level), summarize([sign * v for v in b], level)
     exits = None
     if sign > 0 and baseline is not None and a and b:
         exits = (baseline_exit(a, baseline, margin, level), baseline_exit(b, baseline, margin, level))
-    base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, INCONCLUSIVE, "",
-                      left_baseline=exits)
+    base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, EXPLORATORY, "",
+                      left_baseline=exits, tested_with=m,
+                      classes=(_counts(class_a), _counts(class_b)),
+                      codes=(tuple(sorted({k for _, _, k in keep if k})), tuple(sorted({k for _, _, k in keep_b if k}))))
     if sign > 0 and at_baseline(a, baseline, margin) and at_baseline(b, baseline, margin):
         return replace(base, verdict=UNINFORMATIVE,
                        reason=f"both rows at the no-memory baseline {baseline:.4g} (within {margin:.0%})")
     if len(a) < 2 or len(b) < 2:
-        return replace(base, reason=f"a test needs 2 seeds a side (have {len(a)} and {len(b)})")
-    diff, ci, p = welch(a, b, level)
-    g = hedges_g(a, b)  # on the signed scale; shown as measured, like the difference
+        return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
+    test = welch_test(a, b, (class_a, class_b))
+    g = hedges_g(a, b)
+    lo, hi = test.interval(level)
+    c = replace(base, diff=sign * test.diff, diff_ci=tuple(sorted((sign * lo, sign * hi))),
+                p_value=None if math.isnan(test.p) else test.p,
+                p_adjusted=None if math.isnan(test.p) else min(1.0, m * test.p),
+                hedges_g=None if g is None else sign * g, stratified=test.stratified)
+    try:
+        needed, interval = seeds_for_power(a, b, alpha / m)
+        c = replace(c, seeds_for_power=needed, seeds_interval=interval)
+    except CannotPlan:
+        pass
+    if len(a) < MIN_SEEDS or len(b) < MIN_SEEDS:
+        return replace(c, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     improve, improve_ci = probability_of_improvement(a, b, level)
-    c = replace(base, diff=sign * diff, diff_ci=tuple(sorted((sign * ci[0], sign * ci[1]))), p_value=p,
-                hedges_g=None if g is None else sign * g, p_improve=improve, p_improve_ci=improve_ci,
-                seeds_for_power=seeds_for_power(a, b, alpha))
-    # the rule reads the signed difference: negative when the claim holds
-    verdict, reason = decide(replace(c, diff=diff), alpha)
-    return replace(c, verdict=verdict, reason=reason)
+    reason = "seeds added without a recorded plan: numbers only" + (f"; {test.note}" if test.note else "")
+    return replace(c, p_improve=improve, p_improve_ci=improve_ci, reason=reason)
 
 
-def adjust(comparisons: Sequence[Comparison], alpha: float = ALPHA) -> list[Comparison]:
-    """The comparisons tested together: Holm-corrected p-values, verdicts re-decided on them, and
-    the planned seeds at alpha / m."""
-    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
-    adjusted = holm([comparisons[i].p_value for i in tested])
-    out = list(comparisons)
-    for i, p_adj in zip(tested, adjusted):
-        c = replace(comparisons[i], p_adjusted=p_adj, tested_with=len(tested))
-        sign = -1.0 if higher_is_better(c.stat) else 1.0
-        a, b = [sign * v for v in c.a.values], [sign * v for v in c.b.values]
-        verdict, reason = decide(replace(c, diff=sign * c.diff), alpha)
-        out[i] = replace(c, verdict=verdict, reason=reason,
-                         seeds_for_power=seeds_for_power(a, b, alpha / len(tested)))
-    return out
+def _aligned(values: Sequence[float], classes: Sequence[str], codes: Sequence[str]):
+    """(value, class, code) of the finite values; classes/codes may be empty (unknown)."""
+    classes = list(classes) or [""] * len(values)
+    codes = list(codes) or [""] * len(values)
+    return [(float(v), c, k) for v, c, k in zip(values, classes, codes) if v is not None and math.isfinite(v)]
+
+
+def _counts(classes: Sequence[str]) -> dict:
+    return {c: classes.count(c) for c in sorted(set(classes)) if c}
 
 
 def combine(verdicts: Iterable[str]) -> str:
     """A claim of several comparisons: reproduced only if all are; contradicted if any is;
-    uninformative if all are; otherwise inconclusive."""
+    equivalent or uninformative if all are; exploratory or too few seeds where nothing was
+    decided; otherwise inconclusive (open where a study still runs)."""
     verdicts = list(verdicts)
     if not verdicts:
         return NOT_RUN
-    if all(v == REPRODUCED for v in verdicts):
-        return REPRODUCED
+    for every in (REPRODUCED, EQUIVALENT, UNINFORMATIVE):
+        if all(v == every for v in verdicts):
+            return every
     if CONTRADICTED in verdicts:
         return CONTRADICTED
-    if all(v == UNINFORMATIVE for v in verdicts):
-        return UNINFORMATIVE
+    if all(v in (EXPLORATORY, TOO_FEW, UNINFORMATIVE) for v in verdicts):
+        return EXPLORATORY if EXPLORATORY in verdicts else TOO_FEW
+    if any(v.startswith(OPEN) for v in verdicts):
+        return OPEN
     return INCONCLUSIVE
 
 
-# -- claims ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Side:
-    """A row of a group, by model, optionally k, optionally run settings (e.g. bias_inside)."""
-
-    model: str
-    k: Optional[int] = None
-    settings: tuple[tuple[str, Any], ...] = ()
-
-    @property
-    def text(self) -> str:
-        parts = [self.model] + ([f"k={self.k}"] if self.k is not None else [])
-        return " ".join(parts + [f"{key}={str(value).lower()}" for key, value in self.settings])
-
-
-@dataclass(frozen=True)
-class Claim:
-    id: str
-    text: str
-    source: str
-    task: str
-    T: Optional[int]  # None: any T
-    stat: str
-    pairs: tuple[tuple[Side, Side], ...]  # (claimed lower, claimed higher)
-
-
-def parse_side(text: str) -> Side:
-    """"atn k=45 bias_inside=false" -> Side("atn", 45, (("bias_inside", False),))."""
-    if not isinstance(text, str) or not text.split():
-        raise ValueError(f"{CLAIMS_FILE.name}: a side is 'model [key=value ...]', got {text!r}")
-    model, *rest = text.split()
-    k, settings = None, []
-    for item in rest:
-        key, sep, raw = item.partition("=")
-        if not sep:
-            raise ValueError(f"{CLAIMS_FILE.name}: {text!r}: expected key=value, got {item!r}")
-        value: Any = {"true": True, "false": False}.get(raw.lower(), raw)
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            value = int(value)
-        if key == "k":
-            k = value
-        else:
-            settings.append((key, value))
-    return Side(model, k, tuple(settings))
-
-
-def load_claims(path: Path = CLAIMS_FILE, data: Optional[dict] = None) -> list[Claim]:
-    data = yaml.safe_load(Path(path).read_text()) if data is None else data
-    claims = []
-    for entry in data["claims"]:
-        if "order" in entry:
-            sides = [parse_side(s) for s in entry["order"]]
-            pairs = tuple(zip(sides, sides[1:]))
-        else:
-            pairs = tuple((parse_side(a), parse_side(b)) for a, b in entry["pairs"])
-        if not pairs:
-            raise ValueError(f"{Path(path).name}: claim {entry.get('id')}: no comparison (give order or pairs)")
-        claims.append(Claim(id=entry["id"], text=entry["claim"], source=entry["source"], task=entry["task"],
-                            T=entry.get("T"), stat=entry.get("stat", "min_val_loss"), pairs=pairs))
-    return claims
-
-
-def read_claims(path: Path) -> list[Claim]:
-    """A user's claims file (the format of paper_claims.yaml; ``source`` optional), every mistake
-    one ConfigError line naming the file."""
-    from atnbench.config import ConfigError
-    from atnbench.presets import read_yaml_mapping
-
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"--claims {path}: no such file")
-    data = read_yaml_mapping(path)
-    entries = data.get("claims")
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"{path}: key 'claims': expected a list of claims (id, claim, task, order or pairs)")
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ConfigError(f"{path}: claims[{i}]: expected a mapping, got {type(entry).__name__}")
-        for key in ("id", "claim", "task"):
-            if not isinstance(entry.get(key), str):
-                raise ConfigError(f"{path}: claims[{i}].{key}: required text")
-        if not isinstance(entry.get("order", entry.get("pairs")), list):
-            raise ConfigError(f"{path}: claims[{i}]: give 'order' (best first) or 'pairs', a list")
-        if entry.get("T") is not None and (type(entry["T"]) is not int or entry["T"] < 1):
-            raise ConfigError(f"{path}: claims[{i}].T: expected a positive whole number or nothing")
-        entry.setdefault("source", str(path))
-    try:
-        return load_claims(path, data)
-    except (ValueError, TypeError) as err:
-        raise ConfigError(f"{path}: {err}") from None
-
-
-@functools.lru_cache(maxsize=1)
-def paper_claims() -> tuple[Claim, ...]:
-    return tuple(load_claims())
+OPEN = "open"
 
 
 def _setting(config: dict, norm: str, key: str) -> Any:
@@ -489,49 +484,132 @@ class ClaimResult:
     group: Group
     comparisons: list[Comparison] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # comparisons of the claim without rows here
+    design: str = EXPLORATORY  # exploratory, "other protocol", or "study NAME"
+    seeds: str = ""  # which seeds: "seeds 20-25" for a study's look
 
     @property
     def verdict(self) -> str:
         """``combine`` of the comparisons; a claim is reproduced only when all of its are here."""
         verdict = combine(c.verdict for c in self.comparisons)
-        return INCONCLUSIVE if verdict == REPRODUCED and self.missing else verdict
+        return INCONCLUSIVE if verdict in (REPRODUCED, EQUIVALENT) and self.missing else verdict
 
 
-def evaluate(claims: Iterable[Claim], groups: Iterable[Group], margin: float = DEFAULT_MARGIN,
-             alpha: float = ALPHA) -> tuple[list[ClaimResult], list[Claim]]:
-    """Every claim in every group (task, T, budget, variant) that has rows for it, and the claims
-    no group has rows for."""
+def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
+    """(values, processor classes, code fingerprints) of runs that have the statistic."""
+    from atnbench.report.study import processor_class
+
+    values, classes, codes = [], [], []
+    for run in runs:
+        value = run_values(run).get(stat)
+        if value is None or not math.isfinite(value):
+            continue
+        values.append(value)
+        classes.append(processor_class(run.record.env))
+        codes.append(str((run.record.env or {}).get("code") or "unknown"))
+    return values, classes, codes
+
+
+def _protocol(claim: Claim, group: Group) -> bool:
+    return group.budget == claim.budget and group.variant == claim.variant
+
+
+def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: float = DEFAULT_MARGIN,
+             alpha: float = ALPHA, studies: Iterable = ()) -> tuple[list[ClaimResult], list[Claim]]:
+    """Every claim in every group (task, T, budget, variant) that has rows for it — exploratory
+    numbers, or for a group at another budget or variant than the claim's, "other protocol" —
+    and every claim's comparisons in the studies made for this family, decided by their
+    recorded looks; and the claims nothing here has runs for. m is the family's, whatever the
+    groups hold."""
+    if not isinstance(family, Family):
+        claims = tuple(family)
+        family = Family("claims", claims, "")
     groups = list(groups)
+    studies = [s for s in studies if s.family == family.name]
+    in_studies = {run_id for study in studies for ids in study.run_ids.values() for run_id in ids}
     results, not_run = [], []
-    for claim in claims:
+    for claim in family.claims:
         found = False
         for group in groups:
             if group.task != claim.task or (claim.T is not None and group.T != claim.T):
                 continue
-            result = ClaimResult(claim, group)
+            design = EXPLORATORY if _protocol(claim, group) else "other protocol"
+            result = ClaimResult(claim, group, design=design)
             for lower, higher in claim.pairs:
-                pairs = [(a, b) for a, b in itertools.product(matching_rows(group, lower), matching_rows(group, higher))
-                         if a is not b]
-                if not pairs:
+                found_a, found_b = matching_rows(group, lower), matching_rows(group, higher)
+                if len(found_a) > 1 or len(found_b) > 1:
+                    many = lower if len(found_a) > 1 else higher
+                    rows = found_a if len(found_a) > 1 else found_b
+                    result.missing.append(f"{lower.text} < {higher.text}: '{many.text}' matches "
+                                          f"{', '.join(r.label for r in rows)}; name k or the setting")
+                    continue
+                if not found_a or not found_b or found_a[0] is found_b[0]:
                     result.missing.append(f"{lower.text} < {higher.text}")
-                for a, b in pairs:
-                    result.comparisons.append(compare(
-                        _values(a, claim.stat), _values(b, claim.stat), labels=(a.label, b.label),
-                        stat=claim.stat, baseline=group.baseline, margin=margin, alpha=alpha))
+                    continue
+                a, b = found_a[0], found_b[0]
+                sides = [_run_numbers([r for r in group.runs.get(row.label, []) if r.record.run_id not in in_studies],
+                                      claim.stat) for row in (a, b)]
+                if in_studies and not (sides[0][0] and sides[1][0]):
+                    continue  # every seed of a side belongs to a study: the study's result stands for it
+                result.comparisons.append(compare(
+                    sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat, baseline=group.baseline,
+                    margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
+                    codes=(sides[0][2], sides[1][2])))
             if result.comparisons:
+                results.append(result)
+                found = True
+        for study in studies:
+            result = _study_result(claim, study, groups, family, margin, alpha)
+            if result is not None:
                 results.append(result)
                 found = True
         if not found:
             not_run.append(claim)
-    decided = iter(adjust([c for r in results for c in r.comparisons], alpha))
-    for result in results:
-        result.comparisons = [next(decided) for _ in result.comparisons]
     return results, not_run
 
 
-def _values(row: ModelRow, stat: str) -> tuple[float, ...]:
-    found = row.stats.get(stat)
-    return found.values if found is not None else ()
+def _study_result(claim: Claim, study, groups: list[Group], family: Family, margin: float,
+                  alpha: float) -> Optional[ClaimResult]:
+    """A claim's comparisons as a study decided them, with the numbers of the seeds its last
+    look used; None when the study does not test this claim or has no look yet."""
+    from atnbench.report import study as studies
+
+    if claim.id not in {cid for c in study.comparisons for cid in c.claims} or not study.recorded:
+        return None
+    group = next((g for g in groups if g.task == study.task and g.T == study.T and g.budget == study.budget
+                  and g.variant == study.variant), None)
+    if group is None:
+        return None
+    runs = {run.record.run_id: run for rows in group.runs.values() for run in rows}
+    decisions = study.decisions()
+    result = ClaimResult(claim, group, design=f"study {study.name}")
+    last = study.recorded[-1]
+    result.seeds = f"seeds {study.first_seed}-{study.first_seed + last['seeds'] - 1}"
+    for planned in study.comparisons:
+        if claim.id not in planned.claims:
+            continue
+        entry = decisions.get((planned.lower, planned.higher))
+        if entry is None:
+            continue
+        n = study.looks[entry["look"] - 1]
+        sides = [_run_numbers([runs[i] for i in study.run_ids[side][:n] if i in runs], planned.stat)
+                 for side in (planned.lower, planned.higher)]
+        c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
+                    baseline=group.baseline, margin=margin, m=study.m, alpha=study.alpha,
+                    classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]))
+        verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
+                   studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
+                   studies.UNDECIDED: INCONCLUSIVE}.get(entry["decision"], OPEN)
+        look = f"look {entry['look']} of {len(study.looks)} ({n} seeds)"
+        reason = entry.get("reason", "")
+        if entry["decision"] == studies.FUTILE:
+            reason = f"futile at {look}: {reason}"
+        elif verdict == OPEN:
+            reason = f"{look} taken; next look at {study.looks[entry['look']]} seeds"
+        if c.verdict == UNINFORMATIVE:
+            verdict, reason = UNINFORMATIVE, c.reason
+        result.comparisons.append(replace(c, verdict=verdict, reason=reason, look=look, test=studies.SPENDING,
+                                          stratified=bool(entry.get("stratified"))))
+    return result if result.comparisons else None
 
 
 def check_margin(margin: float) -> float:

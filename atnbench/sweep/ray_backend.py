@@ -1,10 +1,10 @@
 """Ray backend: each run is a Ray task; the driver alone writes the results store.
 
 A task trains into a scratch store in a temporary folder on whatever node runs it and returns
-the run's ``export_record`` (row, curve, sweep membership) and, if the run stopped before the
-end, its checkpoint as bytes; the driver imports the record and keeps the checkpoint beside its
-store. A resumed run travels the other way: the driver sends its partial record and checkpoint
-with the task. So no filesystem is shared, and an interrupted Ray sweep resumes with either
+the run's ``export_record`` (row, curve, sweep membership), its kept weights (best, final) and,
+if the run stopped before the end, its checkpoint as bytes; the driver imports the record and
+weights and keeps the checkpoint beside its store. A resumed run travels the other way: the
+driver sends its partial record, weights and checkpoint with the task. So no filesystem is shared, and an interrupted Ray sweep resumes with either
 backend.
 
 Progress and stopping go through a small actor (``_Monitor``): tasks post their events to it
@@ -16,25 +16,49 @@ others (each with atnbench and torch installed), then ``atnbench sweep NAME --ba
 
 An ``--address`` is tried with a plain TCP connection first (``check_address``), bounded by
 ``ATNBENCH_RAY_CONNECT_TIMEOUT`` seconds (default 30), before the store is touched: where
-nothing listens, ``ray.init`` retries for minutes, ignoring SIGTERM, instead of failing.
+nothing listens, ``ray.init`` retries for minutes, ignoring SIGTERM, instead of failing. Then
+Ray's own client asks the cluster for its id, bounded the same way: a cluster that wants a token
+(``ray start`` enables token authentication by default since Ray 2.5x) refuses at once, where
+``ray.init`` retries for 20 s and then reports only "Failed to connect"; the refusal becomes one
+line saying what to set (``check_cluster``, docs/ray.md).
+
+Ray's own log lines stay off the terminal unless ``ATNBENCH_RAY_LOGS=1``: its C++ core writes
+to file descriptor 2 while it connects (``ray_output_hidden``), its Python loggers are set to
+errors only, and its workers' output is not relayed (``log_to_driver``).
+
+Checkpoints travel as they are made: a task ships each checkpoint of its run, with the run's
+record at that moment, to the monitor (``checkpoint.on_save``); the driver writes them into its
+store and beside it, as a local run would. A driver killed with -9 (its Ray tasks then end too)
+leaves every in-flight run 'running' with its latest checkpoint, and the same sweep command
+resumes them, with either backend.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
+import sys
 import tempfile
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
+from atnbench.checkpoint import on_save
 from atnbench.config import ConfigError
-from atnbench.store import ResultsStore
+from atnbench.store import MODEL_KINDS, ResultsStore
 from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost
 
 INSTALL_HINT = "pip install 'atnbench[ray]'"
 CONNECT_TIMEOUT_S = 30.0
+LOGS_ENV = "ATNBENCH_RAY_LOGS"  # set (1, yes, true) to see Ray's own log lines
+DOCS = "docs/ray.md"
+TOKEN_PLACES = "~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN"
+
+Models = dict[str, tuple[int, bytes]]  # a run's kept weights: kind (best, final) -> (step, torch.save bytes)
 
 
 def import_ray():
@@ -72,7 +96,8 @@ def host_and_port(address: str) -> Optional[tuple[str, int]]:
 
 def check_address(address: Optional[str], timeout_s: Optional[float] = None) -> None:
     """One-line ``ConfigError`` naming ``address`` unless something accepts a connection there
-    within ``timeout_s`` (default ``connect_timeout_s()``)."""
+    within ``timeout_s`` (default ``connect_timeout_s()``) and, for a ``HOST:PORT``, the Ray
+    cluster there takes this driver (``check_cluster``)."""
     where = host_and_port(address) if address else None
     if where is None:
         return
@@ -86,6 +111,120 @@ def check_address(address: Optional[str], timeout_s: Optional[float] = None) -> 
         reason = err.strerror or str(err) or type(err).__name__
         raise ConfigError(f"cannot connect to a Ray cluster at {address}: {reason} "
                           f"(is `ray start --head` running there?)") from None
+    if "://" not in address:  # ray:// is Ray Client's server, not the cluster's own port
+        check_cluster(address, timeout_s)
+
+
+def ray_logs_shown() -> bool:
+    """Whether ``ATNBENCH_RAY_LOGS`` asks for Ray's own log lines on the terminal."""
+    return os.environ.get(LOGS_ENV, "").strip().lower() not in ("", "0", "no", "false", "off")
+
+
+@contextmanager
+def ray_output_hidden() -> Iterator[None]:
+    """File descriptor 2 goes to a scratch file for the block, unless ``ray_logs_shown()``.
+
+    The descriptor, not a logger: Ray's C++ core writes its lines (``gcs_client.cc ... Failed to
+    get cluster ID``, once a second while it retries) straight to it.
+    """
+    if ray_logs_shown():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
+def _token_mode() -> bool:
+    return os.environ.get("RAY_AUTH_MODE", "").strip().lower() == "token"
+
+
+def _first_sentence(err: BaseException) -> str:
+    text = " ".join(str(getattr(err, "message", None) or err).split())
+    return text.split(". ")[0].rstrip(".") or type(err).__name__
+
+
+def _authentication_error():
+    """Ray's AuthenticationError class; None for a Ray without token authentication."""
+    try:
+        from ray.exceptions import AuthenticationError
+    except ImportError:
+        return None
+    return AuthenticationError
+
+
+def refused(address: Optional[str]) -> ConfigError:
+    """The one line for a cluster that refused this driver's credentials: what to set.
+    ``address`` None: the cluster ``ray.init`` found on this machine (a ``ray start`` here)."""
+    cluster = f"the Ray cluster at {address}" if address else "the Ray cluster found on this machine"
+    if not _token_mode():
+        return ConfigError(f"{cluster} requires token authentication: export RAY_AUTH_MODE=token "
+                           f"with the cluster's token in {TOKEN_PLACES} (see {DOCS})")
+    return ConfigError(f"{cluster} refused this machine's Ray token: set RAY_AUTH_TOKEN "
+                       f"(or RAY_AUTH_TOKEN_PATH) to the cluster's own (`ray get-auth-token` on its head; see {DOCS})")
+
+
+def _check_token_present() -> None:
+    """With RAY_AUTH_MODE=token, a token must be found here: Ray's C++ client aborts the whole
+    process (no exception) when it is not."""
+    auth_error = _authentication_error()
+    if auth_error is None or not _token_mode():
+        return
+    try:
+        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
+    except ImportError:
+        return
+    try:
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+    except auth_error as err:
+        raise ConfigError(f"RAY_AUTH_MODE=token is set but Ray finds no token here ({_first_sentence(err)}): put the "
+                          f"cluster's token (`ray get-auth-token` on its head) in {TOKEN_PLACES} (see {DOCS})") from None
+
+
+def check_cluster(address: str, timeout_s: Optional[float] = None) -> None:
+    """One-line ``ConfigError`` unless the Ray cluster at ``address`` (``HOST:PORT``) takes this
+    driver: asks it for its cluster id with Ray's own client, bounded by ``timeout_s``.
+
+    Needed because ``ray.init`` turns a refused token into 20 s of log lines and "Failed to
+    connect to Ray cluster at ...". Where this Ray has no such client (another 2.x), nothing is
+    checked here and ``connect`` reports what ``ray.init`` says.
+    """
+    _check_token_present()
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:
+        return
+    timeout_s = connect_timeout_s() if timeout_s is None else timeout_s
+    outcome: dict[str, BaseException] = {}
+
+    def ask() -> None:
+        try:
+            GcsClient(address=address)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = err
+
+    with ray_output_hidden():
+        asking = threading.Thread(target=ask, name="atnbench-ray-check", daemon=True)
+        asking.start()
+        asking.join(timeout_s)
+    if asking.is_alive():  # something listens there, but not a Ray cluster that answers
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: Ray did not answer within {timeout_s:g} s "
+                          f"(ATNBENCH_RAY_CONNECT_TIMEOUT); is it the port `ray start --head` printed?")
+    error = outcome.get("error")
+    auth_error = _authentication_error()
+    if auth_error is not None and isinstance(error, auth_error):
+        raise refused(address) from None
+    if error is not None:
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: {_first_sentence(error)}") from None
 
 
 def connect(address: Optional[str]) -> bool:
@@ -93,28 +232,49 @@ def connect(address: Optional[str]) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    _check_token_present()  # also where no --address was checked: ray.init may find a `ray start` here
+    shown = ray_logs_shown()
+    # errors only, and no relayed worker output, unless asked for (ATNBENCH_RAY_LOGS)
+    quiet = {} if shown else {"logging_level": logging.ERROR, "log_to_driver": False}
     try:
-        if address:
-            ray.init(address=address, logging_level="WARNING")
-        else:
-            ray.init(include_dashboard=False, logging_level="WARNING")
-    except (ConnectionError, RuntimeError, ValueError) as err:
+        with ray_output_hidden():
+            if address:
+                ray.init(address=address, **{"logging_level": "WARNING", **quiet})
+            else:
+                ray.init(include_dashboard=False, **{"logging_level": "WARNING", **quiet})
+    except Exception as err:  # noqa: BLE001 - every way ray.init fails becomes one line
+        if _refused_in(err):
+            raise refused(address) from None
         where = f" at {address}" if address else ""
-        raise ConfigError(f"cannot connect to a Ray cluster{where}: {str(err).splitlines()[0]}") from None
+        hint = "" if shown else f" ({LOGS_ENV}=1 shows Ray's own log lines)"
+        raise ConfigError(f"cannot connect to a Ray cluster{where}: {str(err).strip().splitlines()[0]}{hint}") from None
     return True
+
+
+def _refused_in(err: Optional[BaseException]) -> bool:
+    """Whether an authentication refusal is among ``err``'s causes (ray.init wraps it, or keeps
+    only its traceback's text)."""
+    auth_error = _authentication_error()
+    while err is not None:
+        if (auth_error is not None and isinstance(err, auth_error)) or "InvalidAuthToken" in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def disconnect() -> None:
     import ray
 
-    ray.shutdown()
+    with ray_output_hidden():
+        ray.shutdown()
 
 
 class _Monitor:
-    """Collects the tasks' progress events for the driver; holds the stop flag."""
+    """Collects the tasks' progress events and newest checkpoints for the driver; holds the stop flag."""
 
     def __init__(self):
         self.events: list[tuple] = []
+        self.checkpoints: dict[str, tuple[dict, bytes, Models]] = {}  # run id -> the newest (record, checkpoint, models)
         self.stop = False
 
     def emit(self, *event) -> None:
@@ -123,6 +283,13 @@ class _Monitor:
     def drain(self) -> list[tuple]:
         events, self.events = self.events, []
         return events
+
+    def checkpointed(self, run_id: str, record: dict, checkpoint: bytes, models: Models) -> None:
+        self.checkpoints[run_id] = (record, checkpoint, models)  # an older one not yet taken is superseded
+
+    def take_checkpoints(self) -> dict[str, tuple[dict, bytes, Models]]:
+        taken, self.checkpoints = self.checkpoints, {}
+        return taken
 
     def request_stop(self) -> None:
         self.stop = True
@@ -159,15 +326,25 @@ def _write_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, lambda handle: handle.write(data))
 
 
-def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], device: str, threads: int,
-              monitor) -> dict:
-    """Runs on a Ray worker: train into a scratch store, return the record (and checkpoint)."""
+def _models(store: ResultsStore, run_id: str) -> Models:
+    return {kind: kept for kind in MODEL_KINDS if (kept := store.model(run_id, kind)) is not None}
+
+
+def _put_models(store: ResultsStore, run_id: str, models: Models) -> None:
+    for kind, (step, weights) in models.items():
+        store.save_model(run_id, kind, step, weights)
+
+
+def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], models: Models, device: str,
+              threads: int, monitor) -> dict:
+    """Runs on a Ray worker: train into a scratch store, return the record (and checkpoint, kept weights)."""
     import torch
 
     torch.set_num_threads(threads)
     should_stop = _StopPoll(monitor)
     if should_stop():
-        return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None}
+        return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None,
+                "models": {}}
 
     def emit(*event):
         monitor.emit.remote(*event)  # fire and forget; one caller's calls arrive in order
@@ -176,19 +353,30 @@ def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], dev
         with ResultsStore(Path(scratch) / "scratch.db") as store:
             if record is not None:
                 store.import_record(record)
+                _put_models(store, job.run_id, models)  # a resumed run's best so far: a later best must beat it
             if checkpoint is not None:
                 _write_atomic(_checkpoint_path(store, job.run_id), checkpoint)
-            outcome = execute(job, store, device, EventReporter(job.run_id, emit, should_stop))
+            ours = _checkpoint_path(store, job.run_id)
+
+            def ship(path: Path) -> None:  # each checkpoint to the driver as it is made, with the curve so far
+                if path == ours:
+                    monitor.checkpointed.remote(job.run_id, store.export_record(job.run_id), path.read_bytes(),
+                                                _models(store, job.run_id))
+
+            with on_save(ship):
+                outcome = execute(job, store, device, EventReporter(job.run_id, emit, should_stop))
             exported = store.export_record(job.run_id) if store.status(job.run_id) else None
+            kept = _models(store, job.run_id) if exported is not None else {}
             path = _checkpoint_path(store, job.run_id)
             saved = path.read_bytes() if path.exists() else None
-    return {"outcome": outcome, "record": exported, "checkpoint": saved}
+    return {"outcome": outcome, "record": exported, "checkpoint": saved, "models": kept}
 
 
 def _keep(store: ResultsStore, job: Job, result: dict) -> None:
-    """Driver side: import a task's record and keep (or drop) its checkpoint."""
+    """Driver side: import a task's record and kept weights, and keep (or drop) its checkpoint."""
     if result["record"] is not None:
         store.import_record(result["record"])
+        _put_models(store, job.run_id, result["models"])
     path = _checkpoint_path(store, job.run_id)
     if result["checkpoint"] is not None:
         _write_atomic(path, result["checkpoint"])
@@ -199,6 +387,13 @@ def _keep(store: ResultsStore, job: Job, result: dict) -> None:
         for folder in (checkpoint_dir(store.path, job.run_id), checkpoint_root(store.path)):
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
+
+
+def _keep_progress(store: ResultsStore, run_id: str, record: dict, checkpoint: bytes, models: Models) -> None:
+    """Driver side: an in-flight run's record, kept weights and checkpoint, as its task just made them."""
+    store.import_record(record)  # 'running', its curve up to (at least) the checkpoint's step
+    _put_models(store, run_id, models)
+    _write_atomic(_checkpoint_path(store, run_id), checkpoint)
 
 
 def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:
@@ -213,17 +408,25 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
     with ResultsStore(store_path) as store:
         refs = {}
         for job in jobs:
-            record = checkpoint = None
+            record, checkpoint, models = None, None, {}
             if job.resume and store.status(job.run_id) is not None:
-                record = store.export_record(job.run_id)
+                record, models = store.export_record(job.run_id), _models(store, job.run_id)
                 path = _checkpoint_path(store, job.run_id)
                 checkpoint = path.read_bytes() if path.exists() else None
-            refs[task.options(**options).remote(job, record, checkpoint, device, threads, monitor)] = job
+            refs[task.options(**options).remote(job, record, checkpoint, models, device, threads, monitor)] = job
         pending, stop_sent = list(refs), False
+        settled: set[str] = set()  # runs whose result is in the store: a late checkpoint must not undo it
+
+        def keep_checkpoints() -> None:
+            for run_id, (record, checkpoint, models) in ray.get(monitor.take_checkpoints.remote()).items():
+                if run_id not in settled:
+                    _keep_progress(store, run_id, record, checkpoint, models)
+
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
             for event in ray.get(monitor.drain.remote()):
                 view.event(*event)
+            keep_checkpoints()  # before the results that are ready: those supersede them
             for ref in ready:
                 job = refs[ref]
                 try:
@@ -235,6 +438,7 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                 else:
                     _keep(store, job, result)
                     outcome = result["outcome"]
+                settled.add(job.run_id)
                 outcomes[job.run_id] = outcome
                 view.finished(job.run_id, outcome)
             if stop.requested and not stop_sent:
@@ -247,5 +451,6 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                 break
         for event in ray.get(monitor.drain.remote()):
             view.event(*event)
+        keep_checkpoints()  # runs cut off by a second signal keep their newest checkpoint
     ray.kill(monitor)
     return outcomes

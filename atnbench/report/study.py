@@ -1,0 +1,447 @@
+"""Confirmatory studies: seeds run in planned looks, each look recorded, decisions under a rule
+fixed before the first run.
+
+A study is made for one sweep's claims (``sweep NAME --until-decided``). Before any of its runs,
+its plan is recorded in the store (``study:NAME`` in the ``meta`` table): the claims file it tests
+(the family, by name and digest, and its m), the family's alpha and each comparison's alpha / m
+(Bonferroni: one share per declared comparison, so superiority and equivalence decisions of the
+whole file hold together at alpha), the looks (seeds per configuration at each), the fresh seeds,
+the spending function, the equivalence margins, the futility threshold, the processor class, and
+the exact run ids of every (configuration, seed). Each look is then recorded once, with its date,
+the seeds it used and, per comparison, the statistic, the boundary and the decision; a recorded
+look is never recomputed, so a decision stands whatever is run later.
+
+At look j a comparison whose sides have n_a, n_b seeds is at information fraction
+t_j = harmonic mean(n_a, n_b) / N (N the planned maximum). Its Welch test crosses when the
+two-sided p is below the look's nominal level from ``atnbench.report.sequential`` (spending
+alpha / m): **reproduced** on the claimed side, **contradicted** on the other. Else it is
+**equivalent** when the repeated interval from a design spending 2 alpha / m (two one-sided
+tests at alpha / m) lies inside ±margin. Else, at the last look, **inconclusive**; before it,
+**futile** (non-binding: it cannot raise the error) when under the current trend the conditional
+probability of any decision at the last look is below ``futility``, otherwise the comparison
+stays open and the next look runs the seeds its sides need.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Iterable, Optional
+
+from scipy import stats
+
+from atnbench.errors import UserError
+from atnbench.report import sequential
+from atnbench.report.claims import Claim, Family, Side, comparison_key
+
+PREFIX = "study:"
+SPENDING = "Lan-DeMets O'Brien-Fleming-type alpha spending, two-sided (Welch's t-test at each look)"
+FUTILITY = 0.10
+MIN_SEEDS = 5  # no look before this many seeds a side (docs/reproducing.md says why)
+OPEN, REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED = (
+    "open", "reproduced", "contradicted", "equivalent", "futile", "inconclusive")
+DECIDED = (REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One comparison of a study: the claimed-lower and claimed-higher sides."""
+
+    claims: tuple[str, ...]  # ids of the claims that declare it
+    lower: str  # side texts
+    higher: str
+    stat: str
+    higher_is_better: bool
+    margin: Optional[float]  # absolute; None: no equivalence decision
+    margin_of: Optional[str]  # relative margin: the side whose mean it is a fraction of
+    margin_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    family: str
+    family_digest: str
+    m: int
+    alpha: float  # the family's
+    looks: tuple[int, ...]  # seeds per configuration at each look
+    first_seed: int
+    processor: Optional[str]
+    task: str
+    T: Optional[int]
+    budget: float
+    variant: Optional[str]
+    comparisons: tuple[Planned, ...]
+    run_ids: dict  # side text -> run ids of seeds first_seed, first_seed + 1, ...
+    planned_at: str
+    code: str
+    spending: str = SPENDING
+    futility: float = FUTILITY
+    recorded: tuple[dict, ...] = ()  # the looks taken
+
+    @property
+    def alpha_each(self) -> float:
+        return self.alpha / self.m
+
+    @property
+    def max_seeds(self) -> int:
+        return self.looks[-1]
+
+    def seeds(self, n: int) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + n))
+
+    def decisions(self) -> dict[tuple[str, str], dict]:
+        """(lower, higher) -> the comparison's entry at the last look that judged it."""
+        found = {}
+        for look in self.recorded:
+            for entry in look["comparisons"]:
+                found[(entry["lower"], entry["higher"])] = {**entry, "look": look["look"], "date": look["date"]}
+        return found
+
+    def open_comparisons(self) -> list[Planned]:
+        decided = {key for key, entry in self.decisions().items() if entry["decision"] in DECIDED}
+        return [c for c in self.comparisons if (c.lower, c.higher) not in decided]
+
+    def next_look(self) -> Optional[int]:
+        """Index of the next look, or None when the study is over."""
+        if len(self.recorded) >= len(self.looks) or not self.open_comparisons():
+            return None
+        return len(self.recorded)
+
+    def line(self) -> str:
+        taken = len(self.recorded)
+        count = len(self.comparisons)
+        return (f"study {self.name}: {count} comparison{'s' if count != 1 else ''} of {self.family} (m = {self.m}, alpha "
+                f"{self.alpha:g} → {self.alpha_each:.3g} each), looks at {', '.join(map(str, self.looks))} seeds "
+                f"from seed {self.first_seed}, {taken} of {len(self.looks)} taken, planned {self.planned_at[:10]}")
+
+
+# -- store -----------------------------------------------------------------------------------------
+
+
+def _from_json(value: dict) -> Study:
+    value = dict(value)
+    value["comparisons"] = tuple(Planned(**{**c, "claims": tuple(c["claims"])}) for c in value["comparisons"])
+    value["looks"] = tuple(value["looks"])
+    value["recorded"] = tuple(value.get("recorded", ()))
+    return Study(**value)
+
+
+def load(store, name: Optional[str] = None) -> list[Study]:
+    """The studies a store records (one by name, or all)."""
+    found = store.meta(PREFIX + (name or ""))
+    studies = []
+    for key, value in found.items():
+        if name is not None and key != PREFIX + name:
+            continue
+        try:
+            studies.append(_from_json(value))
+        except (TypeError, KeyError, ValueError):
+            from atnbench.store.errors import log
+
+            log.warning(f"{store.path}: {key} is not a study this atnbench reads; skipped")
+    return studies
+
+
+def save(store, study: Study) -> None:
+    store.set_meta(PREFIX + study.name, asdict(study))
+
+
+# -- planning --------------------------------------------------------------------------------------
+
+
+def side_matches(side: Side, config) -> bool:
+    """Whether a run config is this side: its model, its k where given, its settings."""
+    from atnbench.nn.schemes import get_scheme
+    from atnbench.zoo import model_name
+
+    if model_name(config.cell, config.norm) != side.model:
+        return False
+    if side.k is not None and config.k != side.k:
+        return False
+    named = dict(side.settings)
+    default_bias = get_scheme(config.norm).bias_inside
+    if "bias_inside" not in named and config.bias_inside not in (None, default_bias):
+        return False  # a side without the setting means the default placement
+    for key, value in named.items():
+        have = getattr(config, key, None)
+        if key == "bias_inside" and have is None:
+            have = default_bias
+        if have != value:
+            return False
+    return True
+
+
+def claims_of(family: Family, runs) -> list[Planned]:
+    """Every comparison the family declares whose two sides are configurations among ``runs``
+    (one task, T, budget, variant: the sweep's), each once."""
+    if not runs:
+        return []
+    config = runs[0].config
+    from atnbench.report.aggregate import higher_is_better
+
+    planned: dict[tuple, Planned] = {}
+    for claim in family.claims:
+        if claim.task != config.task or (claim.T is not None and claim.T != config.T):
+            continue
+        if claim.budget != config.budget or claim.variant != config.variant:
+            continue
+        for lower, higher in claim.pairs:
+            if not (any(side_matches(lower, r.config) for r in runs) and any(side_matches(higher, r.config) for r in runs)):
+                continue
+            key = comparison_key(claim, (lower, higher))
+            if key in planned:
+                planned[key] = replace(planned[key], claims=planned[key].claims + (claim.id,))
+                continue
+            margin = claim.margin
+            planned[key] = Planned((claim.id,), lower.text, higher.text, claim.stat, higher_is_better(claim.stat),
+                                   None if margin is None or margin.of is not None else margin.value,
+                                   None if margin is None or margin.of is None else margin.of.text,
+                                   "" if margin is None else margin.reason)
+            if margin is not None and margin.of is not None:  # a fraction, kept with the side it is of
+                planned[key] = replace(planned[key], margin=margin.value)
+    return list(planned.values())
+
+
+def parse_looks(text: str) -> tuple[int, ...]:
+    try:
+        looks = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"--looks: seeds per configuration at each look, increasing, e.g. 6,12,18,24,30; "
+                        f"got {text!r}") from None
+    if not looks or any(b <= a for a, b in zip(looks, looks[1:])):
+        raise UserError(f"--looks: the seeds at each look must increase, got {text!r}")
+    if looks[0] < MIN_SEEDS:
+        raise UserError(f"--looks: the first look needs at least {MIN_SEEDS} seeds a side (a test on fewer means "
+                        f"nothing; docs/reproducing.md), got {looks[0]}")
+    if looks[-1] > 1000:
+        raise UserError(f"--looks: at most 1000 seeds per configuration, got {looks[-1]}")
+    return looks
+
+
+def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict, looks: tuple[int, ...],
+         first_seed: int, task: str, T, budget: float, variant, alpha: float) -> Study:
+    from atnbench.identity import code_fingerprint
+    from atnbench.machine import cpu_capability
+
+    return Study(name=name, family=family.name, family_digest=family.digest, m=family.m, alpha=alpha,
+                 looks=looks, first_seed=first_seed, processor=cpu_capability(), task=task, T=T, budget=budget,
+                 variant=variant, comparisons=tuple(comparisons), run_ids=sides_runs,
+                 planned_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code=code_fingerprint())
+
+
+def same_plan(kept: Study, new: Study) -> Optional[str]:
+    """Why ``new`` is not the plan ``kept`` recorded (None when it is)."""
+    for what in ("family", "looks", "first_seed", "alpha", "m", "comparisons", "run_ids"):
+        if getattr(kept, what) != getattr(new, what):
+            return what.replace("_", " ")
+    return None
+
+
+# -- a look ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class SideData:
+    values: list[float] = field(default_factory=list)
+    classes: list[str] = field(default_factory=list)  # processor class of each value's run
+    codes: list[str] = field(default_factory=list)
+    missing: int = 0  # planned runs not finished yet
+    diverged: int = 0
+
+
+def side_data(store, run_ids: Iterable[str], stat: str) -> SideData:
+    from atnbench.report.aggregate import RunData, run_values
+
+    data = SideData()
+    for run_id in run_ids:
+        record = store.get_run(run_id)
+        if record is None or record.status not in ("done", "diverged"):
+            data.missing += 1
+            continue
+        if record.status == "diverged":
+            data.diverged += 1
+            continue
+        value = run_values(RunData(record, tuple(store.curve(run_id)))).get(stat)
+        if value is None:
+            data.missing += 1
+            continue
+        data.values.append(value)
+        data.classes.append(processor_class(record.env))
+        data.codes.append(str(record.env.get("code") or "unknown"))
+    return data
+
+
+def processor_class(env: dict) -> str:
+    return str((env or {}).get("cpu_capability") or "unknown")
+
+
+def fraction(n_a: int, n_b: int, maximum: int) -> float:
+    return min(1.0, statistics.harmonic_mean([n_a, n_b]) / maximum) if n_a and n_b else 0.0
+
+
+def judge(planned: Planned, a: Sequence_, b: Sequence_, fractions: tuple[float, ...], alpha: float, last: bool,
+          futility: float, classes: tuple[list[str], list[str]] = ((), ())) -> dict:
+    """One comparison at one look: the Welch statistic (stratified by processor class where the
+    sides mix classes differently), the look's boundary and the decision."""
+    from atnbench.report.verdicts import welch_test
+
+    sign = -1.0 if planned.higher_is_better else 1.0
+    signed_a, signed_b = [sign * v for v in a], [sign * v for v in b]
+    test = welch_test(signed_a, signed_b, classes)
+    nominal = sequential.nominal_levels(fractions, alpha)[-1]
+    nominal_eq = sequential.nominal_levels(fractions, min(0.5, 2 * alpha))[-1]
+    margin = planned.margin
+    if planned.margin_of is not None and margin is not None:  # a fraction of that side's mean
+        side_values = a if planned.margin_of == planned.lower else b
+        margin = margin * abs(statistics.fmean(side_values))
+    entry = {"lower": planned.lower, "higher": planned.higher, "n": [len(a), len(b)], "fraction": fractions[-1],
+             "difference": sign * test.diff, "se": test.se, "df": test.df, "p": test.p, "nominal_level": nominal,
+             "boundary_z": float(stats.norm.isf(nominal / 2)), "stratified": test.stratified, "margin": margin}
+    if test.se == 0:
+        entry["decision"] = OPEN if not last else UNDECIDED
+        entry["reason"] = "no spread: the test is undefined"
+        return entry
+    half = stats.t.isf(nominal / 2, test.df) * test.se
+    half_eq = stats.t.isf(nominal_eq / 2, test.df) * test.se
+    entry["interval"] = sorted([sign * (test.diff - half), sign * (test.diff + half)])
+    entry["equivalence_interval"] = sorted([sign * (test.diff - half_eq), sign * (test.diff + half_eq)])
+    if test.p < nominal:
+        decision = REPRODUCED if test.diff < 0 else CONTRADICTED
+        reason = f"p = {test.p:.3g} < {nominal:.3g}, the look's level"
+    elif margin is not None and abs(test.diff) + half_eq < margin:
+        decision, reason = EQUIVALENT, f"the interval of the difference lies inside ±{margin:.4g}"
+    elif last:
+        decision, reason = UNDECIDED, f"p = {test.p:.3g} ≥ {nominal:.3g} at the last look"
+    else:
+        chance = decision_chance(test, fractions[-1], alpha, margin, nominal_eq)
+        entry["conditional_probability"] = chance
+        if chance < futility:
+            decision = FUTILE
+            reason = f"under the current trend a decision at the last look has probability {chance:.2f} < {futility:g}"
+        else:
+            decision, reason = OPEN, f"p = {test.p:.3g} ≥ {nominal:.3g}, the look's level; next look"
+    entry["decision"], entry["reason"] = decision, reason
+    return entry
+
+
+Sequence_ = list  # values of one side, one per seed
+
+
+def decision_chance(test, t: float, alpha: float, margin: Optional[float], nominal_eq: float) -> float:
+    """The conditional probability, under the current trend (the observed difference is the true
+    one), that the last look decides: crosses its boundary, or (with a margin) finds equivalence.
+    Normal approximation on the B-value scale; used for non-binding futility only."""
+    z = test.diff / test.se
+    final_c = stats.norm.isf(nominal_eq / 2)  # conservative: the larger of the two final boundaries is below
+    theta = z / math.sqrt(t)  # drift per unit information
+    b_now, left = z * math.sqrt(t), 1 - t
+    if left <= 0:
+        return 0.0
+    mean_final, sd_final = b_now + theta * left, math.sqrt(left)
+    c_final = stats.norm.isf(sequential.nominal_levels((1.0,), alpha)[0] / 2)
+    cross = stats.norm.sf((c_final - mean_final) / sd_final) + stats.norm.cdf((-c_final - mean_final) / sd_final)
+    if margin is None:
+        return float(cross)
+    se_final = test.se * math.sqrt(t)  # the difference's standard error at the planned maximum
+    diff_final_mean, diff_final_sd = test.diff, test.se * math.sqrt(t * left)
+    room = margin - final_c * se_final
+    equivalent = 0.0 if room <= 0 else float(
+        stats.norm.cdf((room - diff_final_mean) / diff_final_sd) - stats.norm.cdf((-room - diff_final_mean) / diff_final_sd))
+    return float(min(1.0, cross + equivalent))
+
+
+def take_look(store, study: Study) -> Optional[dict]:
+    """Analyse the next look from the store's runs and record it; None when its runs are not all
+    finished yet (the look waits: it is never taken on part of its seeds by choice)."""
+    index = study.next_look()
+    if index is None:
+        return None
+    n = study.looks[index]
+    previous = study.decisions()
+    entries = []
+    for planned in study.open_comparisons():
+        a = side_data(store, study.run_ids[planned.lower][:n], planned.stat)
+        b = side_data(store, study.run_ids[planned.higher][:n], planned.stat)
+        if a.missing or b.missing:
+            return None
+        history = tuple(look["fractions"][f"{planned.lower} < {planned.higher}"] for look in study.recorded
+                        if f"{planned.lower} < {planned.higher}" in look.get("fractions", {}))
+        t = fraction(len(a.values), len(b.values), study.max_seeds)
+        fractions = tuple(f for f in history if f < t) + (t,)
+        if len(a.values) < 2 or len(b.values) < 2 or t <= 0:
+            entry = {"lower": planned.lower, "higher": planned.higher, "n": [len(a.values), len(b.values)],
+                     "decision": OPEN if index < len(study.looks) - 1 else UNDECIDED,
+                     "reason": f"{a.diverged + b.diverged} diverged runs leave too few values"}
+        else:
+            entry = judge(planned, a.values, b.values, fractions, study.alpha_each, index == len(study.looks) - 1,
+                          study.futility, (a.classes, b.classes))
+        entry["classes"] = [_counts(a.classes), _counts(b.classes)]
+        entry["codes"] = [sorted(set(a.codes)), sorted(set(b.codes))]
+        entry["diverged"] = [a.diverged, b.diverged]
+        entry["previous"] = previous.get((planned.lower, planned.higher), {}).get("decision")
+        entries.append(entry)
+    look = {"look": index + 1, "seeds": n, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "fractions": {f"{e['lower']} < {e['higher']}": e.get("fraction", 0.0) for e in entries},
+            "comparisons": entries}
+    save(store, replace(study, recorded=study.recorded + (look,)))
+    return look
+
+
+def _counts(classes: list[str]) -> dict[str, int]:
+    return {c: classes.count(c) for c in sorted(set(classes))}
+
+
+def needed_sides(study: Study) -> set[str]:
+    """The configurations the open comparisons still need."""
+    return {side for c in study.open_comparisons() for side in (c.lower, c.higher)}
+
+
+# -- pricing ---------------------------------------------------------------------------------------
+
+
+def power_at(effect: float, looks: tuple[int, ...], alpha: float) -> float:
+    """The design's power at a standardized effect (difference / common sd), normal approximation."""
+    maximum = looks[-1]
+    theta = abs(effect) * math.sqrt(maximum / 2)
+    return sequential.crossing_probability(tuple(n / maximum for n in looks), alpha, theta)
+
+
+# -- moving studies between stores (store export/import --studies) ---------------------------------
+
+
+def to_records(store) -> list[dict]:
+    return [asdict(study) for study in load(store)]
+
+
+def bring_in(store, records, source: str) -> tuple[int, int]:
+    """The studies of ``records`` into ``store``: a new one added, the same plan with more looks
+    taken extended, the same plan and looks kept. A study of the same name with another plan, or
+    looks that disagree, is a UserError naming it (nothing written)."""
+    if not isinstance(records, list):
+        raise UserError(f"{source}: expected a JSON list of studies (atnbench store export --studies)")
+    incoming = []
+    for i, record in enumerate(records):
+        try:
+            incoming.append(_from_json(record))
+        except (TypeError, KeyError, ValueError, AttributeError):
+            raise UserError(f"{source}: entry {i} is not a study atnbench reads") from None
+    changes = []
+    for study in incoming:
+        old = load(store, study.name)
+        if not old:
+            changes.append(study)
+            continue
+        why = same_plan(old[0], study)
+        if why is not None:
+            raise UserError(f"{source}: study {study.name} differs from the one in {store.path} in its {why}")
+        shorter, longer = sorted((old[0].recorded, study.recorded), key=len)
+        if list(longer[:len(shorter)]) != list(shorter):
+            raise UserError(f"{source}: study {study.name}'s recorded looks disagree with {store.path}'s")
+        if len(study.recorded) > len(old[0].recorded):
+            changes.append(study)
+    for study in changes:
+        save(store, study)
+    return len(changes), len(incoming) - len(changes)

@@ -1,0 +1,174 @@
+"""``sweep NAME --until-decided``: a sweep's claims run as a study in planned looks
+(``atnbench.report.study``): the plan recorded before the first run, the seeds of each look run for
+the configurations still undecided, each look recorded, stop at a decision or for futility."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+from atnbench.errors import UserError
+from atnbench.report import study as studies
+from atnbench.report.claims import Family
+
+DEFAULT_LOOKS = (6, 12, 18, 24, 30)
+
+
+def next_fresh_seed(store_path: Path, task: str, Ts) -> int:
+    """One past the highest seed the store holds for the task at these lengths: seeds no run of
+    the store (a pilot, an earlier exploration) has used."""
+    from atnbench.store import ResultsStore
+
+    if not Path(store_path).is_file():
+        return 0
+    with ResultsStore.open_read_only(store_path) as results:
+        seeds = [r.seed for r in results.runs(task=task) if r.T in set(Ts) and r.seed is not None]
+    return max(seeds, default=-1) + 1
+
+
+def kept(store_path: Path, name: str) -> Optional[studies.Study]:
+    from atnbench.store import ResultsStore
+
+    if not Path(store_path).is_file():
+        return None
+    with ResultsStore.open_read_only(store_path) as results:
+        found = studies.load(results, name)
+    return found[0] if found else None
+
+
+def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float) -> studies.Study:
+    """The study of ``runs`` (the sweep's runs for seeds first_seed .. first_seed + max - 1)."""
+    comparisons = studies.claims_of(family, runs)
+    if not comparisons:
+        config = runs[0].config
+        raise UserError(f"no claim of {family.name} compares two configurations of this sweep at its protocol "
+                        f"({config.task} T={config.T}, budget {config.budget:g}{', variant ' + config.variant if config.variant else ''}); "
+                        f"a study tests claims (--claims FILE for your own, with budget: if not the full protocol)")
+    seeds = list(range(first_seed, first_seed + looks[-1]))
+    run_ids = {}
+    for side in sorted({s for c in comparisons for s in (c.lower, c.higher)}):
+        from atnbench.report.claims import parse_side
+
+        wanted = parse_side(side)
+        by_seed = {run.config.seed: run.run_id for run in runs if studies.side_matches(wanted, run.config)}
+        run_ids[side] = [by_seed[s] for s in seeds if s in by_seed]
+        if len(run_ids[side]) != len(seeds):
+            raise UserError(f"side {side!r} matches {len(set(by_seed.values()))} runs per seed in this sweep; "
+                            f"a study needs exactly one configuration per side")
+    config = runs[0].config
+    return studies.make(name, family, comparisons, run_ids, looks, first_seed, config.task, config.T, config.budget,
+                        config.variant, alpha)
+
+
+def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tuple[studies.Study, str]:
+    """The study the store records under this name (it must be the same plan), else ``new``,
+    recorded now (not on a dry run)."""
+    from atnbench.store import ResultsStore
+
+    old = kept(store_path, new.name)
+    if old is not None:
+        differs = studies.same_plan(old, new)
+        if differs is not None:
+            raise UserError(f"{store_path} records study {old.name} (planned {old.planned_at[:10]}) with other "
+                            f"{differs}; a plan is fixed before its runs: run it as recorded (its looks "
+                            f"{','.join(map(str, old.looks))}, from seed {old.first_seed}), or use another --store")
+        return old, "reused: the plan recorded before its runs"
+    if dry_run:
+        return new, "dry run: not recorded"
+    with ResultsStore(store_path) as results:
+        studies.save(results, new)
+    return new, "recorded in the store before any of its runs"
+
+
+def prepare(name: str, task: str, expand_seeds: Callable, store: Path, family: Family, looks_text: Optional[str],
+            first_seed: Optional[int], power: Optional[float], max_seeds: int, dry_run: bool,
+            say: Callable[[str], None]) -> tuple[studies.Study, list]:
+    """The study named ``name`` (a sweep's, a reproduce part's): the one the store records, else
+    planned now from ``looks_text``, a pilot sizing (``power``) or the default looks, and recorded
+    unless ``dry_run``. ``expand_seeds(seeds)`` gives the sweep's runs for those seeds. Returns the
+    study and the runs of every seed it may run."""
+    from atnbench.report import plan as sizing
+    from atnbench.report.verdicts import ALPHA
+
+    old = kept(store, name)
+    probe = expand_seeds((0,))
+    Ts = {run.config.T for run in probe}
+    if first_seed is None:
+        first_seed = old.first_seed if old else next_fresh_seed(store, task, Ts)
+    if looks_text is not None:
+        looks = studies.parse_looks(looks_text)
+    elif old is not None:
+        looks = old.looks
+    elif power is not None:
+        if not 0 < power < 1:
+            raise UserError(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
+        found = sizing.size(studies.claims_of(family, probe), sizing.pilot_groups(store, task, Ts), ALPHA / family.m,
+                            power)
+        for line in found:
+            say("  pilot: " + line.text())
+        most, capped = sizing.maximum(found, max_seeds)
+        looks = sizing.looks_up_to(most)
+        say(f"--seeds-for-power {power:g}: at most {looks[-1]} seeds per configuration"
+            + (f" (capped at --max-seeds {max_seeds})" if capped else ""))
+    else:
+        looks = DEFAULT_LOOKS
+    runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
+    study, note = record_or_reuse(store, plan(name, runs, family, looks, first_seed, ALPHA), dry_run)
+    for line in plan_lines(study):
+        say(line)
+    say(f"  plan {note}")
+    planned = {run_id for ids in study.run_ids.values() for run_id in ids}
+    return study, [run for run in runs if run.run_id in planned]
+
+
+def plan_lines(study: studies.Study) -> list[str]:
+    """The plan, one line a fact: what a reviewer checks first."""
+    from atnbench.report import sequential
+
+    fractions = tuple(n / study.max_seeds for n in study.looks)
+    levels = sequential.nominal_levels(fractions, study.alpha_each)
+    lines = [study.line(),
+             f"  test: {study.spending}; futility (non-binding): a decision under the current trend less likely "
+             f"than {study.futility:g}",
+             "  nominal level at each look: " + ", ".join(f"{n} seeds: p < {p:.2g}" for n, p in zip(study.looks, levels)),
+             f"  processor class: {study.processor or 'unknown'}; code {study.code}"]
+    for c in study.comparisons:
+        margin = ("no equivalence margin" if c.margin is None else
+                  f"margin ±{c.margin:.4g}" if c.margin_of is None else f"margin ±{c.margin:.0%} of {c.margin_of}")
+        lines.append(f"  {c.lower} < {c.higher} ({c.stat}; {margin}; claims {', '.join(c.claims)})")
+    return lines
+
+
+def look_lines(look: dict, study: studies.Study) -> list[str]:
+    lines = [f"look {look['look']} of {len(study.looks)} ({look['seeds']} seeds a side), recorded {look['date']}:"]
+    for entry in look["comparisons"]:
+        lines.append(f"  {entry['lower']} < {entry['higher']}: {entry['decision']} ({entry.get('reason', '')})")
+    return lines
+
+
+def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable, say: Callable) -> int:
+    """Run the looks left: each look's seeds for the configurations still needed, then the look
+    recorded. Returns the exit code of the last sweep of runs (0 when every look could be taken)."""
+    from atnbench.store import ResultsStore
+
+    by_id = {run.run_id: run for run in runs}
+    while (index := study.next_look()) is not None:
+        n = study.looks[index]
+        wanted = [rid for side in sorted(studies.needed_sides(study)) for rid in study.run_ids[side][:n]]
+        say(f"look {index + 1} of {len(study.looks)}: {n} seeds a side for {len(studies.needed_sides(study))} "
+            f"configurations ({len(wanted)} runs, those in the store skipped)")
+        result = run_sweep([by_id[rid] for rid in wanted])
+        if result.signal is not None or result.exit_code:
+            return result.exit_code or 1
+        with ResultsStore(store_path) as results:
+            look = studies.take_look(results, study)
+            study = studies.load(results, study.name)[0]
+        if look is None:
+            say(f"look {index + 1}: not every planned run finished (failed or diverged runs are re-run by the same "
+                f"command); the look waits")
+            return 1
+        for line in look_lines(look, study):
+            say(line)
+    decided = study.decisions()
+    say(f"study {study.name}: over; " + "; ".join(f"{k[0]} < {k[1]}: {v['decision']}" for k, v in decided.items()))
+    return 0

@@ -1,0 +1,200 @@
+"""`sweep --backend ray` against a real cluster: `ray start --head` in a process of its own, on
+loopback, with token authentication (Ray's default since 2.5x), not `ray.init` in-process.
+
+The cluster (module fixture) is started once with `--block`, in a new process group, and stopped
+by SIGTERM to that group (SIGKILL if it lingers); never with `ray stop`, which would stop every
+Ray cluster on the machine. Its token is made here and given through RAY_AUTH_TOKEN, so nothing
+is read from or written to ~/.ray. Runs are tiny (adding T=8, hidden 8, the plain LSTM: no C++
+build on the workers). Measured: 43 s of CPU in all (the cluster, 5 CLI processes, the Ray
+workers); 208 s wall on a 2-core machine at load average 20, i.e. sharing it with ~9 others.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from atnbench.cli import app
+from atnbench.store import ResultsStore
+from helpers import CliProcess, invoke, poll_store
+
+pytestmark = pytest.mark.ray
+pytest.importorskip("ray")
+
+START_S = 90  # a loaded 2-core machine takes ~7 s to start a head, sometimes 20 s
+
+# one run long enough (seconds) to be caught after its first checkpoint (step 50, the 2nd evaluation)
+LONG = """\
+name: raykill
+description: one run killed mid-way and resumed
+task: adding
+base: {T: 8, hidden: 8, batch_size: 4, eval_every: 25, val_samples: 8}
+runs:
+  - {norm: none, steps: 1200}
+seeds: [0]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ray_command() -> str:
+    beside = Path(sys.executable).with_name("ray")  # the venv's, where Ray was installed
+    found = str(beside) if beside.exists() else shutil.which("ray")
+    assert found, "Ray is importable but its `ray` command is not on PATH"
+    return found
+
+
+class Cluster:
+    def __init__(self, address: str, token: str):
+        self.address, self.token = address, token
+
+    def env(self, **changes) -> dict:
+        """This process's environment without Ray's token settings, then ``changes``."""
+        env = {key: value for key, value in os.environ.items()
+               if key not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS",
+                              "ATNBENCH_RAY_LOGS")}
+        env.update(changes)
+        return env
+
+    def authorized(self) -> dict:
+        return self.env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.token)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    port, token = free_port(), secrets.token_hex(32)
+    folder = Path(tempfile.mkdtemp(prefix="ar", dir="/tmp"))  # short: Ray's socket paths must fit 107 bytes
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    env.update(RAY_AUTH_TOKEN=token, RAY_USAGE_STATS_ENABLED="0")  # RAY_AUTH_MODE unset: Ray's default, token
+    log = open(folder / "ray-start.log", "w")
+    head = subprocess.Popen(
+        [ray_command(), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=2", "--include-dashboard=false", f"--dashboard-port={free_port()}",
+         f"--dashboard-agent-listen-port={free_port()}",
+         "--object-store-memory=100000000", f"--temp-dir={folder}", "--disable-usage-stats"],
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_S
+        while "Ray runtime started" not in (folder / "ray-start.log").read_text():
+            assert head.poll() is None, (folder / "ray-start.log").read_text()
+            assert time.monotonic() < deadline, "ray start --head did not start within %d s" % START_S
+            time.sleep(0.2)
+        yield Cluster(f"127.0.0.1:{port}", token)
+    finally:
+        stop(head)
+        log.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def stop(head: subprocess.Popen) -> None:
+    """SIGTERM to `ray start --block`: it stops what it started, then exits; SIGKILL to its
+    process group for anything still there after that."""
+    try:
+        head.send_signal(signal.SIGTERM)
+        head.wait(timeout=30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(head.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    head.wait()
+
+
+def sweep_command(path: Path, store: Path, address: str) -> list[str]:
+    return [sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')", "sweep", str(path),
+            "--backend", "ray", "--address", address, "--store", str(store), "--device", "cpu"]
+
+
+# what to set, by what the driver lacks; and Ray's own lines only when asked for
+@pytest.mark.parametrize("changes, expected", [
+    ({}, "requires token authentication: export RAY_AUTH_MODE=token"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/nonexistent/token"}, "Ray finds no token here"),
+    ({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "not-the-token", "ATNBENCH_RAY_LOGS": "1"},
+     "refused this machine's Ray token: set RAY_AUTH_TOKEN"),
+], ids=["no-auth-mode", "no-token", "wrong-token-with-ray-logs"])
+def test_a_token_cluster_refuses_in_one_line_saying_what_to_set(cluster, tmp_path, changes, expected):
+    path, store = tmp_path / "long.yaml", tmp_path / "r.db"
+    path.write_text(LONG)
+    done = subprocess.run(sweep_command(path, store, cluster.address), env=cluster.env(**changes), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert lines[-1].startswith("error: ") and expected in lines[-1], lines
+    assert "docs/ray.md" in lines[-1] and "Traceback" not in done.stderr
+    ray_lines = [line for line in lines[:-1] if "gcs_client" in line]
+    if "ATNBENCH_RAY_LOGS" in changes:
+        # asked for: Ray's own lines are there, from one attempt (ray.init retries 20 times, a line a second)
+        assert 1 <= len(ray_lines) <= 2, done.stderr
+    else:
+        assert len(lines) == 1, done.stderr  # Ray's gcs_client lines stay off the terminal
+    assert not store.exists()
+
+
+def test_a_ray_sweep_killed_with_sigkill_resumes_its_run_from_the_checkpoint_shipped_back(cluster, tmp_path,
+                                                                                           monkeypatch):
+    path, store = tmp_path / "long.yaml", tmp_path / "r.db"
+    path.write_text(LONG)
+    checkpoints = store.with_name(store.name + "-checkpoints")
+
+    def checkpointed(conn: sqlite3.Connection) -> bool:
+        row = conn.execute("SELECT status FROM runs").fetchone()
+        return row == ("running",) and any(checkpoints.glob("*/checkpoint.pt"))
+
+    for key in ("RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "ATNBENCH_RAY_LOGS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # CliProcess passes this process's environment on
+    monkeypatch.setenv("RAY_AUTH_TOKEN", cluster.token)
+    with CliProcess(sweep_command(path, store, cluster.address)[3:], tmp_path) as sweep:
+        poll_store(store, checkpointed, sweep.popen, timeout=60)
+        sweep.popen.kill()  # -9: nothing on the driver's side records anything more
+        sweep.popen.wait(timeout=10)
+        killed_log = sweep.log()
+    assert only_ours(killed_log), killed_log  # Ray's own lines stayed off the terminal
+
+    with ResultsStore(store, create=False) as results:
+        [run] = results.runs()
+        assert run.status == "running"  # as the driver last heard; the next sweep resumes it
+        at = max(point.step for point in results.curve(run.run_id))
+        assert at >= 50 and (results.checkpoint_dir(run.run_id) / "checkpoint.pt").exists()
+
+    resumed = subprocess.run(sweep_command(path, store, cluster.address), env=cluster.authorized(), cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming at step {at})" in resumed.stderr, resumed.stderr  # from the shipped checkpoint, not scratch
+    assert only_ours(resumed.stderr), resumed.stderr
+
+    reference = tmp_path / "reference.db"  # the same sweep, uninterrupted, in this process
+    result = invoke("sweep", str(path), "--store", str(reference), "--workers", "1", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert numbers(store) == numbers(reference)
+    assert not checkpoints.exists()  # the finished run's checkpoint is gone from the driver's side too
+
+
+def only_ours(text: str) -> bool:
+    """Every line is the sweep's own (its header and progress lines), none Ray's."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(re.match(r"sweep raykill|\[\d+/\d+\] ", line) for line in lines)
+
+
+def numbers(store: Path) -> list:
+    with ResultsStore(store, create=False) as results:
+        return [(run.run_id, run.status, [(p.step, p.train_loss, p.val_loss) for p in results.curve(run.run_id)],
+                 {key: value for key, value in run.summary.items() if key not in ("wall_s", "steps_per_s")})
+                for run in results.runs()]

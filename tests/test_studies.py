@@ -1,0 +1,266 @@
+"""Confirmatory studies (#37): a claims file is one family whatever the report's filters; a study's
+plan is recorded before its runs and reused, never changed; each look is recorded once and decides
+reproduced / equivalent / futile / open; seeds added without a plan stay exploratory; fewer than 5
+seeds a side decide nothing; sides that mix processor classes differently are tested stratified."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+
+from atnbench.report import study as studies
+from atnbench.report.claims import family_from, paper_family, read_family
+from atnbench.report.verdicts import (
+    EQUIVALENT,
+    EXPLORATORY,
+    OPEN,
+    REPRODUCED,
+    TOO_FEW,
+    compare,
+    hedges_g,
+    seeds_for_power,
+    CannotPlan,
+    welch_test,
+)
+from atnbench.store import ResultsStore
+from atnbench.sweep import confirm, expand, load_sweep
+
+from helpers import fill_store, invoke
+
+
+CLAIMS = {"claims": [
+    {"id": "atn-ln", "claim": "ATN < LN", "task": "copying", "T": 100, "budget": 0.01, "order": ["atn k=45", "ln"],
+     "margin": 0.5, "margin_reason": "test"},
+    {"id": "ln-lstm", "claim": "LN < LSTM", "task": "copying", "T": 100, "budget": 0.01, "order": ["ln", "lstm"]},
+]}
+
+
+def claims_file(tmp_path, data=CLAIMS):
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def k_ablation_runs(first, n):
+    return expand(load_sweep("k-ablation"), budget=0.01, seeds=tuple(range(first, first + n)),
+                  overrides={"threads": 1, "device": "cpu"})
+
+
+def fill(db, levels: dict, seeds):
+    """Runs of k-ablation at budget 0.01 with min validation loss levels[model][i] / 2."""
+    norms = {"atn": ("atn", 45), "ln": ("ln", None), "lstm": ("none", None)}
+    rows = [("copying", 100, norms[model][0], norms[model][1], seed, "done", level, "k-ablation")
+            for model, values in levels.items() for seed, level in zip(seeds, values)]
+    return fill_store(db, rows)
+
+
+def recorded_study(tmp_path, looks=(5, 10), first=20):
+    family = read_family(claims_file(tmp_path))
+    study = confirm.plan("k-ablation", k_ablation_runs(first, looks[-1]), family, looks, first, 0.05)
+    db = tmp_path / "r.db"
+    confirm.record_or_reuse(db, study, dry_run=False)
+    return db, study
+
+
+def test_the_family_is_the_file_so_a_verdict_never_moves_with_filters(tmp_path):
+    family = paper_family()
+    assert family.m == 22  # atn k=45 < ln, declared by two claims, counted once
+    db = tmp_path / "r.db"
+    fill(db, {"atn": [0.10, 0.11, 0.12, 0.105, 0.115, 0.118], "ln": [0.2, 0.21, 0.22, 0.205, 0.215, 0.2],
+              "lstm": [0.3, 0.31, 0.32, 0.305, 0.315, 0.3]}, range(6))
+    fill_store(db, [("adding", 100, "ln", None, seed, "done", 0.01 + seed / 1000, "other") for seed in range(6)])
+
+    def p_of(*filters):
+        result = invoke("report", "--store", db, "--verdicts", "--format", "json", *filters)
+        assert result.exit_code == 0, result.output
+        found = {}
+        for claim in json.loads(result.stdout)["verdicts"]["claims"]:
+            for c in claim["comparisons"]:
+                found[(claim["id"], c["lower"], c["higher"])] = (c["p_family"], c["m"], c["verdict"])
+        return found
+
+    everything, copying, sweep = p_of(), p_of("--task", "copying"), p_of("--sweep", "k-ablation")
+    key = ("copying-T100", "atn", "ln")
+    assert everything[key] == copying[key] == sweep[key]
+    assert everything[key][1] == 22 and everything[key][2] == EXPLORATORY  # seeds added without a plan
+    user = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    first = json.loads(user.stdout)["verdicts"]["claims"][0]["comparisons"][0]
+    assert first["m"] == 2 and first["p_family"] == pytest.approx(min(1, 2 * first["p_value"]))
+
+
+def test_a_plan_is_recorded_before_its_runs_reused_and_never_changed(tmp_path):
+    db, study = recorded_study(tmp_path)
+    assert [c.lower + " < " + c.higher for c in study.comparisons] == ["atn k=45 < ln", "ln < lstm"]
+    assert study.m == 2 and study.alpha_each == pytest.approx(0.025)
+    assert len(study.run_ids["ln"]) == 10 and study.processor is not None
+    again, note = confirm.record_or_reuse(db, confirm.plan("k-ablation", k_ablation_runs(20, 10),
+                                                           read_family(claims_file(tmp_path)), (5, 10), 20, 0.05), False)
+    assert "reused" in note and again.planned_at == study.planned_at
+    other = confirm.plan("k-ablation", k_ablation_runs(20, 12), read_family(claims_file(tmp_path)), (6, 12), 20, 0.05)
+    with pytest.raises(Exception, match="with other looks"):
+        confirm.record_or_reuse(db, other, False)
+
+
+def test_a_look_waits_for_its_runs_then_is_recorded_once_and_decides(tmp_path):
+    db, study = recorded_study(tmp_path)
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015]}, range(20, 25))
+    with ResultsStore(db) as store:
+        assert studies.take_look(store, study) is None  # ln's fifth seed is missing: the look waits
+    fill(db, {"ln": [0.2005], "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}, range(24, 25))
+    fill(db, {"lstm": [0.30, 0.301, 0.302, 0.3015]}, range(20, 24))
+    with ResultsStore(db) as store:
+        look = studies.take_look(store, study)
+        kept = studies.load(store, "k-ablation")[0]
+    assert look["look"] == 1 and look["seeds"] == 5 and len(kept.recorded) == 1
+    decided = {(e["lower"], e["higher"]): e for e in look["comparisons"]}
+    assert decided[("atn k=45", "ln")]["decision"] == studies.REPRODUCED
+    assert decided[("atn k=45", "ln")]["p"] < decided[("atn k=45", "ln")]["nominal_level"]
+    assert kept.next_look() is None  # every comparison decided: the study is over
+    # the report shows the study's verdict and keeps the same runs out of the exploratory rows
+    report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    claims = json.loads(report.stdout)["verdicts"]["claims"]
+    by_design = {(c["id"], c["design"]): c for c in claims}
+    assert by_design[("atn-ln", "study k-ablation")]["verdict"] == REPRODUCED
+    assert by_design[("atn-ln", "study k-ablation")]["comparisons"][0]["look"] == "look 1 of 2 (5 seeds)"
+    assert ("atn-ln", EXPLORATORY) not in by_design  # every run here belongs to the study
+
+
+def test_a_small_difference_inside_the_margin_is_equivalent_and_a_hopeless_one_futile(tmp_path):
+    planned = studies.Planned(("c",), "A", "B", "min_val_loss", False, 0.5, None)
+    a, b = [1.0, 1.01, 0.99, 1.02, 0.98, 1.0], [1.01, 1.0, 0.99, 1.0, 1.02, 0.98]
+    entry = studies.judge(planned, a, b, (0.2,), 0.05, False, 0.1)
+    assert entry["decision"] == EQUIVALENT and entry["equivalence_interval"][1] < 0.5
+    no_margin = studies.Planned(("c",), "A", "B", "min_val_loss", False, None, None)
+    noisy_a, noisy_b = [1, 3, 2, 5, 0, 2], [2, 1, 4, 2, 3, 1]
+    entry = studies.judge(no_margin, noisy_a, noisy_b, (0.2,), 0.05, False, 0.1)
+    assert entry["decision"] == studies.FUTILE and entry["conditional_probability"] < 0.1
+
+
+def test_fewer_than_five_seeds_decide_nothing_and_show_no_bootstrap_interval():
+    c = compare([0.1, 0.11, 0.12, 0.105], [0.3, 0.31, 0.32, 0.305])
+    assert c.verdict == TOO_FEW and c.p_value < 1e-4 and c.p_improve_ci is None
+    c = compare([0.1, 0.11, 0.12, 0.105, 0.1], [0.3, 0.31, 0.32, 0.305, 0.3])
+    assert c.verdict == EXPLORATORY and c.p_improve_ci is not None
+
+
+def test_a_comparison_whose_sides_mix_processor_classes_differently_is_stratified():
+    a = [0.10, 0.11, 0.12, 0.20, 0.21, 0.22]
+    b = [0.12, 0.13, 0.14, 0.15, 0.22, 0.23]
+    plain = welch_test(a, b)
+    mixed = welch_test(a, b, (["X"] * 3 + ["Y"] * 3, ["X"] * 4 + ["Y"] * 2))
+    assert not plain.stratified and mixed.stratified
+    assert mixed.diff == pytest.approx(-0.02, abs=1e-3)  # within each class A is 0.02 lower
+    same = welch_test(a, b, (["X"] * 3 + ["Y"] * 3, ["X"] * 3 + ["Y"] * 3))
+    assert not same.stratified and same.p == pytest.approx(plain.p)
+    c = compare(a, b, classes=(["X"] * 3 + ["Y"] * 3, ["X"] * 4 + ["Y"] * 2))
+    assert c.stratified and c.classes == ({"X": 3, "Y": 3}, {"X": 4, "Y": 2})
+
+
+def test_hedges_g_uses_the_exact_correction():
+    # 2 + 2 seeds: d = (1.5 - 3.5) / 0.7071 = -2.828; J(2) = Gamma(1) / (1 * Gamma(0.5)) = 0.5642
+    assert hedges_g([1, 2], [3, 4]) == pytest.approx(-2.828427 * 0.564190, rel=1e-5)
+
+
+def test_power_is_planned_for_welchs_test_with_an_interval_and_refuses_thin_pilots():
+    n, (low, high) = seeds_for_power([0.10, 0.12, 0.14, 0.11], [0.13, 0.15, 0.16, 0.14], 0.05)
+    assert 2 <= low <= n <= high
+    with pytest.raises(CannotPlan, match="3 seeds a side"):
+        seeds_for_power([0.1, 0.2], [0.3, 0.4], 0.05)
+    with pytest.raises(CannotPlan, match="no spread"):
+        seeds_for_power([0.1] * 3, [0.3] * 3, 0.05)
+    # unequal variances: Welch needs more seeds than the pooled t's answer at the same means
+    n_welch, _ = seeds_for_power([0.1, 0.1001, 0.0999, 0.1], [0.1, 0.2, 0.05, 0.15], 0.05)
+    assert n_welch > 2
+
+
+def test_the_sweep_runs_a_study_look_by_look_and_resumes(tmp_path):
+    db, study = recorded_study(tmp_path)
+    levels = {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}
+    fill(db, levels, range(20, 25))  # look 1's runs are in the store: the sweep skips them
+    result = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                    "--store", db, "--looks", "5,10", "--first-seed", "20")
+    assert result.exit_code == 0, result.output
+    assert "plan reused" in result.stderr and "look 1 of 2 (5 seeds a side)" in result.stderr
+    assert "atn k=45 < ln: reproduced" in result.stderr
+    changed = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                     "--store", db, "--looks", "6,12")
+    assert changed.exit_code == 2 and "with other looks" in changed.stderr
+
+
+def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):
+    result = invoke("sweep", "k-ablation", "--until-decided", "--budget", "0.01", "--store", tmp_path / "r.db",
+                    "--dry-run")
+    assert result.exit_code == 2 and "no claim of paper_claims.yaml" in result.stderr  # the paper's are full protocol
+    for looks, message in (("3,6", "at least 5"), ("10,5", "must increase"), ("a,b", "seeds per configuration")):
+        bad = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                     "--store", tmp_path / "r.db", "--looks", looks, "--dry-run")
+        assert bad.exit_code == 2 and message in bad.stderr, bad.output
+    both = invoke("sweep", "k-ablation", "--until-decided", "--seeds", "0-4", "--store", tmp_path / "r.db")
+    assert both.exit_code == 2 and "not both" in both.stderr
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"stat": "min_val_los"}, "did you mean 'min_val_loss'"),
+    ({"order": ["atm", "ln"]}, "did you mean 'atn'"),
+    ({"order": ["atn k=abc", "ln"]}, "whole number"),
+    ({"order": ["atn", "atn"]}, "compares a row with itself"),
+    ({"colour": "red"}, "unknown key 'colour'"),
+    ({"margin": -1}, "positive number"),
+    ({"margin": "5 percent of ln"}, "P% of SIDE"),
+    ({"stat": 5}, "unknown statistic 5"),
+])
+def test_a_claims_file_mistake_is_one_line_naming_the_file_and_claim(tmp_path, entry, message):
+    data = {"claims": [{"id": "c", "claim": "x", "task": "copying", "T": 100, "order": ["atn", "ln"], **entry}]}
+    path = claims_file(tmp_path, data)
+    result = invoke("report", "--claims", path, "--store", tmp_path / "none.db")
+    assert result.exit_code == 2 and message in result.stderr and str(path) in result.stderr, result.output
+    assert "Traceback" not in result.output
+
+
+def test_duplicate_claim_ids_are_refused(tmp_path):
+    claim = {"id": "c", "claim": "x", "task": "copying", "order": ["atn", "ln"]}
+    path = claims_file(tmp_path, {"claims": [claim, dict(claim)]})
+    result = invoke("report", "--claims", path, "--store", tmp_path / "none.db")
+    assert result.exit_code == 2 and "used twice" in result.stderr
+
+
+def test_the_paper_claims_declare_margins_with_reasons():
+    family = paper_family()
+    with_margin = [c for c in family.claims if c.margin is not None]
+    assert len(with_margin) >= 10 and all(c.margin.reason for c in with_margin)
+    assert family_from(family.claims and __import__("pathlib").Path("x.yaml"),
+                       {"claims": [{"id": "a", "claim": "b", "task": "copying", "order": ["atn", "ln"]}]}, "").m == 1
+
+
+def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path):
+    db = tmp_path / "r.db"
+    result = invoke("sweep", "k-ablation", "--until-decided", "--plan-only", "--claims", claims_file(tmp_path),
+                    "--budget", "0.01", "--store", db, "--looks", "5,10", "--first-seed", "20")
+    assert result.exit_code == 0, result.output
+    assert "recorded in the store before any of its runs" in result.stderr and "30 runs" in result.stdout
+    with ResultsStore(db) as store:
+        (study,) = studies.load(store)
+        assert store.runs() == []  # nothing ran
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.3, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    with ResultsStore(db) as store:
+        studies.take_look(store, study)
+    out = invoke("store", "export", tmp_path / "runs.jsonl", "--store", db, "--studies", tmp_path / "studies.json")
+    assert out.exit_code == 0, out.output
+    other = tmp_path / "other.db"
+    back = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "studies.json")
+    assert back.exit_code == 0 and "1 study added" in back.stderr, back.output
+    with ResultsStore(other) as store:
+        (copy,) = studies.load(store)
+    assert copy == studies.load(ResultsStore(db))[0] and len(copy.recorded) == 1
+    again = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "studies.json")
+    assert "0 studies added or extended, 1 already there" in again.stderr
+    changed = json.loads((tmp_path / "studies.json").read_text())
+    changed[0]["looks"] = [6, 12]
+    (tmp_path / "bad.json").write_text(json.dumps(changed))
+    refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "bad.json")
+    assert refused.exit_code == 2 and "differs" in refused.stderr
