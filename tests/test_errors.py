@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.data.common import DataUnavailable
 from atnbench.errors import UserError

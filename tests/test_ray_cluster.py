@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pytest
 
-from atnbench.cli import app
 from atnbench.store import ResultsStore
 from helpers import CliProcess, invoke, poll_store
 
