@@ -13,7 +13,10 @@ The id is a hash of ``identity(config)``, the config with
 * settings added after runs were published left out at their neutral value (``NEUTRAL``: early
   stopping off), so a run stored before the setting existed keeps its id;
 * what does matter added: the thread count and device type (reductions, hence the last bits,
-  depend on them) and ``code_fingerprint()``.
+  depend on them) and ``code_fingerprint()``;
+* a setting added after the first runs were stored (a RunConfig field not in ``FIRST_FIELDS``)
+  left out at its neutral value, its default: there it does what the code did before the setting
+  existed, so adding it keeps every stored and published run's id.
 
 "The code" is every module that computes a run's numbers: ``atnbench/nn`` (Python and the C++
 sources), ``atnbench/tasks``, ``atnbench/data``, ``train.py``, ``schedule.py``, ``zoo.py``. The
@@ -43,9 +46,14 @@ PACKAGE = Path(__file__).resolve().parent
 CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
 DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
-# settings newer than published runs -> the value that does what the code did before them; at that
-# value the setting is not part of the identity (the runs stored without it keep their ids)
-NEUTRAL = {"patience": 0}
+# RunConfig's fields when runs were first stored: each enters every id at any value (its default
+# included), as it always has, so the ids of stored and published runs stay. Never add to this:
+# a later field enters an id only away from its neutral value (``_drop_neutral_settings``).
+FIRST_FIELDS = frozenset((
+    "task", "T", "norm", "k", "eps", "affine", "bias_inside", "cell", "init", "hidden", "layers", "batch_size",
+    "optimizer", "lr", "momentum", "steps", "steps_per_epoch", "eval_every", "val_samples", "clip", "seed",
+    "budget", "variant", "options", "threads", "device",
+))
 
 
 def run_id(config: dict[str, Any]) -> str:
@@ -97,10 +105,17 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     if values.get("device", "cpu") != "cpu":
         values["threads"] = None
     values["options"] = _options_identity(values.get("options") or {})
-    for name, neutral in NEUTRAL.items():
-        if values.get(name) == neutral:
-            del values[name]
+    _drop_neutral_settings(values, fields, hints)
     return values
+
+
+def _drop_neutral_settings(values: dict[str, Any], fields: dict[str, dataclasses.Field], hints) -> None:
+    """Leave out each setting added after ``FIRST_FIELDS`` where it is at its neutral value (its
+    default, normalised as the value is) or None (a rule above found it cannot matter): such a run
+    is the run that was made before the setting existed, so it keeps that run's id."""
+    for name in [name for name in values if name not in FIRST_FIELDS]:
+        if values[name] is None or values[name] == _normalise(_default(fields[name]), hints[name]):
+            del values[name]
 
 
 @functools.cache

@@ -53,7 +53,7 @@ INIT_HELP = ("Weight initialisation: atn (W_x orthogonal, W_h identity per gate,
 RUN_SETTINGS: tuple[RunSetting, ...] = (
     _setting("T", "--T", "Sequence length (default: the preset's).", int,
              sweep_help="Run flag for every run; on a setting the sweep varies, its runs with this value."),
-    _setting("norm", "--norm", "Normalization: none|lstm, ln, atn, atn-bn, bn, bn-input, bln.", str),
+    _setting("norm", "--norm", "Normalization: {norms} (the registry's, see `atnbench models`).", str),
     _setting("k", "--k", "ATN window (time steps); default: the preset's for this T.", int,
              sweep_help="Run flag for every run (windowed norms only)."),
     _setting("eps", "--eps", "Epsilon inside the normalization's square root.", float, check="finite"),

@@ -204,3 +204,14 @@ def valid_record(config=None, **fields):
     config = config if config is not None else {"task": "adding", "T": 8, "norm": "ln"}
     record = {"status": "done", "config": config, "curve": [], "sweeps": [], **fields}
     return {"run_id": run_id_under(config, code_fingerprint()), **record}
+
+
+def invoke(*args, **options):
+    """Run ``atnbench ARGS...`` in this process (each argument made a string) and return click's
+    result: exit_code, stdout, stderr, output. ``options`` go to CliRunner.invoke (env, input,
+    terminal_width)."""
+    from typer.testing import CliRunner
+
+    from atnbench.cli import app
+
+    return CliRunner().invoke(app, [str(arg) for arg in args], **options)

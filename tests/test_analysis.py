@@ -8,23 +8,15 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from atnbench.analysis import gradcheck as gc
 from atnbench.analysis import invariances as inv
 from atnbench.analysis import stats as st
-from atnbench.cli import app
 from atnbench.config import build_config
+from helpers import invoke
 
-runner = CliRunner()
 CPU = torch.device("cpu")
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def tiny(norm: str, k: int = 1, T: int = 12, eps: float | None = None):

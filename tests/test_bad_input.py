@@ -21,12 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 
-from atnbench.cli import app
 from atnbench.store import ResultsStore
-from helpers import valid_record
+from helpers import invoke, valid_record
 
 USAGE, FAILED = 2, 1
 TINY_SWEEP = ("description: tiny\ntask: adding\nbase: {T: 8, steps: 2, hidden: 8, batch_size: 4, val_samples: 8, "
@@ -906,7 +904,7 @@ def test_bad_input(world, monkeypatch, command, args, code, message):
     monkeypatch.setenv("ATNBENCH_TASKS", "")  # --include sets it: restored (unset) after each case
     monkeypatch.setenv("ATNBENCH_DATA", str(root / "no-data-root"))  # never created: data commands write nothing
     before, counts = snapshot(root), row_counts(paths["good"])
-    result = CliRunner().invoke(app, [command, *_expand(args, root, paths)])
+    result = invoke(command, *_expand(args, root, paths))
     lines = stderr_lines(result.stderr)
     assert result.exit_code == code, _dump(result)
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), _dump(result)
@@ -932,7 +930,7 @@ def test_sweep_list_counts_a_thousand_seeds_by_one():
     from atnbench.sweep import expand, load_sweep
 
     def listed(seeds: str) -> dict:
-        result = CliRunner().invoke(app, ["sweep", "--list", "--seeds", seeds, "--format", "json"])
+        result = invoke("sweep", "--list", "--seeds", seeds, "--format", "json")
         assert result.exit_code == 0, _dump(result)
         return {row["name"]: row for row in json.loads(result.stdout)}
 
@@ -970,7 +968,7 @@ def test_atnbench_debug_keeps_the_traceback(world):
 
 
 def test_help_states_the_exit_codes():
-    result = CliRunner().invoke(app, ["--help"])
+    result = invoke("--help")
     assert result.exit_code == 0
     text = " ".join(result.stdout.split())
     for phrase in ("Exit codes", "1 a run failed or diverged", "2 bad usage or input", "130 interrupted"):

@@ -9,12 +9,11 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
 from atnbench.bench import ReferenceATNLSTM, WORKLOADS, build_model, get_workload, saved_activation_bytes
 from atnbench.bench.workloads import loss_fn
-from atnbench.cli import app
 from atnbench.nn import NormLSTM
+from helpers import invoke
 
 REQUIRED = {"workload", "model", "k", "train_ms", "infer_ms", "peak_mem_mb", "train_ms_p25", "train_ms_p75",
             "train_ms_min", "train_ms_max", "infer_ms_p25", "infer_ms_p75", "ratio_lstm_fused", "ratio_ln"}
@@ -87,7 +86,7 @@ def test_saved_activations_grow_with_k_only_for_window_rebuilding():
 
 
 def _bench(*args):
-    return CliRunner().invoke(app, ["bench", *args])
+    return invoke("bench", *args)
 
 
 def test_cli_json_records():

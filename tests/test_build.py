@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from atnbench.nn import build
+from helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[1]
 # A guard against a hang (the bug this file is about), not a speed requirement.
@@ -215,18 +216,16 @@ def test_a_fast_path_that_cannot_build_falls_back_with_one_warning_line(tmp_path
 
 
 def test_build_command_says_why_it_cannot_build(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
 
-    from atnbench.cli import app
 
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")
-    disabled = CliRunner().invoke(app, ["build"])
+    disabled = invoke("build")
     assert disabled.exit_code == 2 and disabled.stderr.strip().splitlines() == [
         "error: ATNBENCH_NO_BUILD is set: unset it to build the C++ fast path"]
     monkeypatch.delenv("ATNBENCH_NO_BUILD")
     monkeypatch.setenv("CXX", "/bin/false")
-    failed = CliRunner().invoke(app, ["build"])
+    failed = invoke("build")
     assert failed.exit_code == 1
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 2 and "building the C++ fast path" in lines[0]

@@ -15,6 +15,7 @@ from atnbench import canary, equivalence
 from atnbench.canary import Canary, Outcome
 from atnbench.identity import code_fingerprint
 from atnbench.runspec import resolve_run
+from helpers import invoke
 
 PACKAGE = Path(equivalence.__file__).resolve().parent
 RESULTS = PACKAGE.parent / "results"
@@ -125,9 +126,6 @@ def test_the_driver_runs_on_this_code(tmp_path, monkeypatch):
 def test_run_and_sweep_skip_a_run_made_by_vouched_code(tmp_path, monkeypatch):
     """A finished run made by code a canary vouched for is not trained again by `atnbench run`
     or a sweep; made by unvouched code, the sweep re-runs it (stale)."""
-    from typer.testing import CliRunner
-
-    from atnbench.cli import app
     from atnbench.store import ResultsStore
     from atnbench.sweep.expand import PlannedRun
     from atnbench.sweep.runner import plan
@@ -152,7 +150,7 @@ def test_run_and_sweep_skip_a_run_made_by_vouched_code(tmp_path, monkeypatch):
                   "0ld0c0de", code_fingerprint(), "abc", "def", path=records)
     jobs, skipped, stale = planned()
     assert not jobs and skipped[0][1] == "done (equivalent code)"
-    result = CliRunner().invoke(app, ["run", "adding", *flags, "--store", str(store_path)])
+    result = invoke("run", "adding", *flags, "--store", str(store_path))
     assert result.exit_code == 0 and "not training again" in result.output and "0123456789ab" in result.output
     with ResultsStore(store_path) as store:
         assert [r.run_id for r in store.runs()] == ["0123456789ab"]

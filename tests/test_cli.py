@@ -9,21 +9,14 @@ import sys
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.progress import PlainReporter, loss_text, run_label, steps_for
 from atnbench.report.render import mean_pm_std
 from atnbench.runspec import resolve_run
 from atnbench.zoo import canonical_norm, models
+from helpers import invoke
 
 MODELS = models()
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args], terminal_width=200)
 
 
 @pytest.mark.parametrize("command", ["bench", "stats", "invariances", "gradcheck", "plot", "run", "sweep", "report"])

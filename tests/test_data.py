@@ -10,18 +10,15 @@ import random
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.data import DataUnavailable
 from atnbench.presets import load_task_preset, resolve_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
-from helpers import whole_and_resumed
+from helpers import invoke, whole_and_resumed
 
 datasets = pytest.importorskip("datasets")
-runner = CliRunner()
 WORDS = "the market fell as investors sold shares of bank stocks and bonds <unk> n't".split()
 
 
@@ -31,10 +28,6 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data-root"))  # not ~/.cache/atnbench/data
     datasets.disable_progress_bars()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 # --- fixtures: a few hundred characters of text, a few dozen 28 x 28 images ----------------------

@@ -10,15 +10,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.data.common import DataUnavailable
 from atnbench.errors import UserError
 from atnbench.store import StoreError
+from helpers import invoke
 
-runner = CliRunner()
 BUG_LINE = re.compile(r"^error: internal error \(a bug in atnbench, not in your input\): (\w+): (.*); "
                       r"the traceback is in (\S+)$")
 
@@ -46,7 +44,7 @@ def _lines(text: str) -> list[str]:
                                    TypeError("not callable"), ZeroDivisionError("division by zero")])
 def test_a_bug_exits_1_with_one_line_and_the_traceback_in_a_file(error, temp_dir, monkeypatch):
     monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(error))
-    result = runner.invoke(app, ["models"], terminal_width=200)
+    result = invoke("models", terminal_width=200)
     assert result.exit_code == 1
     lines = _lines(result.output)
     assert len(lines) == 1, result.output
@@ -65,9 +63,9 @@ def test_a_bug_exits_1_with_one_line_and_the_traceback_in_a_file(error, temp_dir
 
 def test_each_bug_gets_its_own_report(temp_dir, monkeypatch):
     monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(ValueError("first")))
-    runner.invoke(app, ["models"])
+    invoke("models")
     monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(ValueError("second")))
-    runner.invoke(app, ["models"])
+    invoke("models")
     reports = sorted(temp_dir.iterdir())
     assert len(reports) == 2
     assert {report.read_text().splitlines()[-1] for report in reports} == {"ValueError: first", "ValueError: second"}
@@ -79,14 +77,14 @@ def test_each_bug_gets_its_own_report(temp_dir, monkeypatch):
                                    DataUnavailable("--thing 3 is out of range: give 1 to 2")])
 def test_a_user_error_exits_2_with_one_line_and_no_report(error, temp_dir, monkeypatch):
     monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(error))
-    result = runner.invoke(app, ["models"], terminal_width=200)
+    result = invoke("models", terminal_width=200)
     assert result.exit_code == 2
     assert _lines(result.output) == ["error: --thing 3 is out of range: give 1 to 2"]
     assert list(temp_dir.iterdir()) == []
 
 
 def test_usage_errors_stay_exit_2(temp_dir):
-    result = runner.invoke(app, ["models", "--no-such-flag"], terminal_width=200)
+    result = invoke("models", "--no-such-flag", terminal_width=200)
     assert result.exit_code == 2
     assert len(_lines(result.output)) == 1 and "no-such-flag" in result.output
     assert list(temp_dir.iterdir()) == []

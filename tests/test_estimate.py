@@ -4,12 +4,11 @@ work in the store where it has them, the rough model elsewhere."""
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import estimate, estimate_seconds, measured_rates
+from helpers import invoke
 
 SETTINGS = {"T": 12, "hidden": 8, "batch_size": 10, "steps": 100, "eval_every": 50, "val_samples": 30}
 
@@ -58,7 +57,7 @@ def test_the_sweep_dry_run_says_how_its_cost_was_made(tmp_path):
     sweep.write_text("name: s\ndescription: d\ntask: adding\nbase: {T: 12, hidden: 8, batch_size: 10, steps: 100, "
                      "eval_every: 50, val_samples: 30}\ngrid: {norm: [ln]}\nseeds: [0, 1]\n")
     store = store_with(tmp_path / "s.db", config(), wall_s=10.2, steps=100)
-    result = CliRunner().invoke(app, ["sweep", str(sweep), "--dry-run", "--store", str(store)])
+    result = invoke("sweep", str(sweep), "--dry-run", "--store", str(store))
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
     assert "2 runs, 1 in the store, 1 left" in text

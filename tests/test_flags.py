@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import textwrap
 
-import click
 import typer
-from typer.testing import CliRunner
+from typer.core import TyperOption
 
 from atnbench.cli import app
 from atnbench.runspec import resolve_run
+from helpers import invoke
 
-runner = CliRunner()
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "4", "--eval-every", "2", "--val-samples", "8"]
 SWEEP = """\
 name: tiny
@@ -27,11 +26,9 @@ seeds: [0]
 """
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def _commands(command: click.Command, prefix: str = ""):
+def _commands(command, prefix: str = ""):
+    """(name, command) for a command typer built and every subcommand under it. Typed loosely:
+    typer >= 0.17 builds them from its own copy of click, not the click package."""
     yield prefix or "atnbench", command
     for name, sub in getattr(command, "commands", {}).items():
         yield from _commands(sub, f"{prefix} {name}".strip())
@@ -103,7 +100,7 @@ def test_sweep_takes_the_run_flags_of_run(tmp_path):
     assert not store.exists()
 
 
-def _options(command_name: str) -> dict[str, click.Option]:
+def _options(command_name: str) -> dict[str, TyperOption]:
     command = typer.main.get_command(app).commands[command_name]
     return {param.name: param for param in command.params if getattr(param, "param_type_name", "") == "option"}
 

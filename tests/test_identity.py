@@ -5,23 +5,18 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 import atnbench.identity as identity
-from atnbench.cli import app
 from atnbench.config import RunConfig, build_config
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from helpers import invoke
 
-runner = CliRunner()
 TINY_RUN = ["adding", "--T", "12", "--iters", "6", "--eval-every", "3", "--val-samples", "16", "--hidden", "8",
             "--batch-size", "8", "--quiet"]
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def config(**values) -> RunConfig:
@@ -402,3 +397,52 @@ def test_swapping_the_files_of_two_splits_changes_the_id(tmp_path):
     trained_on_first = data_id({"data_files": {"train": str(first), "test": str(second)}})
     trained_on_second = data_id({"data_files": {"train": str(second), "test": str(first)}})
     assert trained_on_first != trained_on_second
+
+
+# --- a setting added later keeps every id (issue 41) ------------------------------------------------
+
+PUBLISHED = Path(__file__).resolve().parents[1] / "results" / "runs.jsonl"
+
+
+@pytest.fixture
+def weight_decay(monkeypatch):
+    """RunConfig with one more setting, added as docs/adding-a-setting.md says: neutral default."""
+    import atnbench.config as config_module
+    from pydantic.dataclasses import dataclass
+
+    @dataclass(frozen=True, config=config_module.STRICT)
+    class WithWeightDecay(config_module.RunConfig):
+        weight_decay: float = 0.0
+
+    monkeypatch.setattr(config_module, "RunConfig", WithWeightDecay)
+    identity._field_types.cache_clear()  # the field types are read once per RunConfig
+    yield WithWeightDecay
+    identity._field_types.cache_clear()
+
+
+def _published() -> list[dict]:
+    return [json.loads(line) for line in PUBLISHED.read_text().splitlines()]
+
+
+def test_every_published_run_id_recomputes_from_its_config():
+    runs = _published()
+    assert len(runs) > 100
+    assert [r["run_id"] for r in runs] == [identity.run_id_under(r["config"], r["env"]["code"]) for r in runs]
+
+
+def test_a_setting_added_at_its_neutral_value_keeps_every_id(weight_decay):
+    # adding/T=100/atn/k=25, the run issue 41 saw re-keyed, among every published run
+    runs = _published()
+    fixed = next(r for r in runs if (r["task"], r["T"], r["norm"], r["k"]) == ("adding", 100, "atn", 25))
+    assert identity.run_id_under(fixed["config"], fixed["env"]["code"]) == fixed["run_id"]
+    assert identity.run_id_under({**fixed["config"], "weight_decay": 0}, fixed["env"]["code"]) == fixed["run_id"]
+    assert [r["run_id"] for r in runs] == [identity.run_id_under(r["config"], r["env"]["code"]) for r in runs]
+    # away from its neutral value the setting is part of the experiment
+    decayed = identity.run_id_under({**fixed["config"], "weight_decay": 1e-4}, fixed["env"]["code"])
+    assert decayed != fixed["run_id"]
+    assert identity.identity({**fixed["config"], "weight_decay": 1e-4})["weight_decay"] == 1e-4
+
+
+def test_a_first_setting_still_enters_the_id_at_its_default():
+    """The settings every stored id was made with keep entering it at any value, or ids would move."""
+    assert set(identity.identity({"task": "adding", "T": 20})) >= identity.FIRST_FIELDS

@@ -80,3 +80,34 @@ def test_the_cycle_finder_finds_one():
 def test_every_task_is_registered_lazily_under_its_own_name():
     for name in TASK_MODULES:
         assert get_task(name).name == name
+
+
+def _declared_requirements() -> set[str]:
+    """The distributions pyproject.toml asks for (dependencies and every extra), names normalised."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    return {re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-") for requirement in wanted}
+
+
+def test_every_module_the_tests_import_is_a_declared_requirement():
+    """A test importing a package that only comes along with another (click came with typer,
+    then only with ray) passes in CI and fails in a fresh environment."""
+    import sys
+    from importlib.metadata import packages_distributions
+
+    tests = Path(__file__).resolve().parent
+    local = {"atnbench", *(path.stem for path in tests.glob("*.py"))}
+    distributions = packages_distributions()
+    declared = _declared_requirements()
+    undeclared = {}
+    for path in tests.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            for top in {name.split(".")[0] for name in names} - local - set(sys.stdlib_module_names):
+                if not {d.lower().replace("_", "-") for d in distributions.get(top, [top])} & declared:
+                    undeclared.setdefault(top, []).append(path.name)
+    assert not undeclared, f"imported by tests but not declared in pyproject.toml: {undeclared}"

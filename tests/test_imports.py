@@ -9,19 +9,12 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
-from helpers import fill_store
+from helpers import fill_store, invoke
 
-runner = CliRunner()
 RUNS = [("copying", 100, "ln", None, 0, "done", 0.5, "k-ablation"),
         ("copying", 100, "atn", 45, 0, "diverged", 1.0, "k-ablation"),
         ("adding", 100, "atn", 25, 1, "done", 0.002, None)]
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
 
 
 @pytest.fixture()

@@ -25,11 +25,9 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.store import ResultsStore
-from helpers import CliProcess, poll_store
+from helpers import CliProcess, invoke, poll_store
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray")
@@ -182,7 +180,7 @@ def test_a_ray_sweep_killed_with_sigkill_resumes_its_run_from_the_checkpoint_shi
     assert only_ours(resumed.stderr), resumed.stderr
 
     reference = tmp_path / "reference.db"  # the same sweep, uninterrupted, in this process
-    result = CliRunner().invoke(app, ["sweep", str(path), "--store", str(reference), "--workers", "1", "--device", "cpu"])
+    result = invoke("sweep", str(path), "--store", str(reference), "--workers", "1", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert numbers(store) == numbers(reference)
     assert not checkpoints.exists()  # the finished run's checkpoint is gone from the driver's side too

@@ -14,18 +14,12 @@ import sys
 from collections import Counter
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.data.catalog import DATASETS, PTB_CHARS, PTB_WORDS
 from atnbench.store import ResultsStore
+from helpers import invoke
 
 datasets = pytest.importorskip("datasets")
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture(autouse=True)
@@ -133,7 +127,7 @@ def test_a_copy_its_checks_cannot_read_is_named_and_written_again(root, tmp_path
 
 def test_data_list_shows_what_is_where(root):
     # piped, the table is as wide as it needs: one line per dataset (COLUMNS unset: no width asked for)
-    result = runner.invoke(app, ["data", "list", "--root", str(root)], env={"COLUMNS": None})
+    result = invoke("data", "list", "--root", str(root), env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
     rows = {line.split()[0]: line for line in result.output.splitlines() if line.strip()}
     assert "3 of 3 files" in rows["ptb-char"] and "11.7 MB" in rows["ptb-char"]

@@ -14,9 +14,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.report.aggregate import (
     RunData,
     aggregate,
@@ -30,8 +28,8 @@ from atnbench.report.plots import NothingToPlot, write_plots
 from atnbench.report.render import group_view, k_ablation_view, rich_view
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from helpers import invoke
 
-runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "papers" / "atn-assorted-time-normalization.md"
 
@@ -91,10 +89,6 @@ def groups(store_path):
     with ResultsStore(store_path, create=False) as store:
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
     return aggregate(runs, {(t, T): get_task(t).baseline(T) for t, T in {(r.record.task, r.record.T) for r in runs}})
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def group_of(groups, task, T):
@@ -289,7 +283,7 @@ def test_latex_has_a_tabular_per_table(views):
 
 def test_report_prints_paper_style_tables(store_path):
     # piped with no width asked for (pytest-xdist's workers set COLUMNS=80): as wide as the table
-    result = runner.invoke(app, ["report", "--store", str(store_path), "--task", "copying", "--T", "100"],
+    result = invoke("report", "--store", str(store_path), "--task", "copying", "--T", "100",
                            env={"COLUMNS": None})
     assert result.exit_code == 0, result.output
     out = result.stdout

@@ -5,14 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.reproduce import PARTS, available, parse_budgets, select_parts
 from atnbench.store import ResultsStore
+from helpers import invoke
 
-runner = CliRunner()
 GENERATED = [name for name, part in PARTS.items() if part.dataset is None]  # run without real data
 
 
@@ -21,10 +19,6 @@ def no_data(tmp_path, monkeypatch):
     """An empty data root: the real-data parts are left out unless a test prepares their data."""
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data-root"))
     return tmp_path / "data-root"
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_budgets_and_parts_are_parsed_and_checked():

@@ -6,24 +6,17 @@ import json
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.train import train
-from helpers import Interrupt, whole_and_resumed
+from helpers import Interrupt, invoke, whole_and_resumed
 
-runner = CliRunner()
 
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "6", "--eval-every", "2",
         "--val-samples", "8"]
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_run_json_writes_the_store_and_reads_back(tmp_path):

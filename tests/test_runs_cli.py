@@ -11,14 +11,11 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.cli.runs import sparkline
 from atnbench.store import ResultsStore
-from helpers import fill_store
+from helpers import fill_store, invoke
 
-runner = CliRunner()
 TINY = ("--T", "20", "--iters", "4", "--eval-every", "2", "--val-samples", "16", "--hidden", "8", "--batch-size", "8",
         "--device", "cpu")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -29,10 +26,6 @@ RUNS = [  # (task, T, norm, k, seed, status, level, sweep)
     ("adding", 100, "ln", None, 0, "failed", 0.5, None),
     ("adding", 100, "bn", None, 0, "running", 0.5, None),
 ]
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
 
 
 @pytest.fixture(scope="module")

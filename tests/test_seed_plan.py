@@ -8,20 +8,13 @@ from __future__ import annotations
 import re
 
 import yaml
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.report import study as studies
 from atnbench.store import ResultsStore
-from helpers import fill_store
+from helpers import fill_store, invoke
 
-runner = CliRunner()
 CLAIMS = {"claims": [{"id": "order", "claim": "ATN < LN < LSTM", "task": "copying", "T": 100, "budget": 0.01,
                       "order": ["atn k=45", "ln", "lstm"]}]}
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def claims(tmp_path):

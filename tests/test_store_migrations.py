@@ -7,10 +7,9 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.store import SCHEMA_VERSION, ResultsStore, StoreError
+from helpers import invoke
 
 # The schema of the first release (eddcef5 .. 4340275: atnbench/store.py), as it wrote it: no
 # `models` table, the version only in `meta`, PRAGMA user_version 0.
@@ -128,6 +127,38 @@ def test_a_store_newer_than_the_code_is_refused_in_one_line(tmp_path):
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(StoreError, match="newer than this atnbench"):
         ResultsStore(path)
-    result = CliRunner().invoke(app, ["runs", "list", "--store", str(path)])
+    result = invoke("runs", "list", "--store", str(path))
     assert result.exit_code == 2 and "newer than this atnbench" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def schema_of(path):
+    """Each table's columns (name, type, not null, default, key) and every index, as SQLite reads
+    them: equal for stores made by different statements that mean the same schema."""
+    with sqlite3.connect(path) as conn:
+        names = conn.execute("SELECT type, name, tbl_name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall()
+        columns = {name: conn.execute(f"PRAGMA table_info({name})").fetchall() for kind, name, _ in names
+                   if kind == "table"}
+        return set(names), columns
+
+
+@pytest.mark.parametrize("old_store", [release_1_store, release_models_store])
+def test_an_upgraded_store_has_exactly_the_schema_of_a_new_store(tmp_path, old_store):
+    path = old_store(tmp_path / "old.db")
+    with ResultsStore(path):
+        pass
+    with ResultsStore(tmp_path / "new.db"):
+        pass
+    assert schema_of(path) == schema_of(tmp_path / "new.db")
+
+
+def test_each_table_is_created_by_one_statement():
+    """A migration names the tables it adds; it does not write their CREATE a second time."""
+    import inspect
+    import re
+
+    from atnbench.store import schema
+
+    created = re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", inspect.getsource(schema))
+    assert sorted(created) == sorted(schema.TABLES) == sorted({*schema.STORE_TABLES, "models"})
+    assert set(schema.MIGRATIONS[1]) <= set(schema._SCHEMA)

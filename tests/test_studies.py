@@ -27,14 +27,9 @@ from atnbench.report.verdicts import (
 )
 from atnbench.store import ResultsStore
 from atnbench.sweep import confirm, expand, load_sweep
-from typer.testing import CliRunner
 
-from atnbench.cli import app
-from helpers import fill_store
+from helpers import fill_store, invoke
 
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 CLAIMS = {"claims": [
     {"id": "atn-ln", "claim": "ATN < LN", "task": "copying", "T": 100, "budget": 0.01, "order": ["atn k=45", "ln"],

@@ -15,16 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.config import ConfigError
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
-from helpers import CliProcess, poll_store, still_running, tiny_sweep
+from helpers import CliProcess, invoke, poll_store, still_running, tiny_sweep
 
-runner = CliRunner()
 REPO = Path(__file__).resolve().parents[1]
 
 TINY = tiny_sweep("tiny", ["none", "ln", "atn"], [3, 5], steps=6)
@@ -60,10 +57,6 @@ def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(text))
     return path
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def snapshot(store: Path) -> dict:
@@ -625,8 +618,8 @@ def test_a_dry_run_counts_runs_of_vouched_older_code_as_the_sweep_does(tmp_path)
     # the published k-ablation runs were made by older code that the canary vouched for: the
     # sweep skips them as done, and its dry run (and reproduce's) must say the same
     store = tmp_path / "published.db"
-    imported = runner.invoke(app, ["store", "import", str(REPO / "results" / "runs.jsonl"), "--store", str(store)])
+    imported = invoke("store", "import", str(REPO / "results" / "runs.jsonl"), "--store", str(store))
     assert imported.exit_code == 0, imported.output
-    dry = runner.invoke(app, ["sweep", "k-ablation", "--seeds", "0-11", "--dry-run", "--store", str(store)])
+    dry = invoke("sweep", "k-ablation", "--seeds", "0-11", "--dry-run", "--store", str(store))
     assert dry.exit_code == 0, dry.output
     assert "60 runs, 60 in the store, 0 left" in dry.stdout

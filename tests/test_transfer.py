@@ -9,14 +9,11 @@ import sqlite3
 import textwrap
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.store import ResultsStore
 from atnbench.transfer import Conflict, combine, difference
-from helpers import fill_store, tiny_sweep, valid_record
+from helpers import fill_store, invoke, tiny_sweep, valid_record
 
-runner = CliRunner()
 
 # (task, T, norm, k, seed, status, level, sweep): two tasks, seeds, a k-sweep, a diverged and a
 # running run. Levels are dyadic, so every mean in the report is exact.
@@ -33,10 +30,6 @@ RUNS = [
     ("adding", 100, "atn", 25, 0, "done", 0.002, None),
     ("adding", 100, "bn", None, 0, "running", 0.5, None),
 ]
-
-
-def invoke(*args, **kwargs):
-    return runner.invoke(app, [str(a) for a in args], **kwargs)
 
 
 def dump(path) -> dict:

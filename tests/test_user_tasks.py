@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 # the ragged test data are object arrays: read with pickle, which a task file must allow
@@ -29,10 +28,6 @@ def _no_user_folders(monkeypatch):
     """Each test starts with no search folders; what --include adds is undone after it."""
     monkeypatch.setenv("ATNBENCH_TASKS", "")
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
 
 
 def ok(result):
@@ -81,8 +76,9 @@ def test_an_npz_task_runs_sweeps_reports_and_is_judged(npz_task, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "s.db"
     ok(invoke("run", "vowels", "--include", npz_task, "--norm", "atn", "--k", 3, "--store", store, "-q"))
+    # --workers 1: the runs in this process (no worker to spawn and import torch); workers: test_sweep
     ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0,1",
-              "--budget", 0.5, "--store", store, "-q"))
+              "--budget", 0.5, "--workers", 1, "--store", store, "-q"))
     with sqlite3.connect(store) as db:
         sweeps = {row[0] for row in db.execute("select sweep from sweep_runs")}
         statuses = {row[0] for row in db.execute("select status from runs")}
@@ -110,7 +106,7 @@ def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
     record = json.loads(result.stdout)
     assert record["metric"] == "mae" and record["val_mae"] is not None and record["val_mae"] > 0
     ok(invoke("sweep", "norm-ablation", "--task", "sums", "--include", csv_task, "--seeds", "0", "--budget", 0.5,
-              "--store", store, "-q"))
+              "--workers", 1, "--store", store, "-q"))
     report = ok(invoke("report", "--include", csv_task, "--store", store, "--format", "json"))
     tables = {t["budget"]: t for t in json.loads(report.stdout)["tables"]}  # the full run, the shrunk sweep
     assert [len([r for r in tables[b]["rows"] if r["kind"] == "model"]) for b in (1.0, 0.5)] == [1, 7]
@@ -278,7 +274,7 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert "channels" in checked and "no-information loss" in checked
     checked = ok(invoke("tasks", "check", "draft-csv", "--include", out)).stdout
     assert "training mean" in checked
-    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(out)], env={"COLUMNS": "1000"})).stdout
+    listed = ok(invoke("tasks", "--include", str(out), env={"COLUMNS": "1000"})).stdout
     assert "draft-npz" in listed and f"your task: {out / 'draft-npz.yaml'}" in listed
 
 
@@ -430,11 +426,13 @@ def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
     for command in commands[1:]:
         words = command.replace("examples/japanese-vowels", str(folder)).split()[1:]
         if words[0] == "sweep":
-            words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05"]  # --seeds 0, last
+            # --seeds 0 (last), tiny runs, in this process: the commands are checked, not the numbers
+            words = [w for w in words if w != "0-4"] + ["0", "--budget", "0.05", "--hidden", "8", "--iters", "4",
+                                                         "--eval-every", "2", "--workers", "1"]
         if "--out-dir" in words:
             words[words.index("--out-dir") + 1] = str(tmp_path / "figs")
-        result = CliRunner().invoke(app, [*words, "--store", str(tmp_path / "s.db")] if words[0] in ("sweep", "report")
-                                    else words)
+        store = ["--store", tmp_path / "s.db"] if words[0] in ("sweep", "report") else []
+        result = invoke(*words, *store)
         assert result.exit_code == 0, f"{command}\n{result.stdout}\n{result.stderr}"
     assert list((tmp_path / "figs").glob("*.png"))
 
@@ -482,7 +480,7 @@ def test_a_broken_task_file_spoils_only_itself(npz_task):
     ok(invoke("tasks", "check", "vowels", "--include", npz_task))  # its neighbour is fine
     unknown = invoke("run", "nope", "--include", npz_task)
     assert unknown.exit_code == 2 and "unknown task 'nope'" in unknown.stderr and "broken" in unknown.stderr
-    listed = ok(CliRunner().invoke(app, ["tasks", "--include", str(npz_task)], env={"COLUMNS": "1000"})).stdout
+    listed = ok(invoke("tasks", "--include", str(npz_task), env={"COLUMNS": "1000"})).stdout
     assert "invalid YAML" in listed and "vowels" in listed
 
 

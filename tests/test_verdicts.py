@@ -8,9 +8,7 @@ import json
 import math
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.report.aggregate import RunData, aggregate
 from atnbench.report.render import group_view
 from atnbench.report.claims import ClaimsError, family_from
@@ -36,7 +34,8 @@ from atnbench.report.verdicts import (
 from atnbench.runspec import resolve_run
 from atnbench.store import EvalPoint, ResultsStore, RunRecord
 
-runner = CliRunner()
+from helpers import invoke
+
 COPYING_BASELINE = 10 * math.log(8) / 120  # copying T=100: 0.1733
 
 
@@ -236,12 +235,12 @@ LEVELS = {(None, "atn"): 0.3, (None, "ln"): 0.6, (None, "none"): 0.97,
 
 def test_report_verdicts_shows_both_protocols(tmp_path):
     store = fill(tmp_path / "r.db", LEVELS)
-    result = runner.invoke(app, ["report", "--verdicts", "--store", str(store)], env={"COLUMNS": "250"})
+    result = invoke("report", "--verdicts", "--store", str(store), env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "verdicts on the paper's claims" in result.stdout and "variant paper-text" in result.stdout
     assert "exploratory" in result.stdout and "uninformative (no model learned)" in result.stdout
     assert "≈ at baseline" in result.stdout and "Welch" in result.stdout
-    data = json.loads(runner.invoke(app, ["report", "--verdicts", "--format", "json", "--store", str(store)]).stdout)
+    data = json.loads(invoke("report", "--verdicts", "--format", "json", "--store", str(store)).stdout)
     verdicts = {(c["id"], c["variant"]): c["verdict"] for c in data["verdicts"]["claims"]}
     assert verdicts == {("copying-T100", None): EXPLORATORY, ("copying-T100", "paper-text"): UNINFORMATIVE,
                         ("every-k-beats-ln", None): EXPLORATORY, ("every-k-beats-ln", "paper-text"): UNINFORMATIVE}
@@ -250,14 +249,14 @@ def test_report_verdicts_shows_both_protocols(tmp_path):
     first = data["verdicts"]["claims"][0]["comparisons"][0]
     assert first["test"].startswith("Welch") and first["lower_cell"]["n"] == 5 and first["p_value"] < 0.05
     assert first["m"] == 22 and first["p_family"] == pytest.approx(min(1.0, 22 * first["p_value"]))
-    markdown = runner.invoke(app, ["report", "--verdicts", "--format", "markdown", "--store", str(store)]).stdout
+    markdown = invoke("report", "--verdicts", "--format", "markdown", "--store", str(store)).stdout
     assert "## Verdicts on the paper's claims" in markdown and "**exploratory**" in markdown
 
 
 def test_a_wider_margin_makes_more_rows_uninformative(tmp_path):
     store = fill(tmp_path / "r.db", LEVELS)
     args = ["report", "--verdicts", "--format", "json", "--store", str(store)]
-    wide = json.loads(runner.invoke(app, args + ["--baseline-margin", "0.5"]).stdout)
+    wide = json.loads(invoke(*args, "--baseline-margin", "0.5").stdout)
     verdicts = {(c["id"], c["variant"]): c["verdict"] for c in wide["verdicts"]["claims"]}
     # LN (0.6 of the baseline) now counts as at baseline with LSTM: LN < LSTM is uninformative
     copying = next(c for c in wide["verdicts"]["claims"] if c["id"] == "copying-T100" and c["variant"] is None)
@@ -274,7 +273,7 @@ def test_a_wider_margin_makes_more_rows_uninformative(tmp_path):
 ])
 def test_bad_options_are_one_line(tmp_path, args, expected):
     store = fill(tmp_path / "r.db", {(None, "ln"): 0.5})
-    result = runner.invoke(app, ["report", *args, "--store", str(store)])
+    result = invoke("report", *args, "--store", str(store))
     assert result.exit_code == 2 and expected in result.output and "Traceback" not in result.output
 
 

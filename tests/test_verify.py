@@ -8,22 +8,14 @@ import json
 import sqlite3
 
 import pytest
-from typer.testing import CliRunner
-
-from atnbench.cli import app
-
-runner = CliRunner()
-
-
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
+from helpers import invoke
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     db = tmp_path_factory.mktemp("verify") / "r.db"
     made = invoke("run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4", "--iters", "6",
-                  "--eval-every", "3", "--store", db, "--format", "json")
+                  "--eval-every", "3", "--val-samples", "8", "--store", db, "--format", "json")
     assert made.exit_code == 0, made.output
     return db, json.loads(made.stdout)["run_id"]
 

@@ -8,13 +8,12 @@ import re
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
 from atnbench.cli import app
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
+from helpers import invoke
 
-runner = CliRunner()
 WIDTHS = (80, 100)
 STATUS_WORDS = {"done", "diverged", "failed", "running", "left", "reproduced", "contradicted", "inconclusive",
                 "uninformative", "Yes", "No", "PASS", "FAIL"}
@@ -61,10 +60,9 @@ def store(tmp_path_factory):
     return path, ids
 
 
-def invoke(args, columns, **env):
+def output_at(args, columns, **env):
     """The command's output (stdout and stderr) at COLUMNS=columns (None: unset, piped)."""
-    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": None if columns is None else str(columns),
-                                                            **env})
+    result = invoke(*args, env={"COLUMNS": None if columns is None else str(columns), **env})
     assert result.exit_code in (0, 1), result.output
     return result.output
 
@@ -115,12 +113,12 @@ def test_every_command_table_is_whole_at_80_and_100_columns(store, tmp_path, mon
     path, ids = store
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data"))  # no real data: the same plan everywhere
     for args in commands(path, ids, tmp_path):
-        wide = invoke(args, None)
+        wide = output_at(args, None)
         assert values(wide), args
         for width in WIDTHS:
-            check_legible(wide, invoke(args, width), width, where=str(path.parents[1]))  # pytest's temp folder
+            check_legible(wide, output_at(args, width), width, where=str(path.parents[1]))  # pytest's temp folder
     # the values that read alike when cut: every id, both lengths, five-digit losses, long names
-    listed = invoke(("runs", "list", "--store", path), 80)
+    listed = output_at(("runs", "list", "--store", path), 80)
     assert set(ids) | {"100", "200", "ptb-char", "smnist-noise", "3.162e+04", "0.1733", "diverged"} <= values(listed)
 
 
@@ -180,7 +178,7 @@ def test_piped_output_is_plain_and_as_wide_as_its_content(store):
     """The one width rule (cli.app): off a terminal, no colour codes and every row on one line,
     however long; COLUMNS, where set, is the width."""
     path, ids = store
-    listed = invoke(("runs", "list", "--store", path), None)
+    listed = output_at(("runs", "list", "--store", path), None)
     assert "\x1b[" not in listed
     lines = listed.splitlines()
     for run_id, (task, T, _, _, _, status, _, _) in zip(ids, RUNS):
@@ -188,14 +186,14 @@ def test_piped_output_is_plain_and_as_wide_as_its_content(store):
         assert line.split()[1:3] == [task, str(T)] and status in line
         assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d$", line.rstrip())  # the whole date and time on the line
     assert max(len(line) for line in lines) > 80  # no 80-column default
-    datasets = invoke(("data", "list", "--root", path.parent / "data"), None)
+    datasets = output_at(("data", "list", "--root", path.parent / "data"), None)
     assert "\x1b[" not in datasets
     from atnbench.data.catalog import DATASETS
 
     for dataset in DATASETS.values():
         (line,) = [line for line in datasets.splitlines() if line.startswith(dataset.name + " ")]
         assert dataset.scope in line and f"{dataset.subdir}/" in line  # the whole row on one line
-    narrow = invoke(("data", "list", "--root", path.parent / "data"), 60)
+    narrow = output_at(("data", "list", "--root", path.parent / "data"), 60)
     assert max(len(line) for line in narrow.splitlines()) <= 60
 
 
@@ -216,23 +214,23 @@ def test_every_command_help_speaks_one_type_vocabulary():
     every = list(_commands(typer.main.get_command(app)))
     assert ("runs", "compare") in every and ("store", "merge") in every and ("data", "verify") in every
     for command in every:
-        text = invoke((*command, "--help"), 100)
+        text = output_at((*command, "--help"), 100)
         assert not re.search(r"<\w+(\[[^\]]*\])?>", text), (command, text)  # <bool>, <int>, <list[str]>
-    compare = invoke(("runs", "compare", "--help"), 100)
+    compare = output_at(("runs", "compare", "--help"), 100)
     assert re.search(r"run_ids\.\.\.\s+TEXT", compare) and re.search(r"--plot\s+PATH", compare)
     assert re.search(r"--diff\s+Only", compare)  # nothing after a flag
-    assert re.search(r"sources\.\.\.\s+PATH", invoke(("store", "merge", "--help"), 100))
+    assert re.search(r"sources\.\.\.\s+PATH", output_at(("store", "merge", "--help"), 100))
 
 
 def test_compare_marks_no_difference_in_a_setting_a_run_has_no_use_for(store):
     path, ids = store
-    text = invoke(("runs", "compare", ids[0], ids[1], ids[2], "--store", path), None)  # LSTM, LN, ATN k=25
+    text = output_at(("runs", "compare", ids[0], ids[1], ids[2], "--store", path), None)  # LSTM, LN, ATN k=25
     rows = {line.split()[1] if line.startswith("*") else line.split()[0]: line
             for line in text.splitlines() if line.strip()}
     assert rows["k"].split() == ["k", "-", "-", "25"]  # only ATN uses a window: nothing to differ in
     assert rows["eps"].split() == ["eps", "-", "1e-05", "1e-05"]  # the plain LSTM normalizes nothing
     assert rows["norm"].startswith("*")
-    windows = invoke(("runs", "compare", ids[2], ids[3], "--store", path, "--diff"), None)  # ATN k=25, k=45
+    windows = output_at(("runs", "compare", ids[2], ids[3], "--store", path, "--diff"), None)  # ATN k=25, k=45
     assert any(line.split()[:4] == ["*", "k", "25", "45"] for line in windows.splitlines())
 
 

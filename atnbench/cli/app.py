@@ -144,7 +144,8 @@ def _metavar(param, ctx) -> None:
 
 
 class Commands(TyperGroup):
-    """atnbench's commands: help with real metavariables (INTEGER, PATH, [a|b]), and click's usage
+    """atnbench's commands: help with real metavariables (INTEGER, PATH, [a|b]) and the registries'
+    lists (``atnbench.cli.help_lists``), and click's usage
     errors (a bad option, a missing argument) as one line, exit code 2.
 
     typer would draw a multi-line panel; every other error of atnbench is one line, and
@@ -160,8 +161,11 @@ class Commands(TyperGroup):
     def get_command(self, ctx, name):
         command = super().get_command(ctx, name)
         if command is not None:
+            from atnbench.cli.help_lists import fill_param_help
+
             for param in command.get_params(ctx):
                 _metavar(param, ctx)
+                fill_param_help(param)  # lists the registries know, as they are now
         return command
 
     def resolve_command(self, ctx, args):

@@ -87,11 +87,9 @@ def bench(
     workload: str = typer.Option("adding", "--workload", metavar="NAME[,NAME...]",
                                  help="Comma list of: adding, copying, denoise, ptb-char."),
     models: str = typer.Option("lstm-fused,ln,atn", "--models", metavar="MODEL[,MODEL...]",
-                               help="Comma list of: lstm-fused, lstm, ln, atn, ln-loop, atn-loop, ln-function, "
-                                    "atn-function, atn-bn, bn, bln, bn-input (each also -loop), gru-fused, "
-                                    "gru-ln, gru-atn, gru-atn-bn, gru-bn, gru-bln, gru-bn-input (each also -loop), "
-                                    "atn-ref. lstm-fused and ln are always timed (the ratio baselines), gru-fused "
-                                    "with any GRU (×fused: against the same cell's fused kernel)."),
+                               help="Comma list of: {bench_models}. lstm-fused and ln are always timed (the "
+                                    "ratio baselines), gru-fused with any GRU (×fused: against the same cell's "
+                                    "fused kernel)."),
     k: Annotated[str, options.k_list(", e.g. 1,5,25,45,65")] = "5",
     reference: bool = typer.Option(False, "--reference", help="Also time atn-ref, ATN rebuilding its window every "
                                                               "step as the authors' code does, for each k."),

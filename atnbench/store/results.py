@@ -159,9 +159,8 @@ class ResultsStore:
             self._check_not_newer()
             if self.version == 0:
                 # statement by statement: executescript() would commit our transaction midway
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _SCHEMA:
+                    conn.execute(statement)
             for version in range(max(self.version, 1), SCHEMA_VERSION):
                 for statement in MIGRATIONS[version]:
                     conn.execute(statement)
