@@ -10,8 +10,8 @@ The id is a hash of ``identity(config)``, the config with
   one; the CPU thread count is dropped off the CPU;
 * data locations replaced by a fingerprint of the data files' contents (moving the data keeps
   the id; changing a file changes it);
-* settings added after runs were published left out at their neutral value (``NEUTRAL``: early
-  stopping off), so a run stored before the setting existed keeps its id;
+* settings added after ``FIRST_FIELDS`` left out at their neutral value (their default, e.g.
+  ``patience`` 0: early stopping off), so a run stored before the setting existed keeps its id;
 * what does matter added: the thread count and device type (reductions, hence the last bits,
   depend on them) and ``code_fingerprint()``;
 * a setting added after the first runs were stored (a RunConfig field not in ``FIRST_FIELDS``)
