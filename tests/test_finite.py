@@ -30,6 +30,7 @@ NORMS = [("bn", {}), ("bn-input", {}), ("bn-input", {"bn_input_mode": "sequence"
 CASES = [(c, n, o) for c in CELLS for n, o in NORMS]
 IDS = [f"{c}-{n}{'-sequence' if o else ''}" for c, n, o in CASES]
 PATHS = ("loop", "cpp", "triton")
+TRITON = {("lstm", "bn"), ("gru", "bln")}  # its interpreter is slow: two cases here, every norm in test_triton_path
 CONSTANT = [0, 1, 2, 3, 4, 5, 7]  # the same value in every row: a prefix, and one step in the middle
 
 
@@ -103,7 +104,7 @@ def test_constant_steps_match_the_reference_values_and_gradients(cell, norm, opt
                 p.sub_(sign * h * d.to(p))
     expected = (sides[0] - sides[1]) / (2 * h)
     ref_out, ref_h, ref_c = reference(cell, norm, opts, probe, x)
-    for path in PATHS:
+    for path in PATHS if (cell, norm) in TRITON and not opts else PATHS[:2]:
         model = make(cell, norm, opts, path)
         xg = x.clone().requires_grad_()
         out, state = model(xg)
@@ -122,12 +123,15 @@ def test_constant_steps_match_the_reference_values_and_gradients(cell, norm, opt
 
 @pytest.mark.parametrize("cell, norm, opts", CASES, ids=IDS)
 def test_a_long_constant_prefix_trains_finite_in_float32(cell, norm, opts):
-    """22 steps alike (Covid3Month's first days): before, every weight's gradient was NaN."""
-    T, B, H = 26, 4, 4
+    """22 steps alike (Covid3Month's first days): before, every weight's gradient was NaN. Loop and
+    C++ (Triton's interpreter takes ~1 min for this; the reference test above covers it, with a
+    prefix long enough that the old kernels' gradients were off by orders of magnitude)."""
+    paths = ("loop", "cpp")
+    T, B, H = 24, 4, 4
     x64 = series(T, B, range(22), seed=5)
     w = weights(T, B, H, seed=6)
     expected = None
-    for path, dtype in (("loop", torch.float64), *((p, torch.float32) for p in PATHS)):
+    for path, dtype in (("loop", torch.float64), *((p, torch.float32) for p in paths)):
         model = make(cell, norm, opts, path, dtype, hidden=H)
         out, state = model(x64.to(dtype))
         grads = torch.autograd.grad(loss_of(out, state, w), list(model.parameters()))
