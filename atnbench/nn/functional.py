@@ -12,6 +12,11 @@ are the trainable gain and shift of shape ``(n,)`` (None: no affine transform).
 - ``sequence_batch_norm``: Laurent et al.'s sequence-wise BN, per-feature statistics over all
   unpadded frames of the batch.
 - ``batch_layer_norm``: Ziaee & Cano's BLN (Algorithm 1, eqs. 10-17).
+
+Zero batch variance (a feature with the same value in every row of a step): the batch norms
+compute what they always do (eps keeps the values finite), and their gradient goes through
+``share_alike``: such a feature's rows get their mean gradient. Every parameter's gradient is
+then exact and finite, where BN's 1/sqrt(eps) would otherwise compound over a recurrence to inf.
 """
 
 from __future__ import annotations
@@ -34,6 +39,59 @@ def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
 def standardize(a: Tensor, mean: Tensor, var: Tensor, eps: float) -> Tensor:
     """(a - mean) / sqrt(var + eps), eps inside the root as in every paper here."""
     return (a - mean) * torch.rsqrt(var + eps)
+
+
+class _ShareAlike(torch.autograd.Function):
+    """Identity; backward: see ``share_alike``."""
+
+    @staticmethod
+    def forward(ctx, a: Tensor, alike: Tensor, mask: Tensor | None) -> Tensor:
+        ctx.save_for_backward(alike, mask)
+        return a.view_as(a)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        alike, mask = ctx.saved_tensors
+        if mask is None:
+            mean = grad.mean(dim=-2, keepdim=True)
+        else:
+            weight = mask.to(grad.dtype)
+            mean = (grad * weight).sum(dim=-2, keepdim=True) / weight.sum(dim=-2, keepdim=True).clamp_min(1)
+            alike = alike & mask
+        return torch.where(alike, mean, grad), None, None
+
+
+def rows_alike(a: Tensor, mask: Tensor | None = None) -> Tensor:
+    """(..., 1, n) bool: the features whose value is the same in every (valid) row of the batch
+    axis (-2), i.e. whose batch variance is exactly 0. ``mask`` as in ``masked_batch_moments``."""
+    if mask is None:
+        return a.amax(dim=-2, keepdim=True) == a.amin(dim=-2, keepdim=True)
+    valid = mask.to(torch.bool)
+    high = a.masked_fill(~valid, float("-inf")).amax(dim=-2, keepdim=True)
+    low = a.masked_fill(~valid, float("inf")).amin(dim=-2, keepdim=True)
+    return high == low  # no valid row: -inf == inf, not alike
+
+
+def share_alike(a: Tensor, mask: Tensor | None = None) -> Tensor:
+    """``a`` (..., B, n) unchanged; in the backward, each feature whose value is the same in every
+    (valid) row gets, in every (valid) row, the mean of its rows' gradients.
+
+    Why (the batch norms' zero batch variance): where every row of the batch has the same value
+    (a time series whose first days are 0 for every sequence; W_h h with h0 = 0), BN's Jacobian
+    is (I - 1/B) gain / sqrt(eps): it multiplies the part of the gradient that differs between
+    rows by ~30 (gain 0.1, eps 1e-5) at every such step, and through a recurrence whose rows stay
+    alike for tens of steps that overflows (inf - inf: NaN in every weight). That part can only
+    reach the per-row inputs of those steps (x, h0, c0): every parameter moves all rows alike
+    there, so its gradient gets exactly 0 from it (by rounding, not: noise times 30^steps). The
+    mean over the rows is the part every parameter's gradient is made of: keeping only it leaves
+    each parameter's gradient exact and finite, and alike inputs get alike gradients. Values,
+    and every feature whose rows differ, are untouched (bit for bit).
+    """
+    if not (torch.is_grad_enabled() and a.requires_grad):
+        return a
+    with torch.no_grad():
+        alike = rows_alike(a, mask)
+    return _ShareAlike.apply(a, alike, None if mask is None else mask.to(torch.bool))
 
 
 def layer_norm(x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
@@ -83,6 +141,7 @@ def atn_bn_sequence(
     per-step window mean and unbiased variance (T, n) (for population estimates: the window
     pools batch x count values) and the window state.
     """
+    x = share_alike(x)
     mean, var, count, history = windowed_moments(step_moments(x, dim=1), k, history, x.dtype)
     y = standardize(x, mean.unsqueeze(1), var.unsqueeze(1), eps)
     pooled = (count * x.shape[1]).unsqueeze(-1)
@@ -125,6 +184,7 @@ def batch_norm_steps(
     eq. 19, over unpadded frames). Every row is normalized with them.
     Returns the output and the biased batch mean and variance used.
     """
+    x = share_alike(x, mask)
     mean, var = masked_batch_moments(x, mask)
     y = standardize(x, mean, var, eps)
     return affine(y, weight, bias), mean.squeeze(-2), var.squeeze(-2)
@@ -144,9 +204,11 @@ def sequence_batch_norm(
     """
     steps = x.shape[0]
     if lengths is None:
+        x = share_alike(x)
         var, mean = torch.var_mean(x, dim=(0, 1), unbiased=False)
     else:
         mask = (torch.arange(steps, device=x.device).unsqueeze(1) < lengths.to(x.device).unsqueeze(0))
+        x = share_alike(x, mask.unsqueeze(-1))
         mask = mask.unsqueeze(-1).to(x.dtype)
         frames = mask.sum()
         mean = (x * mask).sum(dim=(0, 1)) / frames
@@ -183,6 +245,8 @@ def batch_layer_norm(
     eq. 16 is their number at that step. The feature statistics are per row and unaffected.
     """
     d = x.shape[-1]
+    if batch_mean is None or batch_std is None:  # the batch part couples the rows
+        x = share_alike(x, mask)
     if mask is None:
         m = x.shape[-2]
         mb = x.mean(dim=-2, keepdim=True) if batch_mean is None else batch_mean.unsqueeze(-2)

@@ -425,6 +425,7 @@ class _AssortedTimeBatchNormStream(_WindowStream):
     def step(self, a):
         norm = self.norm
         if norm.training or not norm.use_population:
+            a = F_.share_alike(a)
             mean, var = self.window.push(step_moments(a, dim=0), a.dtype)
             if norm.training:
                 pooled = len(self.window.sums) * a.shape[0]
@@ -458,6 +459,7 @@ class _MaskedAssortedTimeBatchNormStream(NormStream):
         if not norm.training and norm.use_population:
             pop = norm.stats.lookup(self.t, 1)
             return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
+        a = F_.share_alike(a, self.mask())
         if self.t < self.active:
             self.entries.append(masked_step_moments(a, self.mask()))
         window = torch.stack(self.entries[-norm.k:])

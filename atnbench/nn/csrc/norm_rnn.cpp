@@ -305,6 +305,26 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
   }
 }
 
+// Rows alike (functional.share_alike, which says why): each feature whose value is the same in
+// every row of a (B, n) gets, in every row, the mean of its rows' gradients da. sum and same:
+// scratch of n.
+template <typename T>
+void share_alike(const T* a, T* da, int64_t B, int64_t n, T* sum, T* same) {
+  std::fill(same, same + n, T(1));
+  for (int64_t b = 1; b < B; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      if (a[b * n + i] != a[i]) same[i] = T(0);
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) any = any || (same[i] != T(0) && a[i] == a[i]);
+  if (!any || B < 2) return;
+  std::fill(sum, sum + n, T(0));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < n; ++i) sum[i] += da[b * n + i];
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < n; ++i)
+      if (same[i] != T(0)) da[b * n + i] = sum[i] / (T)B;
+}
+
 // ------------------------------------------------------------------------------------------
 // Backward of one term at step t: da = dL/da given dy = dL/dy (y = N(a) of that step);
 // accumulates the gain and shift gradients. da may alias dy only for kNone.
@@ -370,6 +390,7 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < n; ++i)
           da[b * n + i] = dy[b * n + i] * sdy[i] + c1[i] + c2[i] * (a[b * n + i] - sdx[i]);
+      share_alike(a, da, B, n, sdy, sdx);
       return;
     }
     case kGiven: {
@@ -454,6 +475,7 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
         for (int64_t i = 0; i < n; ++i)
           dab[i] += (g ? dyb[i] * g[i] : dyb[i]) * cf * is + coef * (ab[i] - mu) - mean_dd;
       }
+      if (nm.bm == nullptr || nm.bs == nullptr) share_alike(a, da, B, n, nm.u1.data(), nm.u1.data() + n);
       return;
     }
   }

@@ -277,7 +277,7 @@ def term_backward(a, dy, rows, feats, rmask, fmask, t, step, Tn, m, B, n, k, eps
                                 st, ref, xs, rs, gout)
         c1 = (dm / B).to(dt)[None, :, :]
         c2 = (2.0 * dv / B).to(dt)[None, :, :]
-        da = dy * (g * rt) + c1 + c2 * (a - mu)
+        da = share_alike(a, dy * (g * rt) + c1 + c2 * (a - mu), m3, B)
         dgx = dy * xh
     elif KIND == GIVEN:
         mt = tl.load(gmean + t * n + feats, mask=fmask, other=0.0)[None, :, :]
@@ -287,10 +287,21 @@ def term_backward(a, dy, rows, feats, rmask, fmask, t, step, Tn, m, B, n, k, eps
     elif KIND == BLN:
         da, dgx = bln_backward(a, dy, g, rows, feats, rmask, fmask, m3, t, B, n, eps_ptr, bmean, bstd, fmean, fstd,
                                bl)
+        if bmean is None or bstd is None:  # the batch part couples the rows
+            da = share_alike(a, da, m3, B)
     else:
         da = dy
         dgx = dy
     return da, dgx
+
+
+@triton.jit
+def share_alike(a, da, m3, B):
+    """Each feature whose value is the same in every row gets, in every row, the mean of its rows'
+    gradients (``functional.share_alike`` says why); a tile holds every row of its features."""
+    same = tl.max(tl.where(m3, a, float("-inf")), axis=0) == tl.min(tl.where(m3, a, float("inf")), axis=0)
+    mean = col_sum(tl.where(m3, da, 0.0)) / B
+    return tl.where(same[None, :, :], mean[None, :, :].to(da.dtype), da)
 
 
 @triton.jit
