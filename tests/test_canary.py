@@ -154,3 +154,23 @@ def test_run_and_sweep_skip_a_run_made_by_vouched_code(tmp_path, monkeypatch):
     assert result.exit_code == 0 and "not training again" in result.output and "0123456789ab" in result.output
     with ResultsStore(store_path) as store:
         assert [r.run_id for r in store.runs()] == ["0123456789ab"]
+
+
+def test_a_class_whose_data_is_missing_is_named_not_an_internal_error(tmp_path, monkeypatch):
+    """A fresh clone without `atnbench data prepare ptb-char`: the canary says which classes it could
+    not check and why, in one line each, and exits 1 (nothing vouched for them); no traceback."""
+    from atnbench.cli.canary import _with_data
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))
+    ptb = json.loads(next(line for line in (Path(__file__).parents[1] / "results" / "runs.jsonl").open()
+                          if '"task": "ptb-char"' in line))
+    adding = resolve_run("adding", {"T": 20, "norm": "ln", "seed": 0}, budget=0.01).to_dict()
+    found = canary.canaries([ptb["config"], adding], steps=2)
+    ready, missing = _with_data(found)
+    assert [c.config["task"] for c in ready] == ["adding"]
+    assert [c.config["task"] for c, _ in missing] == ["ptb-char"] and "data prepare ptb-char" in missing[0][1]
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(json.dumps(ptb) + "\n")  # made by older code: the canary would check it
+    result = invoke("canary", "--runs", runs)
+    assert result.exit_code == 1 and "note: not checked, ptb-char none" in result.stderr, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output

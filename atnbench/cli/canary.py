@@ -96,7 +96,13 @@ def canary(
         revisions = [revision] if revision else list(dict.fromkeys(
             (r.get("env") or {}).get("atnbench_revision") for r in reversed(members)
             if (r.get("env") or {}).get("atnbench_revision")))
-        found = canaries([r["config"] for r in members], steps)
+        found, missing = _with_data(canaries([r["config"] for r in members], steps))
+        for canary_, why in missing:
+            err.print(Text(f"note: not checked, {canary_.config['task']} {canary_.config.get('norm')} "
+                           f"({canary_.runs} runs): {why}"), soft_wrap=True)
+        differ += len(missing)
+        if not found:
+            continue
         with ExitStack() as stack:
             old_revision, old_tree = _old_tree_for(repo, code, revisions, stack)
             err.print(Text(f"{len(members)} runs by code {code} (revision {old_revision}): {len(found)} canaries of "
@@ -110,6 +116,24 @@ def canary(
                            f"current under {current}"))
     if differ:
         raise typer.Exit(EXIT_FAILED)
+
+
+def _with_data(found: list) -> tuple[list, list]:
+    """The canaries whose real data is here, and (canary, why) for those whose data is not: a
+    fresh clone without `atnbench data prepare` checks what it can and says what it could not."""
+    from atnbench.config import build_config
+    from atnbench.datacheck import check_task_data
+    from atnbench.errors import UserError
+
+    ready, missing = [], []
+    for canary_ in found:
+        try:
+            check_task_data(build_config(canary_.config))
+        except UserError as why:  # its data is missing or unreadable here
+            missing.append((canary_, str(why)))
+            continue
+        ready.append(canary_)
+    return ready, missing
 
 
 def _table(outcomes, old: str, new: str) -> FitTable:
