@@ -100,9 +100,17 @@ def decode(data: bytes, where: str) -> str:
 def read_text(path: Union[str, Path], kind: str = "settings") -> str:
     """The UTF-8 text of a user's file, checked (``check_file``, ``decode``)."""
     check_file(path, kind)
-    with open(path, "rb") as handle:  # no more than the limit, should the file grow meanwhile
-        data = handle.read(KINDS[kind].max_bytes + 1)
-    if len(data) > KINDS[kind].max_bytes:
+    limit = KINDS[kind].max_bytes
+    chunks, held = [], 0
+    with open(path, "rb") as handle:  # no more than the limit, should the file grow meanwhile; read in
+        while held <= limit:          # pieces: one read of the limit would ask for that much memory at once
+            chunk = handle.read(min(1 << 24, limit + 1 - held))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            held += len(chunk)
+    data = b"".join(chunks)
+    if len(data) > limit:
         raise ConfigError(f"{path}: a {KINDS[kind].name} is at most {_size(KINDS[kind].max_bytes)}")
     return decode(data, str(path))
 

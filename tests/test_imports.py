@@ -52,7 +52,8 @@ BAD = {
     "a curve loss of 1e999": (_set("curve.0.val_loss", float("inf")), "curve.0.val_loss"),
     "NaN in a curve metric": (_set("curve.0.train_loss", float("nan")), "curve.0.train_loss"),
     "a negative step": (_set("curve.0.step", -5), "curve.0.step"),
-    "an unknown task": (_set("config.task", "sorting"), "unknown task 'sorting'"),
+    "an unknown task": (_both(_set("task", "sorting"), _set("config.task", "sorting")), "unknown task 'sorting'"),
+    "a top-level field that is not its config's": (_set("config.task", "sorting"), "'sorting' in config.task"),
     "an id that does not match its config": (_set("config.lr", 0.5), "does not follow from the config"),
     "an id that is a path": (_set("run_id", "../x"), "12 hexadecimal"),
     "an integer too large for SQLite": (_set("config.seed", 2**64), "64-bit"),
@@ -106,7 +107,7 @@ def test_a_failing_merge_writes_nothing(tmp_path, exported):
         config["task"] = "sorting"
         conn.execute("UPDATE runs SET config_json = ? WHERE run_id = ?", (json.dumps(config), row[0]))
     result = invoke("store", "merge", tmp_path / "all.db", tmp_path / "source.db", tmp_path / "other.db")
-    assert result.exit_code == 2 and "unknown task" in result.stderr and row[0] in result.stderr
+    assert result.exit_code == 2 and "'sorting'" in result.stderr and row[0] in result.stderr
     assert not (tmp_path / "all.db").exists()
 
 

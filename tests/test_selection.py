@@ -11,9 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
 from atnbench.selection import best_val_point, held_out_at_best_val, selected_summary
 from atnbench.store import EvalPoint, ResultsStore
 
@@ -22,9 +20,11 @@ from atnbench.store import EvalPoint, ResultsStore
 def _no_user_folders(monkeypatch):
     monkeypatch.setenv("ATNBENCH_TASKS", "")
 
+from helpers import invoke as shared_invoke
 
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
+
+def invoke(*args, **options):
+    return shared_invoke(*args, **{"env": {"COLUMNS": "200"}, **options})
 
 
 def ok(result):
@@ -142,7 +142,8 @@ def test_a_sweep_shows_the_tasks_measure_at_validations_pick(flipped_task, tmp_p
     with ResultsStore(store) as results:
         for record in records:
             assert record["test_accuracy"] == held_out_at_best_val(results.curve(record["run_id"]))["test_accuracy"]
-    table = ok(invoke("sweep", grid, "--include", flipped_task, "--store", store, "-q")).stdout  # all skipped now
+    table = ok(invoke("sweep", grid, "--include", flipped_task, "--store", store, "-q",
+                      env={"COLUMNS": "250"})).stdout  # all skipped now; wide enough for one line a run
     assert "best val accuracy" in table and "test accuracy at best val." in table
     ln = next(r for r in records if r["norm"] == "ln")
     assert f"{ln['test_accuracy']:.4g}" in next(line for line in table.splitlines() if ln["run_id"] in line)

@@ -261,14 +261,14 @@ def test_a_progress_bar_in_a_terminal_cuts_nothing_at_80_columns(label):
 def test_help_cuts_no_option_and_breaks_no_sentence_at_80_columns():
     from atnbench.settings import RUN_SETTINGS
 
-    text = invoke(("run", "--help"), 80)
+    text = output_at(("run", "--help"), 80)
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
     words = set(text.replace(",", " ").split())
     for setting in RUN_SETTINGS:
         for flag in setting.flags:
             assert set(flag.split("/")) <= words, flag  # every flag whole (--checkpoint-every, --bias-outside)
     assert "--checkpoint-every" in words and len(text.splitlines()) < 130
-    root = invoke(("--help",), 80)
+    root = output_at(("--help",), 80)
     assert "…" not in root and max(len(line) for line in root.splitlines()) <= 80
     lines = root.split("Commands")[1].splitlines()
     for this, nxt in zip(lines, lines[1:]):
@@ -281,10 +281,10 @@ def test_help_cuts_no_option_and_breaks_no_sentence_at_80_columns():
 def test_notes_wrap_between_words_at_80_columns_and_stay_one_line_piped(tmp_path, monkeypatch):
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))
     args = ("reproduce", "--dry-run", "--only", "table1-copying,table4-ptb-char", "--store", tmp_path / "s.db")
-    narrow = invoke(args, 80)
+    narrow = output_at(args, 80)
     notes = narrow[narrow.index("note: "):].split("atnbench reproduce")[0].splitlines()
     assert len(notes) > 1 and all(len(line) <= 80 or "/" in line for line in notes), notes
-    piped = [line for line in invoke(args, None).splitlines() if line.startswith("note: ")]
+    piped = [line for line in output_at(args, None).splitlines() if line.startswith("note: ")]
     assert piped and " ".join(" ".join(notes).split()) == piped[0]
 
 
@@ -295,14 +295,14 @@ def test_runs_list_tells_apart_runs_that_differ_only_in_bias_placement(tmp_path)
             config = resolve_run("copying", {"norm": "ln", "T": 100, "bias_inside": bias})
             results.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1, "torch": "x"})
             results.finish_run(config.run_id, "done", {"min_val_loss": 0.1, "wall_s": 3.0})
-    text = invoke(("runs", "list", "--store", path), 80)
+    text = output_at(("runs", "list", "--store", path), 80)
     rows = [line for line in text.splitlines() if " ln " in line]
     assert len(rows) == 2 and "bias inside" in rows[0] + rows[1] and "bias outside" in rows[0] + rows[1]
     assert all(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row) for row in rows)  # date and time on the row
 
 
 def test_tasks_columns_do_not_run_together_at_80_columns():
-    text = invoke(("tasks",), 80)
+    text = output_at(("tasks",), 80)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80 and "…" not in text
     # the left column's lines end before the column beside starts (the old name over its meaning)
@@ -316,7 +316,7 @@ def test_the_command_tasks_new_suggests_is_one_line_at_80_columns(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     np.savez(tmp_path / "d.npz", x=np.random.default_rng(0).normal(size=(20, 5, 2)), y=np.arange(20) % 2)
     folder = tmp_path / "a-folder-that-is-not-there-yet" / "with-a-long-name-inside"
-    text = invoke(("tasks", "new", "my-rather-long-task-name", "--from", tmp_path / "d.npz", "--dir", folder), 80)
+    text = output_at(("tasks", "new", "my-rather-long-task-name", "--from", tmp_path / "d.npz", "--dir", folder), 80)
     command = f"atnbench tasks check my-rather-long-task-name --include {folder}"
     assert any(line.strip() == command for line in text.splitlines()), text  # whole, to copy
     assert (folder / "my-rather-long-task-name.yaml").is_file()  # --dir made as the README's tour expects
