@@ -162,8 +162,15 @@ def test_a_ray_sweep_killed_with_sigkill_resumes_its_run_from_the_checkpoint_shi
     monkeypatch.setenv("RAY_AUTH_TOKEN", cluster.token)
     with CliProcess(sweep_command(path, store, cluster.address)[3:], tmp_path) as sweep:
         poll_store(store, checkpointed, sweep.popen, timeout=60)
+        helpers = sweep.children()  # the driver's own helper processes: none may touch the store after it
         sweep.popen.kill()  # -9: nothing on the driver's side records anything more
         sweep.popen.wait(timeout=10)
+        for process in helpers:
+            try:
+                process.kill()
+                process.wait(timeout=10)
+            except Exception:  # noqa: BLE001 - gone already
+                pass
         killed_log = sweep.log()
     assert only_ours(killed_log), killed_log  # Ray's own lines stayed off the terminal
 
