@@ -23,8 +23,8 @@ def _no_user_folders(monkeypatch):
     monkeypatch.delenv("ATNBENCH_DEBUG", raising=False)
 
 
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
+def invoke(*args, env=None):
+    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200, env=env)
 
 
 def ok(result):
@@ -225,8 +225,8 @@ def test_the_small_data_example_holds_real_data_at_the_defaults(tmp_path):
         result = ok(invoke("tasks", "check", name, "--include", folder))
         assert f"train {n_train}, val {n_val}, test {n_test}" in result.stdout
     # GunPoint's 50 training sequences are 24 of class 1 and 26 of class 2: 5 of each held out
-    assert "majority class        2 (50.0% of validation)" in invoke("tasks", "check", "gunpoint", "--include",
-                                                                       folder).stdout
+    checked = invoke("tasks", "check", "gunpoint", "--include", folder, env={"COLUMNS": "200"}).stdout
+    assert "majority class 2 (50.0% of validation)" in " ".join(checked.split())
     block = re.search(r"```bash\n(.+?)\n```", (example / "README.md").read_text(), re.S).group(1)
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands[0] == "pip install aeon && python examples/small-data/export.py"

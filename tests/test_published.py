@@ -18,7 +18,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 def test_the_committed_verdicts_are_rebuilt_from_the_committed_runs(tmp_path):
     store = tmp_path / "fresh.db"
-    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store))
+    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
     assert imported.exit_code == 0, imported.output
     rebuilt = tmp_path / "verdicts.md"
     report = invoke("report", "--store", str(store), "--paper", "--verdicts", "--format", "markdown",
@@ -37,7 +37,7 @@ def test_every_generated_block_in_the_prose_is_what_the_runs_give(tmp_path):
     from atnbench.report.prose import BLOCK, _groups, fill
 
     store = tmp_path / "fresh.db"
-    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store))
+    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
     assert imported.exit_code == 0, imported.output
     groups = _groups(store)
     for path in (RESULTS / "README.md", RESULTS.parent / "README.md"):
@@ -50,6 +50,6 @@ def test_a_hand_edited_number_in_a_block_is_caught(tmp_path):
     from atnbench.report.prose import _groups, fill
 
     store = tmp_path / "fresh.db"
-    invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store))
+    invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
     text = "<!-- generated:verdicts -->\n| made up | 0.001 |\n<!-- /generated -->\n"
     assert fill(text, _groups(store)) != text

@@ -464,7 +464,7 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
     finally:
         torch.set_num_threads(previous)
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")  # its own cluster, never another test's
     try:
         result = invoke("sweep", path, "--store", store, "--backend", "ray", "--device", "cpu", "--json")
     finally:
