@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -232,8 +233,8 @@ def test_the_paper_claims_declare_margins_with_reasons():
     family = paper_family()
     with_margin = [c for c in family.claims if c.margin is not None]
     assert len(with_margin) >= 10 and all(c.margin.reason for c in with_margin)
-    assert family_from(family.claims and __import__("pathlib").Path("x.yaml"),
-                       {"claims": [{"id": "a", "claim": "b", "task": "copying", "order": ["atn", "ln"]}]}, "").m == 1
+    one = family_from(Path("x.yaml"), {"claims": [{"id": "a", "claim": "b", "task": "copying", "order": ["atn", "ln"]}]}, "")
+    assert one.m == 1 and one.claims[0].margin is None
 
 
 def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path):

@@ -195,13 +195,11 @@ def claims_of(family: Family, runs) -> list[Planned]:
             if key in planned:
                 planned[key] = replace(planned[key], claims=planned[key].claims + (claim.id,))
                 continue
-            margin = claim.margin
+            margin = claim.margin  # absolute, or a fraction of the mean of the side ``of``
             planned[key] = Planned((claim.id,), lower.text, higher.text, claim.stat, higher_is_better(claim.stat),
-                                   None if margin is None or margin.of is not None else margin.value,
+                                   None if margin is None else margin.value,
                                    None if margin is None or margin.of is None else margin.of.text,
                                    "" if margin is None else margin.reason)
-            if margin is not None and margin.of is not None:  # a fraction, kept with the side it is of
-                planned[key] = replace(planned[key], margin=margin.value)
     return list(planned.values())
 
 
@@ -282,7 +280,7 @@ def fraction(n_a: int, n_b: int, maximum: int) -> float:
     return min(1.0, statistics.harmonic_mean([n_a, n_b]) / maximum) if n_a and n_b else 0.0
 
 
-def judge(planned: Planned, a: Sequence_, b: Sequence_, fractions: tuple[float, ...], alpha: float, last: bool,
+def judge(planned: Planned, a: list[float], b: list[float], fractions: tuple[float, ...], alpha: float, last: bool,
           futility: float, classes: tuple[list[str], list[str]] = ((), ())) -> dict:
     """One comparison at one look: the Welch statistic (stratified by processor class where the
     sides mix classes differently), the look's boundary and the decision."""
@@ -325,9 +323,6 @@ def judge(planned: Planned, a: Sequence_, b: Sequence_, fractions: tuple[float, 
             decision, reason = OPEN, f"p = {test.p:.3g} ≥ {nominal:.3g}, the look's level; next look"
     entry["decision"], entry["reason"] = decision, reason
     return entry
-
-
-Sequence_ = list  # values of one side, one per seed
 
 
 def decision_chance(test, t: float, alpha: float, margin: Optional[float]) -> float:

@@ -60,6 +60,7 @@ EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
 TOO_FEW = "too few seeds"
 EXPLORATORY = "exploratory"
+OPEN = "open"  # a study whose next look is still to come
 NOT_RUN = "not run"
 TEST_NAME = "Welch's t-test, two-sided; alpha / m per comparison (m: the claims file's comparisons)"
 POWER = 0.8
@@ -361,8 +362,7 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc."""
     sign = -1.0 if higher_is_better(stat) else 1.0
-    keep = [(v, c, k) for v, c, k in _aligned(better, classes[0], codes[0])]
-    keep_b = [(v, c, k) for v, c, k in _aligned(worse, classes[1], codes[1])]
+    keep, keep_b = _aligned(better, classes[0], codes[0]), _aligned(worse, classes[1], codes[1])
     a, b = [sign * v for v, _, _ in keep], [sign * v for v, _, _ in keep_b]
     class_a, class_b = [c for _, c, _ in keep], [c for _, c, _ in keep_b]
     shown_a, shown_b = summarize([sign * v for v in a], level), summarize([sign * v for v in b], level)
@@ -425,9 +425,6 @@ def combine(verdicts: Iterable[str]) -> str:
     if any(v.startswith(OPEN) for v in verdicts):
         return OPEN
     return INCONCLUSIVE
-
-
-OPEN = "open"
 
 
 def _setting(config: dict, norm: str, key: str) -> Any:
