@@ -36,7 +36,7 @@ DRIVER = r"""
 import hashlib, io, json, sys, tempfile
 import torch
 from atnbench.config import build_config
-from atnbench.identity import code_fingerprint
+from atnbench.identity import code_fingerprint, run_id_of
 from atnbench.store import ResultsStore
 from atnbench.train import train
 
@@ -52,8 +52,8 @@ with tempfile.TemporaryDirectory() as folder:
         for values in json.load(sys.stdin):
             config = build_config(values)
             record = train(config, store, torch.device("cpu"), keep_model=True)
-            curve = [[p.step, p.train_loss, p.val_loss, p.metrics] for p in store.curve(config.run_id)]
-            final = store.model(config.run_id, "final")
+            curve = [[p.step, p.train_loss, p.val_loss, p.metrics] for p in store.curve(run_id_of(config))]
+            final = store.model(run_id_of(config), "final")
             weights = digest(torch.load(io.BytesIO(final[1]), weights_only=True)) if final else None
             results.append({"status": record["status"], "curve": curve, "weights": weights})
 print(json.dumps({"code": code_fingerprint(), "results": results}))

@@ -10,7 +10,6 @@ same row of the results store.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import typing
 from dataclasses import field
 from typing import Annotated, Any, Optional
@@ -84,10 +83,6 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @functools.cached_property
-    def run_id(self) -> str:
-        return run_id(self.to_dict())
-
 
 FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
@@ -106,13 +101,6 @@ def check_values(values: dict[str, Any], where: str) -> None:
                 _CHECKERS[key].validate_python(value)
             except ValidationError as err:
                 raise ConfigError(f"{where}: {explain(err, key)}") from None
-
-
-def run_id(config: dict[str, Any]) -> str:
-    """Deterministic id of a resolved config (see ``atnbench.identity``)."""
-    from atnbench.identity import run_id as identity_run_id
-
-    return identity_run_id(config)
 
 
 def build_config(values: dict[str, Any]) -> RunConfig:

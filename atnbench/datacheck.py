@@ -203,7 +203,7 @@ def check_task_data(config) -> None:
     good batch (or source) at the run's settings; nothing for shipped generated tasks."""
     import torch
 
-    from atnbench.tasks.registry import task_for
+    from atnbench.tasks.lookup import task_for
 
     task = task_for(config)
     if "module" in (config.options or {}).get("user_task", {}):  # the user's code: one batch made and checked now

@@ -42,6 +42,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from atnbench.userfiles import file_stat
+
 PACKAGE = Path(__file__).resolve().parent
 CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
 DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
@@ -56,9 +58,10 @@ FIRST_FIELDS = frozenset((
 ))
 
 
-def run_id(config: dict[str, Any]) -> str:
-    """Deterministic id of a config: 12 hex digits of a SHA-256 of its identity with the code."""
-    return run_id_under(config, code_fingerprint())
+def run_id_of(config) -> str:
+    """Deterministic id of a config (a RunConfig or a dict of its fields): 12 hex digits of a
+    SHA-256 of its identity with the code."""
+    return run_id_under(config if isinstance(config, dict) else config.to_dict(), code_fingerprint())
 
 
 def run_id_under(config: dict[str, Any], code: str) -> str:
@@ -177,13 +180,10 @@ def _normalise_loose(value: Any) -> Any:
 def _generated_length(task: str, T: int) -> int | None:
     """The sequence length of a generated task (each batch starts a fresh window); None for
     real-data tasks, whose windows carry across batches."""
-    from atnbench.tasks import get_task
+    from atnbench.tasks.registry import shipped_task  # the shipped table only: a user task is never capped
 
-    try:
-        spec = get_task(task)
-    except ValueError:
-        return None
-    return spec.seq_len(T) if spec.make_source is None else None
+    spec = shipped_task(task)
+    return spec.seq_len(T) if spec is not None and spec.make_source is None else None
 
 
 # values of each setting that ``identity`` may drop, to ask whether it does for a config; both
@@ -258,16 +258,6 @@ def _data_fingerprint(paths: tuple[str, ...]) -> str:
             digest.update(name.encode() + b"\0")
             digest.update(_file_digest(str(path), *file_stat(path)).encode())
     return digest.hexdigest()[:16]
-
-
-def file_stat(path) -> tuple[int, int]:
-    """(size, modification time in ns) of a file, (-1, -1) if it cannot be read: what says a
-    cached reading of it is still good."""
-    try:
-        stat = Path(path).stat()
-    except OSError:
-        return (-1, -1)
-    return (stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=256)

@@ -33,6 +33,12 @@ def cpu_capability() -> Optional[str]:
         return None
 
 
+def processor_class(env: Optional[dict]) -> str:
+    """The class of processor a run's recorded environment names (the instruction set its kernels
+    used): runs are bit-for-bit comparable only within one class."""
+    return str((env or {}).get("cpu_capability") or "unknown")
+
+
 def available_cores() -> int:
     """Cores this process may run on (its affinity where the OS has one)."""
     if hasattr(os, "sched_getaffinity"):

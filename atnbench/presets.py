@@ -12,7 +12,7 @@ import functools
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 from atnbench.config import FIELDS, ConfigError, RunConfig
@@ -36,6 +36,7 @@ class TaskPreset:
     source: Path
     # old variant names that still resolve: name -> the variant it now is (None: the defaults)
     aliases: dict[str, Optional[str]] = field(default_factory=dict)
+    min_T: int = 1  # the task's shortest T, from the task lookup that read the preset
 
     def canonical_variant(self, name: Optional[str]) -> Optional[str]:
         """The variant a name stands for: an alias resolves (to None when it names the
@@ -144,28 +145,24 @@ def check_top_level(path: Path, data: dict[str, Any], allowed: tuple[str, ...], 
             raise _fail(path, key, "missing")
 
 
-def load_task_preset(name_or_path: str | Path) -> TaskPreset:
-    from atnbench import taskfiles as user  # a user task of the search folders (--include, $ATNBENCH_TASKS)
-
-    user_file = user.find(name_or_path) if isinstance(name_or_path, str) else None
-    if user_file is not None:
-        return user.load_preset(user_file)
-    path = find_preset_file("tasks", name_or_path)
+def read_task_preset(path: Path, min_T_of: Callable[[str], Optional[int]]) -> TaskPreset:
+    """The preset file at ``path``, checked; ``min_T_of(task)`` is the shortest T the file's task
+    takes, None for a name that is no task (the caller's task lookup: presets sit below it)."""
     stat = path.stat()
-    return _read_task_preset(path, path.resolve(), stat.st_mtime_ns, stat.st_size)
+    return _read_task_preset(path, path.resolve(), stat.st_mtime_ns, stat.st_size, min_T_of)
 
 
 @functools.lru_cache(maxsize=64)
-def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int) -> TaskPreset:
+def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int,
+                      min_T_of: Callable[[str], Optional[int]]) -> TaskPreset:
     """One version of a preset file (where it is, modification time, size), read and checked
     once: a sweep resolves it for every run, and parsing the YAML each time was most of its
     expansion. An edited file is read again."""
-    from atnbench.tasks import task_names  # late: the task registry imports torch
-
     data = read_yaml_mapping(path)
     check_top_level(path, data, TOP_LEVEL, REQUIRED)
-    if data["task"] not in task_names():
-        raise _fail(path, "task", f"unknown task {data['task']!r}; expected one of: {', '.join(task_names())}")
+    min_T = min_T_of(data["task"]) if isinstance(data["task"], str) else None
+    if min_T is None:
+        raise _fail(path, "task", f"unknown task {data['task']!r} (`atnbench tasks` lists them)")
     if not isinstance(data["citation"], str):
         raise _fail(path, "citation", "expected a one-line string")
     if type(data["default_T"]) is not int or data["default_T"] < 1:
@@ -195,7 +192,7 @@ def _read_task_preset(path: Path, resolved: Path, mtime_ns: int, size: int) -> T
         defaults=dict(check_layer(path, "defaults", data["defaults"])),
         per_T={T: dict(layer) for T, layer in per_T.items()},
         variants={name: dict(layer) for name, layer in variants.items()},
-        source=path, aliases=dict(aliases),
+        source=path, aliases=dict(aliases), min_T=min_T,
     )
 
 
@@ -205,12 +202,9 @@ def resolve_preset(preset: TaskPreset, T: Optional[int] = None, variant: Optiona
     A later layer's ``steps`` replaces an earlier ``epochs`` and vice versa; ``epochs`` becomes
     ``steps = epochs * steps_per_epoch`` with the final ``steps_per_epoch``.
     """
-    from atnbench.tasks import get_task
-
     T = preset.default_T if T is None else T
-    min_T = get_task(preset.task).min_T
-    if T < min_T:
-        raise ConfigError(f"{preset.source}: T={T} is too short for the {preset.task} task (min_T={min_T})")
+    if T < preset.min_T:
+        raise ConfigError(f"{preset.source}: T={T} is too short for the {preset.task} task (min_T={preset.min_T})")
     layers = [preset.defaults, preset.per_T.get(T, {})]
     variant = preset.canonical_variant(variant)
     if variant is not None:

@@ -42,19 +42,6 @@ def run_estimate(T: int, batch: int, hidden: int, layers: int, input_size: int, 
                                 + (f", {val_samples} validation samples" if val_samples else ""))
 
 
-def config_estimate(config) -> Estimate:
-    """A RunConfig's estimate; the task's input/output widths (a vocabulary for real data)."""
-    from atnbench.tasks.registry import task_for
-
-    task = task_for(config)
-    width = task.input_size or 1
-    # real-data tasks: tokens are embedded, and the validation set is the dataset's (not val_samples)
-    synthetic = task.make_source is None
-    T = task.seq_len(config.T) if synthetic else config.T
-    return run_estimate(T, config.batch_size, config.hidden, config.layers, width, task.output_size or 1,
-                        val_samples=config.val_samples if synthetic else 0, gates=3 if config.cell == "gru" else 4)
-
-
 def check_buildable(config, what: str = "this run") -> None:
     """ConfigError unless the model is one that builds in seconds (``limits.MAX_LAYERS``):
     checked with the memory estimate, before anything is built."""

@@ -15,9 +15,10 @@ import torch
 
 from atnbench.config import RunConfig, build_config
 from atnbench.errors import UserError
-from atnbench.resources import check_fits, config_estimate
+from atnbench.resources import check_fits
+from atnbench.runspec import config_estimate
 from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
-from atnbench.tasks.registry import task_for
+from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import DataSource, make_source
 
 

@@ -19,8 +19,10 @@ from atnbench.config import ConfigError, RunConfig, build_config, check_values
 from atnbench.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
 from atnbench.nn.schemes import get_scheme
-from atnbench.presets import load_task_preset, resolve_preset
-from atnbench.tasks import get_task
+from atnbench.presets import resolve_preset
+from atnbench.tasks.lookup import load_task_preset
+from atnbench.resources import Estimate, run_estimate
+from atnbench.tasks import get_task, task_for
 from atnbench.zoo import canonical_norm
 
 
@@ -171,3 +173,14 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     if budget is None:
         budget = values.pop("budget", 1.0)
     return build_config(apply_budget(values, float(budget), whole_splits=task.metric in WHOLE_SPLIT_METRICS))
+
+
+def config_estimate(config) -> Estimate:
+    """A RunConfig's estimate; the task's input/output widths (a vocabulary for real data)."""
+    task = task_for(config)
+    width = task.input_size or 1
+    # real-data tasks: tokens are embedded, and the validation set is the dataset's (not val_samples)
+    synthetic = task.make_source is None
+    T = task.seq_len(config.T) if synthetic else config.T
+    return run_estimate(T, config.batch_size, config.hidden, config.layers, width, task.output_size or 1,
+                        val_samples=config.val_samples if synthetic else 0, gates=3 if config.cell == "gru" else 4)

@@ -267,6 +267,7 @@ def _fit_length(given: dict[str, Any], defaults: dict[str, Any]) -> dict[str, An
 def load_preset(path: Path):
     """The TaskPreset of a user task file: its defaults over defaults that fit its data."""
     from atnbench.presets import TaskPreset, check_layer
+    from atnbench.tasks.user import spec_from_options
 
     definition = read_definition(path)
     options = task_options(definition, path)
@@ -291,7 +292,7 @@ def load_preset(path: Path):
                for T, layer in definition.per_T.items()},
         variants={v: dict(_check_options(path, f"variants.{v}", check_layer(path, f"variants.{v}", layer)))
                   for v, layer in definition.variants.items()},
-        source=path)
+        source=path, min_T=spec_from_options(path.stem, options).min_T)
 
 
 def _check_options(path: Path, where: str, layer: dict[str, Any]) -> dict[str, Any]:

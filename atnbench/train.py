@@ -35,9 +35,10 @@ from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
 from atnbench.selection import BEST_STEP, best_val_point, held_out_at_best_val, is_held_out
 from atnbench.store import ResultsStore, environment
-from atnbench.tasks.registry import task_for
+from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, cell_options, count_parameters, model_name
+from atnbench.identity import run_id_of
 
 log = logging.getLogger("atnbench")
 
@@ -224,7 +225,7 @@ class Checkpoint:
 
 def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float, params: int) -> dict:
     task = task_for(config)
-    curve = store.curve(config.run_id)
+    curve = store.curve(run_id_of(config))
     train = [p.train_loss for p in curve if p.train_loss is not None]
     val = [p.val_loss for p in curve if p.val_loss is not None]
     last = curve[-1] if curve else None
@@ -294,15 +295,15 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     """
     device = torch.device(device)
     if device.type != config.device:
-        raise UserError(f"run {config.run_id} is configured for device {config.device}, not {device.type}")
+        raise UserError(f"run {run_id_of(config)} is configured for device {config.device}, not {device.type}")
     if device.type == "cpu":
         torch.set_num_threads(config.threads)
     reporter = reporter or SilentReporter()
-    with checkpoints.hold_run(store.path, config.run_id, wait=wait,
+    with checkpoints.hold_run(store.path, run_id_of(config), wait=wait,
                               should_stop=getattr(reporter, "should_stop", None)) as waited:
-        row = store.get_run(config.run_id) if waited else None
+        row = store.get_run(run_id_of(config)) if waited else None
         if row is not None and row.status in ("done", "diverged"):
-            log.warning(f"run {config.run_id} was finished by the other process; keeping its result")
+            log.warning(f"run {run_id_of(config)} was finished by the other process; keeping its result")
             return result_record(config, row.status, row.summary, row.error)
         return _train(config, store, device, reporter, resume, sweep, checkpoint_every, keep_model)
 
@@ -310,7 +311,7 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
 def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporter: Reporter, resume: bool,
            sweep: Optional[str], checkpoint_every: int, keep_model: bool = True) -> dict:
     task = task_for(config)
-    run_id = config.run_id
+    run_id = run_id_of(config)
     checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id))
     saved = None
     if resume and not checkpoint.path.exists():
@@ -413,7 +414,7 @@ def _set_aside(path: Path, bad: CorruptCheckpoint, run_id: str) -> None:
 def result_record(config: RunConfig, status: str, summary: dict, error: Optional[str] = None) -> dict:
     """The flat record ``atnbench run --json`` prints and sweeps collect."""
     record = {
-        "run_id": config.run_id, "status": status, "task": config.task, "norm": config.norm,
+        "run_id": run_id_of(config), "status": status, "task": config.task, "norm": config.norm,
         "cell": config.cell, "k": config.k, "T": config.T, "seed": config.seed,
     }
     record.update(summary)

@@ -249,3 +249,13 @@ def read_settings(path: Union[str, Path]) -> Any:
     """A settings file: JSON where its name ends in .json, else YAML (JSON is YAML too)."""
     text = read_text(path)
     return parse_json(text, str(path)) if Path(path).suffix == ".json" else parse_yaml(text, str(path))
+
+
+def file_stat(path) -> tuple[int, int]:
+    """(size, modification time in ns) of a file, (-1, -1) if it cannot be read: what says a
+    cached reading of it is still good."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_size, stat.st_mtime_ns)

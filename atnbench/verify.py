@@ -18,6 +18,7 @@ from typing import Optional
 
 from atnbench.errors import UserError
 from atnbench.store import ResultsStore, RunRecord
+from atnbench.identity import run_id_of
 
 COMPARED = ("min_val_loss", "min_train_loss")
 
@@ -92,8 +93,8 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     with tempfile.TemporaryDirectory(prefix="atnbench-verify-") as folder:
         with ResultsStore(Path(folder) / "verify.db") as scratch:
             train(config, scratch, device, keep_model=False)
-            fresh_row = scratch.get_run(config.run_id)
-            fresh_curve = scratch.curve(config.run_id)
+            fresh_row = scratch.get_run(run_id_of(config))
+            fresh_curve = scratch.curve(run_id_of(config))
     same_curve = [_numbers(p) for p in curve] == [_numbers(p) for p in fresh_curve]
     stored = {key: record.summary.get(key) for key in COMPARED}
     fresh = {key: fresh_row.summary.get(key) for key in COMPARED}

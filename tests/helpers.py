@@ -1,6 +1,7 @@
 """Small test utilities shared by several test modules."""
 
 import torch
+from atnbench.identity import run_id_of
 
 
 def randomize(model, seed=0):
@@ -74,14 +75,14 @@ def fill_store(path, runs):
         for task, T, norm, k, seed, status, level, sweep in runs:
             flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
             config = resolve_run(task, flags, budget=0.01)
-            store.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1}, sweep=sweep)
+            store.start_run(run_id_of(config), config.to_dict(), {"device": "cpu", "threads": 1}, sweep=sweep)
             points = list(zip((100, 200, 300), (4 * level, level, 2 * level), (4 * level, level / 2, level)))
             for step, train, val in points[:1] if status == "running" else points:
-                store.log_eval(config.run_id, step, step / 100, train, val, {"accuracy": 1 - level})
+                store.log_eval(run_id_of(config), step, step / 100, train, val, {"accuracy": 1 - level})
             if status != "running":
-                store.finish_run(config.run_id, status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
+                store.finish_run(run_id_of(config), status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
                                                           "min_val_loss": level / 2, "min_train_loss": level})
-            ids.append(config.run_id)
+            ids.append(run_id_of(config))
     return ids
 
 
@@ -181,7 +182,7 @@ def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
     cpu = torch.device("cpu")
     with ResultsStore(folder / "whole.db") as store:
         whole = train(config, store, cpu)
-        whole_curve = key(store.curve(config.run_id))
+        whole_curve = key(store.curve(run_id_of(config)))
     with ResultsStore(folder / "killed.db") as store:
         try:
             train(config, store, cpu, Interrupt(at=kill_at), checkpoint_every=2)
@@ -192,7 +193,7 @@ def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
         if inspect_killed is not None:
             inspect_killed(store)
         resumed = train(config, store, cpu, resume=True)
-        resumed_curve = key(store.curve(config.run_id))
+        resumed_curve = key(store.curve(run_id_of(config)))
     return whole, whole_curve, resumed, resumed_curve
 
 

@@ -13,6 +13,7 @@ from atnbench.identity import code_fingerprint
 from atnbench.report.aggregate import RunData, aggregate, budget_label, k_ablations, mean_std, run_values
 from atnbench.runspec import resolve_run
 from atnbench.store import EvalPoint, ResultsStore, RunRecord
+from atnbench.identity import run_id_of
 
 CURRENT = code_fingerprint()
 
@@ -140,9 +141,9 @@ def test_rows_without_a_window_have_no_k(tmp_path):
     with ResultsStore(tmp_path / "s.db") as store:
         for norm, flags in (("ln", {}), ("none", {}), ("atn", {"k": 45})):
             config = resolve_run("copying", {"T": 100, "norm": norm, **flags}, budget=0.01)
-            store.start_run(config.run_id, config.to_dict(), {"code": CURRENT})
-            store.log_eval(config.run_id, 100, 1.0, 0.5, 0.5)
-            store.finish_run(config.run_id, "done", {})
+            store.start_run(run_id_of(config), config.to_dict(), {"code": CURRENT})
+            store.log_eval(run_id_of(config), 100, 1.0, 0.5, 0.5)
+            store.finish_run(run_id_of(config), "done", {})
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
     (group,) = aggregate(runs, {})
     assert {row.label: row.k for row in group.rows} == {"lstm": None, "ln": None, "atn": 45}

@@ -14,6 +14,7 @@ from atnbench.analysis import invariances as inv
 from atnbench.analysis import stats as st
 from atnbench.config import build_config
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 CPU = torch.device("cpu")
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -91,20 +92,20 @@ def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
                                         val_samples=4))
     trained = st.train_model(config, 2, CPU)
     with ResultsStore(store_path) as store:
-        store.start_run(config.run_id, config.to_dict(), {})
+        store.start_run(run_id_of(config), config.to_dict(), {})
         with pytest.raises(ValueError, match="kept no best model"):
-            st.load_run(store, config.run_id, CPU)
+            st.load_run(store, run_id_of(config), CPU)
         weights = io.BytesIO()
         torch.save(trained.model.state_dict(), weights)
-        store.save_model(config.run_id, "best", 2, weights.getvalue())
-        loaded = st.load_run(store, config.run_id, CPU)
+        store.save_model(run_id_of(config), "best", 2, weights.getvalue())
+        loaded = st.load_run(store, run_id_of(config), CPU)
         for name, value in trained.model.state_dict().items():
             assert torch.equal(loaded.model.state_dict()[name], value)
     out_dir = tmp_path / "out"
-    result = invoke("stats", "--from-run", config.run_id, "--store", store_path, "--out-dir", out_dir)
+    result = invoke("stats", "--from-run", run_id_of(config), "--store", store_path, "--out-dir", out_dir)
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader((out_dir / "stats-series.csv").open()))
-    assert {r["run_id"] for r in rows} == {config.run_id}
+    assert {r["run_id"] for r in rows} == {run_id_of(config)}
     assert len(rows) == 3 * 10
     bad = invoke("stats", "--from-run", "nosuchrun", "--store", store_path, "--out-dir", out_dir)
     assert bad.exit_code == 2 and "nosuchrun" in bad.output

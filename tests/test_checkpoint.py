@@ -20,6 +20,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.train import SilentReporter, _train, train
 from helpers import Interrupt
+from atnbench.identity import run_id_of
 
 CPU = torch.device("cpu")
 CONFIG = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
@@ -27,7 +28,7 @@ CONFIG = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 
 
 
 def points(store: ResultsStore) -> list[tuple]:
-    return [(p.step, p.train_loss, p.val_loss) for p in store.curve(CONFIG.run_id)]
+    return [(p.step, p.train_loss, p.val_loss) for p in store.curve(run_id_of(CONFIG))]
 
 
 def killed_run(path: Path) -> Path:
@@ -35,7 +36,7 @@ def killed_run(path: Path) -> Path:
     with ResultsStore(path) as store:
         with pytest.raises(KeyboardInterrupt):
             train(CONFIG, store, CPU, Interrupt(at=9), checkpoint_every=2)
-    file = checkpoints.checkpoint_file(path, CONFIG.run_id)
+    file = checkpoints.checkpoint_file(path, run_id_of(CONFIG))
     assert file.exists()
     return file
 
@@ -104,7 +105,7 @@ def test_a_checkpoint_of_another_model_is_set_aside(tmp_path, whole, caplog):
     with ResultsStore(tmp_path / "other.db") as store:
         with pytest.raises(KeyboardInterrupt):
             train(other, store, CPU, Interrupt(at=9), checkpoint_every=2)
-    os.replace(checkpoints.checkpoint_file(tmp_path / "other.db", other.run_id), file)
+    os.replace(checkpoints.checkpoint_file(tmp_path / "other.db", run_id_of(other)), file)
     with ResultsStore(tmp_path / "r.db") as store, caplog.at_level(logging.WARNING, logger="atnbench"):
         train(CONFIG, store, CPU, resume=True)
         assert points(store) == whole
@@ -150,8 +151,8 @@ def test_on_save_sees_every_checkpoint_in_place_and_only_inside_its_block(tmp_pa
     path = tmp_path / "r.db"
     with checkpoints.on_save(watch):
         killed_run(path)  # checkpoints at steps 4 and 8 (every 2nd evaluation), then interrupted
-    assert seen == [(checkpoints.checkpoint_file(path, CONFIG.run_id), 4),
-                    (checkpoints.checkpoint_file(path, CONFIG.run_id), 8)]
+    assert seen == [(checkpoints.checkpoint_file(path, run_id_of(CONFIG)), 4),
+                    (checkpoints.checkpoint_file(path, run_id_of(CONFIG)), 8)]
     with ResultsStore(path) as store:
         train(CONFIG, store, CPU, resume=True)  # outside the block: no more calls
     assert len(seen) == 2
@@ -159,10 +160,10 @@ def test_on_save_sees_every_checkpoint_in_place_and_only_inside_its_block(tmp_pa
 
 def test_a_run_training_elsewhere_is_refused(tmp_path):
     with ResultsStore(tmp_path / "r.db") as store:
-        with hold_run(store.path, CONFIG.run_id):  # as another process would
+        with hold_run(store.path, run_id_of(CONFIG)):  # as another process would
             with pytest.raises(RunBusy, match="being trained by another process"):
                 train(CONFIG, store, CPU)
-        assert store.status(CONFIG.run_id) is None  # the refused run wrote nothing
+        assert store.status(run_id_of(CONFIG)) is None  # the refused run wrote nothing
 
 
 def test_a_waiting_run_keeps_the_other_process_result(tmp_path):
@@ -181,10 +182,10 @@ def test_a_waiting_run_keeps_the_other_process_result(tmp_path):
 
     outcome = {}
     with ResultsStore(path) as store:
-        with hold_run(path, CONFIG.run_id):  # "the other process", training the run meanwhile
+        with hold_run(path, run_id_of(CONFIG)):  # "the other process", training the run meanwhile
             waiter = threading.Thread(target=wait_and_train)
             waiter.start()
-            third = checkpoints.RunLock(checkpoints.lock_file(path, CONFIG.run_id))
+            third = checkpoints.RunLock(checkpoints.lock_file(path, run_id_of(CONFIG)))
             assert not third.try_acquire()  # still held by us while the waiter polls
             _train(CONFIG, store, CPU, SilentReporter(), False, None, 2)
         waiter.join(timeout=60)

@@ -13,10 +13,12 @@ import torch
 
 from atnbench.config import ConfigError
 from atnbench.data import DataUnavailable
-from atnbench.presets import load_task_preset, resolve_preset
+from atnbench.presets import resolve_preset
+from atnbench.tasks.lookup import load_task_preset
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke, whole_and_resumed
+from atnbench.identity import run_id_of
 
 datasets = pytest.importorskip("datasets")
 WORDS = "the market fell as investors sold shares of bank stocks and bonds <unk> n't".split()
@@ -533,7 +535,7 @@ def test_resumed_run_after_the_asgd_switch_equals_uninterrupted(tmp_path):
                                                     "asgd_switch": {"nonmono": 1}}))
 
     def at_the_kill(store):
-        saved = torch.load(store.checkpoint_dir(config.run_id) / "checkpoint.pt", weights_only=False)
+        saved = torch.load(store.checkpoint_dir(run_id_of(config)) / "checkpoint.pt", weights_only=False)
         assert saved["step"] == 12 and saved["optimizer"]["switched_at"] is not None
 
     whole, whole_curve, resumed, resumed_curve = whole_and_resumed(config, tmp_path, 13, at_the_kill)

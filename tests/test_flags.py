@@ -13,6 +13,7 @@ from typer.core import TyperOption
 from atnbench.cli import app
 from atnbench.runspec import resolve_run
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "4", "--eval-every", "2", "--val-samples", "8"]
 SWEEP = """\
@@ -76,7 +77,7 @@ def test_config_files_take_flag_names_as_well_as_keys(tmp_path):
     keys = tmp_path / "keys.yaml"
     keys.write_text("steps: 6\nbatch_size: 4\neval_every: 2\nval_samples: 8\nhidden: 8\n")
     by_flags, by_keys = resolve_run("adding", {}, config_file=flags), resolve_run("adding", {}, config_file=keys)
-    assert by_flags.run_id == by_keys.run_id and (by_flags.steps, by_flags.batch_size) == (6, 4)
+    assert run_id_of(by_flags) == run_id_of(by_keys) and (by_flags.steps, by_flags.batch_size) == (6, 4)
 
 
 def test_sweep_takes_the_run_flags_of_run(tmp_path):

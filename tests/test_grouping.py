@@ -9,6 +9,7 @@ from atnbench.report.aggregate import RunData, aggregate
 from atnbench.report.render import group_view
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
+from atnbench.identity import run_id_of
 
 
 def record_sweeps(store: ResultsStore, names, loss_of, code=None) -> None:
@@ -89,11 +90,11 @@ def test_test_at_best_val_is_shown_in_the_tasks_measure(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with ResultsStore(tmp_path / "s.db") as store:
         config = resolve_run("ptb-char", {"norm": "ln"}, budget=0.01)
-        store.start_run(config.run_id, config.to_dict(), {"code": code_fingerprint()})
+        store.start_run(run_id_of(config), config.to_dict(), {"code": code_fingerprint()})
         for step, val, test in ((720, 1.3, 1.25), (1080, 1.2, 1.18)):
-            store.log_eval(config.run_id, step, 1.0, 1.4, val, {"val_bpc": val / math.log(2), "test_loss": test,
+            store.log_eval(run_id_of(config), step, 1.0, 1.4, val, {"val_bpc": val / math.log(2), "test_loss": test,
                                                                 "test_bpc": test / math.log(2)})
-        store.finish_run(config.run_id, "done", {})
+        store.finish_run(run_id_of(config), "done", {})
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
     view = group_view(aggregate(runs)[0], with_paper=True)
     column = next(c for c in view.columns if "at best val" in c.label)
@@ -109,9 +110,9 @@ def test_raw_wikitext_is_not_compared_with_table_5(tmp_path, monkeypatch):
     with ResultsStore(tmp_path / "s.db") as store:
         for variant in (None, "raw"):
             config = resolve_run("wikitext2", {"norm": "ln"}, variant=variant)
-            store.start_run(config.run_id, config.to_dict(), {"code": code_fingerprint()})
-            store.log_eval(config.run_id, 933, 1.0, 5.0, 4.8)
-            store.finish_run(config.run_id, "done", {})
+            store.start_run(run_id_of(config), config.to_dict(), {"code": code_fingerprint()})
+            store.log_eval(run_id_of(config), 933, 1.0, 5.0, 4.8)
+            store.finish_run(run_id_of(config), "done", {})
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
     views = {g.variant: group_view(g, with_paper=True) for g in aggregate(runs)}
     assert set(views) == {None, "raw"}

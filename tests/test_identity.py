@@ -14,6 +14,7 @@ from atnbench.config import RunConfig, build_config
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 TINY_RUN = ["adding", "--T", "12", "--iters", "6", "--eval-every", "3", "--val-samples", "16", "--hidden", "8",
             "--batch-size", "8", "--quiet"]
@@ -26,29 +27,29 @@ def config(**values) -> RunConfig:
 # --- equal ids where the numbers must be equal -------------------------------------------------------
 
 def test_value_types_are_normalised():
-    assert config(momentum=0).run_id == config(momentum=0.0).run_id
-    assert config(lr=1).run_id == config(lr=1.0).run_id
-    assert config(eps=1e-5).run_id != config(eps=1e-3).run_id
+    assert run_id_of(config(momentum=0)) == run_id_of(config(momentum=0.0))
+    assert run_id_of(config(lr=1)) == run_id_of(config(lr=1.0))
+    assert run_id_of(config(eps=1e-5)) != run_id_of(config(eps=1e-3))
 
 
 def test_settings_without_effect_are_collapsed():
-    assert config(norm="none", eps=1e-3).run_id == config(norm="none", eps=1e-5).run_id
-    assert config(norm="none", affine=False).run_id == config(norm="none").run_id
-    assert config(norm="none", k=3).run_id == config(norm="none", k=7).run_id
-    assert config(norm="ln", k=3).run_id == config(norm="ln", k=7).run_id
-    assert config(norm="ln", eps=1e-3).run_id != config(norm="ln").run_id  # LN does use eps
-    assert config(optimizer="adam", momentum=0.9).run_id == config(optimizer="adam").run_id
-    assert config(optimizer="rmsprop", momentum=0.9).run_id != config(optimizer="rmsprop").run_id
-    assert config(device="cuda", threads=4).run_id == config(device="cuda", threads=1).run_id
+    assert run_id_of(config(norm="none", eps=1e-3)) == run_id_of(config(norm="none", eps=1e-5))
+    assert run_id_of(config(norm="none", affine=False)) == run_id_of(config(norm="none"))
+    assert run_id_of(config(norm="none", k=3)) == run_id_of(config(norm="none", k=7))
+    assert run_id_of(config(norm="ln", k=3)) == run_id_of(config(norm="ln", k=7))
+    assert run_id_of(config(norm="ln", eps=1e-3)) != run_id_of(config(norm="ln"))  # LN does use eps
+    assert run_id_of(config(optimizer="adam", momentum=0.9)) == run_id_of(config(optimizer="adam"))
+    assert run_id_of(config(optimizer="rmsprop", momentum=0.9)) != run_id_of(config(optimizer="rmsprop"))
+    assert run_id_of(config(device="cuda", threads=4)) == run_id_of(config(device="cuda", threads=1))
 
 
 def test_window_longer_than_the_sequence_is_the_sequence():
     # adding at T=20: a window of 20 steps or more always holds every step so far
-    ids = {config(norm="atn", k=k).run_id for k in (20, 50, 10**6)}
+    ids = {run_id_of(config(norm="atn", k=k)) for k in (20, 50, 10**6)}
     assert len(ids) == 1
-    assert config(norm="atn", k=19).run_id not in ids
+    assert run_id_of(config(norm="atn", k=19)) not in ids
     # copying's sequence is T + 20 steps long: k = T is still a real window there
-    copy = {k: build_config({"task": "copying", "T": 10, "norm": "atn", "k": k}).run_id for k in (10, 30, 99)}
+    copy = {k: run_id_of(build_config({"task": "copying", "T": 10, "norm": "atn", "k": k})) for k in (10, 30, 99)}
     assert copy[10] != copy[30] and copy[30] == copy[99]
 
 
@@ -57,10 +58,10 @@ def test_data_location_is_replaced_by_its_content(tmp_path):
     for folder in (first, second):
         folder.mkdir()
         (folder / "ptb.char.train.txt").write_text("a b c\n")
-    same = [build_config({"task": "ptb-char", "T": 50, "options": {"data_dir": str(f)}}).run_id for f in (first, second)]
+    same = [run_id_of(build_config({"task": "ptb-char", "T": 50, "options": {"data_dir": str(f)}})) for f in (first, second)]
     assert same[0] == same[1]
     (second / "ptb.char.train.txt").write_text("a b d\n")
-    changed = build_config({"task": "ptb-char", "T": 50, "options": {"data_dir": str(second)}}).run_id
+    changed = run_id_of(build_config({"task": "ptb-char", "T": 50, "options": {"data_dir": str(second)}}))
     assert changed != same[0]
 
 
@@ -68,10 +69,11 @@ def test_data_location_is_replaced_by_its_content(tmp_path):
 
 def test_threads_device_and_code_enter_the_id(monkeypatch):
     base = config(norm="ln")
-    assert config(norm="ln", threads=2).run_id != base.run_id
-    assert config(norm="ln", device="cuda").run_id != base.run_id
+    base_id = run_id_of(base)
+    assert run_id_of(config(norm="ln", threads=2)) != base_id
+    assert run_id_of(config(norm="ln", device="cuda")) != base_id
     monkeypatch.setattr(identity, "code_fingerprint", lambda: "0" * 16)
-    assert config(norm="ln").run_id != base.run_id
+    assert run_id_of(config(norm="ln")) != base_id
     assert identity.config_key(config(norm="ln").to_dict()) == identity.config_key(base.to_dict())
 
 
@@ -200,71 +202,71 @@ def test_uses_and_setting_of_follow_the_identitys_collapse_rules(tmp_path):
 # -- found by a mutation pass over atnbench/identity.py: each rule, both ways -----------------------
 
 def data_id(options: dict, task: str = "ptb-char") -> str:
-    return build_config({"task": task, "T": 50, "options": options}).run_id
+    return run_id_of(build_config({"task": task, "T": 50, "options": options}))
 
 
 # --- collapse rules: exactly the settings without effect ---------------------------------------------
 
 def test_the_plain_cell_drops_its_norm_settings_but_not_the_rest():
-    assert config(norm="none", bias_inside=True).run_id == config(norm="none", bias_inside=False).run_id
-    assert config(norm="none", affine=False).run_id == config(norm="none", affine=True).run_id
-    assert config(norm="none", init="atn").run_id != config(norm="none", init="torch").run_id  # init does count
-    assert config(norm="bn", eps=1e-3).run_id != config(norm="bn").run_id  # only the plain cell drops eps
-    assert config(norm="ln", bias_inside=False).run_id != config(norm="ln", bias_inside=True).run_id
+    assert run_id_of(config(norm="none", bias_inside=True)) == run_id_of(config(norm="none", bias_inside=False))
+    assert run_id_of(config(norm="none", affine=False)) == run_id_of(config(norm="none", affine=True))
+    assert run_id_of(config(norm="none", init="atn")) != run_id_of(config(norm="none", init="torch"))  # init does count
+    assert run_id_of(config(norm="bn", eps=1e-3)) != run_id_of(config(norm="bn"))  # only the plain cell drops eps
+    assert run_id_of(config(norm="ln", bias_inside=False)) != run_id_of(config(norm="ln", bias_inside=True))
 
 
 def test_a_default_written_out_is_the_default():
     """Through the library as through the command line (``resolve_run``): stating the norm's own
     bias placement or initialisation names the same run."""
-    assert config(norm="ln", bias_inside=True).run_id == config(norm="ln").run_id
-    assert config(norm="atn-bn", bias_inside=False).run_id == config(norm="atn-bn").run_id
-    assert config(norm="ln", bias_inside=False).run_id != config(norm="ln").run_id
-    assert config(norm="none", init="torch").run_id == config(norm="none").run_id
-    assert config(norm="ln", init="atn").run_id == config(norm="ln").run_id
-    assert config(norm="ln", init="torch").run_id != config(norm="ln").run_id
-    assert resolve_run("adding", {"norm": "ln", "T": 20, "bias_inside": True}).run_id == \
-        resolve_run("adding", {"norm": "ln", "T": 20}).run_id
+    assert run_id_of(config(norm="ln", bias_inside=True)) == run_id_of(config(norm="ln"))
+    assert run_id_of(config(norm="atn-bn", bias_inside=False)) == run_id_of(config(norm="atn-bn"))
+    assert run_id_of(config(norm="ln", bias_inside=False)) != run_id_of(config(norm="ln"))
+    assert run_id_of(config(norm="none", init="torch")) == run_id_of(config(norm="none"))
+    assert run_id_of(config(norm="ln", init="atn")) == run_id_of(config(norm="ln"))
+    assert run_id_of(config(norm="ln", init="torch")) != run_id_of(config(norm="ln"))
+    assert run_id_of(resolve_run("adding", {"norm": "ln", "T": 20, "bias_inside": True})) == \
+        run_id_of(resolve_run("adding", {"norm": "ln", "T": 20}))
 
 
 def test_atn_bn_has_a_window_too():
-    assert config(norm="atn-bn", k=3).run_id != config(norm="atn-bn", k=7).run_id
-    assert config(norm="atn-bn", k=20).run_id == config(norm="atn-bn", k=50).run_id  # T=20: the whole sequence
+    assert run_id_of(config(norm="atn-bn", k=3)) != run_id_of(config(norm="atn-bn", k=7))
+    assert run_id_of(config(norm="atn-bn", k=20)) == run_id_of(config(norm="atn-bn", k=50))  # T=20: the whole sequence
 
 
 def test_real_data_windows_are_not_capped_at_the_sequence():
     # a real-data task's windows carry across batches: k > T is still a real window there
-    ids = {k: build_config({"task": "ptb-char", "T": 50, "norm": "atn", "k": k}).run_id for k in (50, 60, 100)}
+    ids = {k: run_id_of(build_config({"task": "ptb-char", "T": 50, "norm": "atn", "k": k})) for k in (50, 60, 100)}
     assert len(set(ids.values())) == 3
 
 
 def test_sgd_keeps_its_momentum():
-    assert config(optimizer="sgd", momentum=0.9).run_id != config(optimizer="sgd").run_id
-    assert config(optimizer="asgd", momentum=0.9).run_id == config(optimizer="asgd").run_id
+    assert run_id_of(config(optimizer="sgd", momentum=0.9)) != run_id_of(config(optimizer="sgd"))
+    assert run_id_of(config(optimizer="asgd", momentum=0.9)) == run_id_of(config(optimizer="asgd"))
 
 
 def test_threads_count_on_the_cpu_only():
-    assert config(device="cpu", threads=4).run_id != config(device="cpu", threads=1).run_id
-    assert config(device="cuda", threads=4).run_id == config(device="cuda", threads=1).run_id
-    assert config(device="cuda").run_id != config(device="mps").run_id  # the device type itself stays
+    assert run_id_of(config(device="cpu", threads=4)) != run_id_of(config(device="cpu", threads=1))
+    assert run_id_of(config(device="cuda", threads=4)) == run_id_of(config(device="cuda", threads=1))
+    assert run_id_of(config(device="cuda")) != run_id_of(config(device="mps"))  # the device type itself stays
 
 
 # --- value types, from YAML, JSON or a stored record ---------------------------------------------------
 
 def test_raw_configs_normalise_int_fields_and_ignore_unknown_keys():
     base = config().to_dict()
-    assert identity.run_id({**base, "T": 20.0, "hidden": 128.0}) == config().run_id  # T: 20.0 is 20
-    assert identity.run_id({**base, "momentum": 0, "budget": 1}) == config().run_id  # momentum: 0 is 0.0
-    assert identity.run_id({**base, "T": 20.5}) != config().run_id  # not truncated to 20
-    assert identity.run_id({**base, "out_dir": "elsewhere"}) == config().run_id  # not a RunConfig field
+    assert identity.run_id_of({**base, "T": 20.0, "hidden": 128.0}) == run_id_of(config())  # T: 20.0 is 20
+    assert identity.run_id_of({**base, "momentum": 0, "budget": 1}) == run_id_of(config())  # momentum: 0 is 0.0
+    assert identity.run_id_of({**base, "T": 20.5}) != run_id_of(config())  # not truncated to 20
+    assert identity.run_id_of({**base, "out_dir": "elsewhere"}) == run_id_of(config())  # not a RunConfig field
 
 
 def test_task_options_are_normalised_and_their_order_does_not_count():
-    plain = config(options={"a": 1, "b": {"c": 2}, "d": [3, 4]}).run_id
-    assert config(options={"a": 1.0, "b": {"c": 2}, "d": [3, 4]}).run_id == plain
-    assert config(options={"a": 1, "b": {"c": 2.0}, "d": [3, 4]}).run_id == plain
-    assert config(options={"a": 1, "b": {"c": 2}, "d": [3.0, 4]}).run_id == plain
-    assert config(options={"d": [3, 4], "b": {"c": 2}, "a": 1}).run_id == plain
-    assert config(options={"a": 1.5, "b": {"c": 2}, "d": [3, 4]}).run_id != plain
+    plain = run_id_of(config(options={"a": 1, "b": {"c": 2}, "d": [3, 4]}))
+    assert run_id_of(config(options={"a": 1.0, "b": {"c": 2}, "d": [3, 4]})) == plain
+    assert run_id_of(config(options={"a": 1, "b": {"c": 2.0}, "d": [3, 4]})) == plain
+    assert run_id_of(config(options={"a": 1, "b": {"c": 2}, "d": [3.0, 4]})) == plain
+    assert run_id_of(config(options={"d": [3, 4], "b": {"c": 2}, "a": 1})) == plain
+    assert run_id_of(config(options={"a": 1.5, "b": {"c": 2}, "d": [3, 4]})) != plain
 
 
 # --- uses / setting_of ---------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from atnbench.tasks.registry import TASK_MODULES, get_task
+from atnbench.tasks.registry import TASK_MODULES
+from atnbench.tasks.lookup import get_task
 
 PACKAGE = Path(__file__).resolve().parent.parent / "atnbench"
 

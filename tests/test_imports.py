@@ -158,7 +158,7 @@ def _with_data_file(record, data_file):
     from atnbench import identity
 
     record["config"]["options"] = {**record["config"].get("options", {}), "data_files": {"train": str(data_file)}}
-    record["run_id"] = identity.run_id(record["config"])
+    record["run_id"] = identity.run_id_of(record["config"])
     return record
 
 

@@ -7,13 +7,8 @@ import pytest
 
 from atnbench import presets
 from atnbench.config import ConfigError, build_config
-from atnbench.presets import (
-    find_preset_file,
-    list_task_presets,
-    load_task_preset,
-    resolve_preset,
-    search_dirs,
-)
+from atnbench.presets import find_preset_file, list_task_presets, resolve_preset, search_dirs
+from atnbench.tasks.lookup import load_task_preset
 
 REPO = Path(__file__).resolve().parents[1]
 

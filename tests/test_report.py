@@ -29,6 +29,7 @@ from atnbench.report.render import group_view, k_ablation_view, rich_view
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "papers" / "atn-assorted-time-normalization.md"
@@ -64,15 +65,15 @@ def fill(path: Path) -> Path:
         for task, T, norm, k, seed, budget, status, level, sweep in RUNS:
             flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
             config = resolve_run(task, flags, budget=budget)  # the paper preset: comparable runs
-            store.start_run(config.run_id, config.to_dict(), {"device": "cpu"}, sweep=sweep)
+            store.start_run(run_id_of(config), config.to_dict(), {"device": "cpu"}, sweep=sweep)
             if status == "diverged":
-                store.log_eval(config.run_id, 100, 1.0, 2.0, 2.5)
-                store.log_eval(config.run_id, 200, 2.0, float("nan"), float("inf"))
+                store.log_eval(run_id_of(config), 100, 1.0, 2.0, 2.5)
+                store.log_eval(run_id_of(config), 200, 2.0, float("nan"), float("inf"))
             elif level is not None:
                 for step, train, val in zip((100, 200, 300), (4 * level, level, 2 * level), (4 * level, level / 2, level)):
-                    store.log_eval(config.run_id, step, step / 100, train, val)
+                    store.log_eval(run_id_of(config), step, step / 100, train, val)
             if status != "running":
-                store.finish_run(config.run_id, status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
+                store.finish_run(run_id_of(config), status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
                                                           "baseline": None})
     return path
 

@@ -13,6 +13,7 @@ from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.train import train
 from helpers import Interrupt, invoke, whole_and_resumed
+from atnbench.identity import run_id_of
 
 
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "6", "--eval-every", "2",
@@ -70,7 +71,7 @@ def test_budget_shrinks_steps_evals_and_validation():
     small = resolve_run("adding", {"T": 200}, budget=0.01)
     assert small.steps == full.steps // 100 and small.eval_every == full.eval_every // 100
     assert small.val_samples == full.val_samples // 100 and small.budget == 0.01
-    assert small.run_id != full.run_id
+    assert run_id_of(small) != run_id_of(full)
 
 
 def test_budget_on_whole_split_tasks_keeps_the_evaluation_interval():
@@ -89,8 +90,8 @@ def test_resume_after_kill_equals_uninterrupted(tmp_path, norm):
                                     "val_samples": 8, "norm": norm, "k": 3})
 
     def at_the_kill(store):
-        assert store.status(config.run_id) == "failed"
-        assert (store.checkpoint_dir(config.run_id) / "checkpoint.pt").exists()
+        assert store.status(run_id_of(config)) == "failed"
+        assert (store.checkpoint_dir(run_id_of(config)) / "checkpoint.pt").exists()
 
     whole, whole_curve, resumed, resumed_curve = whole_and_resumed(config, tmp_path, 9, at_the_kill)
     assert resumed["status"] == "done" and resumed_curve == whole_curve
@@ -213,7 +214,7 @@ def test_force_starts_an_interrupted_run_over(tmp_path, uninterrupted):
     run_id, whole = uninterrupted
     config = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 300, "eval_every": 10,
                                     "val_samples": 8, "norm": "atn", "k": 3, "threads": 1, "device": "cpu"})
-    assert config.run_id == run_id
+    assert run_id_of(config) == run_id
     store = tmp_path / "r.db"
     with ResultsStore(store) as results, pytest.raises(KeyboardInterrupt):
         train(config, results, torch.device("cpu"), Interrupt(at=35))  # checkpoint at step 20
@@ -254,6 +255,6 @@ def test_the_fast_path_is_loaded_before_the_run_is_timed(tmp_path, monkeypatch, 
     config = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 6, "eval_every": 2,
                                     "val_samples": 8, "norm": norm, "seed": 1})
     with ResultsStore(tmp_path / "sweep.db") as results:
-        outcome = execute(Job(config.run_id, config.to_dict(), "tiny", "tiny"), results, "cpu", SilentReporter())
+        outcome = execute(Job(run_id_of(config), config.to_dict(), "tiny", "tiny"), results, "cpu", SilentReporter())
     assert outcome["status"] == "done"
     assert events[:2] == (["build", "train"] if builds else ["train"])

@@ -21,6 +21,7 @@ def _no_user_folders(monkeypatch):
     monkeypatch.setenv("ATNBENCH_TASKS", "")
 
 from helpers import invoke as shared_invoke
+from atnbench.identity import run_id_of
 
 
 def invoke(*args, **options):
@@ -114,15 +115,15 @@ def test_an_old_summary_is_shown_at_the_evaluation_validation_chose(tmp_path):
     store = tmp_path / "old.db"
     with ResultsStore(store) as results:
         for old in configs:
-            results.start_run(old.run_id, old.to_dict(), {"device": "cpu", "threads": 1})
+            results.start_run(run_id_of(old), old.to_dict(), {"device": "cpu", "threads": 1})
             for step, val, test in ((1, 0.5, 0.4), (2, 0.2, 0.3), (3, 0.3, 0.1)):
-                results.log_eval(old.run_id, step, float(step), 0.5, val, {"test_loss": test})
-            results.finish_run(old.run_id, "done", {"test_loss": 0.1, "min_val_loss": 0.2})
-    compared = ok(invoke("runs", "compare", *(c.run_id for c in configs), "--store", store)).stdout
+                results.log_eval(run_id_of(old), step, float(step), 0.5, val, {"test_loss": test})
+            results.finish_run(run_id_of(old), "done", {"test_loss": 0.1, "min_val_loss": 0.2})
+    compared = ok(invoke("runs", "compare", *(run_id_of(c) for c in configs), "--store", store)).stdout
     assert any(line.split()[:3] == ["test_loss", "0.3", "0.3"] for line in compared.splitlines()), compared
-    show = json.loads(ok(invoke("runs", "show", config.run_id, "--store", store, "--format", "json")).stdout)
+    show = json.loads(ok(invoke("runs", "show", run_id_of(config), "--store", store, "--format", "json")).stdout)
     assert (show["summary"]["test_loss"], show["summary"]["best_step"]) == (0.3, 2)
-    table = ok(invoke("runs", "show", config.run_id, "--store", store, "--no-chart")).stdout
+    table = ok(invoke("runs", "show", run_id_of(config), "--store", store, "--no-chart")).stdout
     assert "best_step" in table
     exported = json.loads(ok(invoke("runs", "export", "--store", store, "--format", "json")).stdout)
     assert exported[0]["summary"]["test_loss"] == 0.3

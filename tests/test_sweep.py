@@ -21,6 +21,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
 from helpers import CliProcess, invoke, poll_store, still_running, tiny_sweep
+from atnbench.identity import run_id_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,7 +96,7 @@ def test_expansion_is_deterministic_and_does_not_split_runs_on_k(tmp_path):
     # the same run id as `atnbench run` with the same settings
     same = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 6, "eval_every": 2,
                                   "val_samples": 8, "norm": "ln"})
-    assert first[1].run_id == same.run_id
+    assert first[1].run_id == run_id_of(same)
     # --seeds, --budget and run flags pass through
     other = expand(load_sweep(path), budget=0.5, seeds=(7,), overrides={"lr": 0.01})
     assert [r.config.seed for r in other] == [7] * 4
@@ -117,7 +118,7 @@ def test_k_T_and_bias_inside_canonicalisation(tmp_path):
     runs = expand(load_sweep(path))
     assert [(r.config.norm, r.config.k, r.config.bias_inside) for r in runs] == [
         ("ln", 10, None), ("ln", 10, False), ("atn", 12, None), ("atn", 12, False)]  # ln: the default k
-    assert runs[0].run_id == resolve_run("adding", {"T": 12, "norm": "ln"}).run_id
+    assert runs[0].run_id == run_id_of(resolve_run("adding", {"T": 12, "norm": "ln"}))
 
 
 # --- shipped presets --------------------------------------------------------------------------------
@@ -477,7 +478,7 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
     assert len(reference) == 8 and all(set(kinds) == {"best", "final"} for kinds in reference.values())
     assert kept_weights(store) == reference  # the resumed run's best from before its interruption included
     with ResultsStore(store, create=False) as results:
-        assert not (results.checkpoint_dir(interrupted.run_id) / "checkpoint.pt").exists()
+        assert not (results.checkpoint_dir(run_id_of(interrupted)) / "checkpoint.pt").exists()
 
 
 @pytest.mark.ray

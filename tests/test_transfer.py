@@ -13,6 +13,7 @@ import pytest
 from atnbench.store import ResultsStore
 from atnbench.transfer import Conflict, combine, difference
 from helpers import fill_store, invoke, tiny_sweep, valid_record
+from atnbench.identity import run_id_of
 
 
 # (task, T, norm, k, seed, status, level, sweep): two tasks, seeds, a k-sweep, a diverged and a
@@ -251,7 +252,7 @@ def test_export_can_leave_out_stale_runs_that_a_current_run_supersedes(tmp_path)
     with ResultsStore(path) as store:
         for name, norm, code in (("old ln", "ln", "0" * 16), ("ln", "ln", code_fingerprint()), ("old atn", "atn", "0" * 16)):
             config = resolve_run("adding", {"norm": norm, "T": 100}, budget=0.01)
-            run_id = config.run_id if code == code_fingerprint() else f"{code[:4]}{config.run_id[4:]}"
+            run_id = run_id_of(config) if code == code_fingerprint() else f"{code[:4]}{run_id_of(config)[4:]}"
             store.start_run(run_id, config.to_dict(), {"code": code})
             store.log_eval(run_id, 2, 1.0, 0.5, 0.4)
             store.finish_run(run_id, "done", {})
@@ -391,7 +392,7 @@ def test_only_a_finished_current_run_supersedes_a_stale_one(tmp_path):
                                          ("old atn", "atn", "0" * 16, "done"), ("atn", "atn", current, "running"),
                                          ("old bn", "bn", "0" * 16, "done"), ("bn", "bn", current, "failed")):
             config = resolve_run("adding", {"norm": norm, "T": 100}, budget=0.01)
-            run_id = config.run_id if code == current else f"{code[:4]}{config.run_id[4:]}"
+            run_id = run_id_of(config) if code == current else f"{code[:4]}{run_id_of(config)[4:]}"
             store.start_run(run_id, config.to_dict(), {"code": code})
             store.log_eval(run_id, 2, 1.0, 0.5, 0.4)
             if status != "running":

@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from atnbench.cli import app
+from atnbench.identity import run_id_of
 
 HEADER = '''import os, sys, torch
 from atnbench.tasks import TaskSpec
@@ -186,7 +187,8 @@ def test_a_good_task_from_code_is_checked_and_runs(tmp_path, monkeypatch):
     result = invoke("tasks", "check", "mine", "--include", folder)
     assert result.exit_code == 0 and "ok: run it with" in result.stdout, result.stderr
     from atnbench.runspec import resolve_run
-    from atnbench.tasks.registry import batch_generator, task_of
+    from atnbench.tasks.registry import batch_generator
+    from atnbench.tasks.lookup import task_of
 
     monkeypatch.setenv("ATNBENCH_TASKS", str(folder))
     config = resolve_run("mine", {})
@@ -216,7 +218,7 @@ def test_flags_are_refused_with_the_right_name(tmp_path, monkeypatch, args, mess
 def test_norm_names_are_case_insensitive():
     from atnbench.runspec import resolve_run
 
-    assert resolve_run("adding", {"norm": "LN"}).run_id == resolve_run("adding", {"norm": "ln"}).run_id
+    assert run_id_of(resolve_run("adding", {"norm": "LN"})) == run_id_of(resolve_run("adding", {"norm": "ln"}))
     assert resolve_run("adding", {"norm": "ATN"}).norm == "atn"
 
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 REPO = Path(__file__).resolve().parents[1]
 # the ragged test data are object arrays: read with pickle, which a task file must allow
@@ -158,7 +159,7 @@ def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_pa
 
 def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):
     from atnbench.runspec import resolve_run
-    from atnbench.tasks.registry import task_for
+    from atnbench.tasks.lookup import task_for
     from atnbench.tasks.source import make_source
 
     config = resolve_run(task, {"T": T, "val_samples": val_samples, "batch_size": batch_size, "seed": seed})
@@ -209,7 +210,7 @@ def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
         config = resolve_run("steps", {"norm": norm, "k": 3, "steps": 4, "eval_every": 2})
         with ResultsStore(folder / "s.db") as store:
             record = train(config, store, torch.device("cpu"))
-            losses.append([(p.train_loss, p.val_loss) for p in store.curve(config.run_id)])
+            losses.append([(p.train_loss, p.val_loss) for p in store.curve(run_id_of(config))])
         assert record["status"] == "done"
     assert losses[0] == losses[1]
 
@@ -219,14 +220,14 @@ def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
     from atnbench.taskfiles import include
 
     include([npz_task])
-    first = resolve_run("vowels", {}).run_id
+    first = run_id_of(resolve_run("vowels", {}))
     moved = tmp_path / "moved"
     shutil.copytree(npz_task, moved)
     include([moved])
-    assert resolve_run("vowels", {}).run_id == first  # the same contents elsewhere: the same run
+    assert run_id_of(resolve_run("vowels", {})) == first  # the same contents elsewhere: the same run
     xs, ys = ragged(seed=5)
     np.savez(moved / "seqs.npz", x=xs, y=ys)
-    assert resolve_run("vowels", {}).run_id != first
+    assert run_id_of(resolve_run("vowels", {})) != first
 
 
 def test_step_classification_from_a_long_table(tmp_path):

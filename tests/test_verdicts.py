@@ -35,6 +35,7 @@ from atnbench.runspec import resolve_run
 from atnbench.store import EvalPoint, ResultsStore, RunRecord
 
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 COPYING_BASELINE = 10 * math.log(8) / 120  # copying T=100: 0.1733
 
@@ -221,11 +222,11 @@ def fill(path, levels):
         for (variant, norm), level in levels.items():
             for seed in range(5):
                 config = resolve_run("copying", {"T": 100, "norm": norm, "seed": seed}, variant=variant)
-                store.start_run(config.run_id, config.to_dict(), {"device": "cpu"})
+                store.start_run(run_id_of(config), config.to_dict(), {"device": "cpu"})
                 value = COPYING_BASELINE * (level + 0.01 * seed)
-                store.log_eval(config.run_id, 100, 1.0, 2 * value, 2 * value)
-                store.log_eval(config.run_id, 200, 2.0, value, value)
-                store.finish_run(config.run_id, "done", {"wall_s": 1.0, "steps_per_s": 1.0})
+                store.log_eval(run_id_of(config), 100, 1.0, 2 * value, 2 * value)
+                store.log_eval(run_id_of(config), 200, 2.0, value, value)
+                store.finish_run(run_id_of(config), "done", {"wall_s": 1.0, "steps_per_s": 1.0})
     return path
 
 

@@ -13,6 +13,7 @@ from atnbench.cli import app
 from atnbench.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
+from atnbench.identity import run_id_of
 
 WIDTHS = (80, 100)
 STATUS_WORDS = {"done", "diverged", "failed", "running", "left", "reproduced", "contradicted", "inconclusive",
@@ -45,18 +46,18 @@ def store(tmp_path_factory):
         for task, T, norm, k, seed, status, loss, sweep in RUNS:
             flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
             config = resolve_run(task, flags, budget=0.25 if task == "adding" else None)
-            results.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1,
+            results.start_run(run_id_of(config), config.to_dict(), {"device": "cpu", "threads": 1,
                                                                   "torch": "2.13.0+cpu"}, sweep=sweep)
             metrics = {"val_bpc": loss * 1.4427, "test_bpc": loss * 1.4} if task == "ptb-char" else {}
             for step, factor in ((1000, 4.0), (2000, 1.0), (3000, 1.25)):
-                results.log_eval(config.run_id, step, step / 7.0, loss * factor * 1.1, loss * factor, metrics)
+                results.log_eval(run_id_of(config), step, step / 7.0, loss * factor * 1.1, loss * factor, metrics)
                 if status == "running":
                     break
             if status != "running":
-                results.finish_run(config.run_id, status, {"wall_s": 1233.3 + seed, "steps_per_s": 2.6272,
+                results.finish_run(run_id_of(config), status, {"wall_s": 1233.3 + seed, "steps_per_s": 2.6272,
                                                            "min_val_loss": loss, "min_train_loss": loss * 1.1},
                                    error="loss became nan at step 2,345" if status == "diverged" else None)
-            ids.append(config.run_id)
+            ids.append(run_id_of(config))
     return path, ids
 
 
@@ -293,8 +294,8 @@ def test_runs_list_tells_apart_runs_that_differ_only_in_bias_placement(tmp_path)
     with ResultsStore(path) as results:
         for bias in (True, False):
             config = resolve_run("copying", {"norm": "ln", "T": 100, "bias_inside": bias})
-            results.start_run(config.run_id, config.to_dict(), {"device": "cpu", "threads": 1, "torch": "x"})
-            results.finish_run(config.run_id, "done", {"min_val_loss": 0.1, "wall_s": 3.0})
+            results.start_run(run_id_of(config), config.to_dict(), {"device": "cpu", "threads": 1, "torch": "x"})
+            results.finish_run(run_id_of(config), "done", {"min_val_loss": 0.1, "wall_s": 3.0})
     text = output_at(("runs", "list", "--store", path), 80)
     rows = [line for line in text.splitlines() if " ln " in line]
     assert len(rows) == 2 and "bias inside" in rows[0] + rows[1] and "bias outside" in rows[0] + rows[1]

@@ -47,7 +47,8 @@ def stats(
     from atnbench.analysis import stats as st
     from atnbench.analysis.figures import write_term_figures
     from atnbench.outputs import check_output_dir
-    from atnbench.resources import check_fits, config_estimate
+    from atnbench.resources import check_fits
+    from atnbench.runspec import config_estimate
     from atnbench.store import ResultsStore
     from atnbench.zoo import resolve_device
 

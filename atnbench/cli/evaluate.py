@@ -34,7 +34,7 @@ def evaluate(
     """
     from atnbench.restore import restore
     from atnbench.store import ResultsStore
-    from atnbench.tasks.registry import task_for
+    from atnbench.tasks.lookup import task_for
     from atnbench.train import evaluate as evaluate_split
     from atnbench.tasks.source import derived_metric
     from atnbench.zoo import resolve_device

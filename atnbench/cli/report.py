@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import re
 import sys
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -15,82 +13,9 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
 from atnbench.cli.app import app, err, fail, out, user_errors
-from atnbench.errors import UserError
+from atnbench.report.load import filters_text, load_groups
 from atnbench.report.verdicts import RULE
 from atnbench.store import ResultsStore
-
-RELATIVE_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_since(text: Optional[str]) -> Optional[str | datetime]:
-    """An ISO-8601 date/time, or an age such as ``30m``, ``12h``, ``7d``, ``2w``."""
-    if text is None:
-        return None
-    match = RELATIVE_SINCE.match(text)
-    if match:
-        try:
-            return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
-        except OverflowError:  # before the year 1: every run is younger
-            raise UserError(f"--since {text}: too long ago (ages reach back to the year 1)") from None
-    return text
-
-
-def _filters_text(task, T, sweep, norm, since) -> str:
-    parts = [f"--{name} {value}" for name, value in (("task", task), ("T", T), ("sweep", sweep), ("norm", norm),
-                                                    ("since", since)) if value is not None]
-    return " ".join(parts) if parts else "(no filters)"
-
-
-def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optional[str], norm: Optional[str],
-                since: Optional[str]):
-    """Open the store (never creating it), select the runs, aggregate them into groups.
-
-    Exits with one line when the store is missing, unusable or empty, or when nothing
-    finished matches the filters.
-    """
-    from atnbench.report.aggregate import RunData, aggregate
-    from atnbench.tasks import get_task
-    from atnbench.tasks.registry import task_of
-    from atnbench.zoo import canonical_norm
-
-    norm_column = canonical_norm(norm) if norm is not None else None
-    unknown = None
-    if task is not None:
-        try:
-            get_task(task)  # a typo is "unknown task", not "no finished runs match"
-        except UserError as error:  # unless the store holds runs of it (a user task not --include'd)
-            unknown = error
-            if not Path(store).is_file():
-                raise
-    with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
-        total = len(results.runs())
-        if total == 0:
-            fail(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
-                 f"or `atnbench sweep` first")
-        records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
-        if unknown is not None and not results.runs(task=task):
-            raise unknown
-        if sweep is not None and not records and sweep not in results.sweeps():
-            known = ", ".join(results.sweeps()) or "none"
-            fail(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
-        finished = [r for r in records if r.status in ("done", "diverged")]
-        if not finished:
-            fail(f"no finished runs match {_filters_text(task, T, sweep, norm, since)} "
-                 f"({len(records)} selected of {total} in {results.path}, none done or diverged)")
-        runs = [RunData(record, tuple(results.curve(record.run_id)) if record.status == "done" else ())
-                for record in records]
-        path = results.path
-    baselines = {}
-    options = {(r.task, r.T): r.config.get("options") for r in records}
-    for key in options:
-        try:
-            baselines[key] = task_of(key[0], options[key]).baseline(key[1])
-        except (ValueError, TypeError):
-            pass
-    groups = [group for group in aggregate(runs, baselines) if group.rows]
-    return groups, path, len(records), total
-
 
 def _is_k_sweep(sweep: Optional[str]) -> bool:
     return sweep is not None and sweep.startswith("k-")
@@ -192,7 +117,7 @@ def report(
         say(f"wrote {output}")
     elif fmt == "table":
         out.print(Text(f"atnbench report · {path} · {selected} of {total} runs selected "
-                       f"{_filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
+                       f"{filters_text(task, T, sweep, norm, since)}", style="dim"), soft_wrap=True)
         # the one width rule (cli.app): piped, the tables get the width they need; in a
         # terminal a table too wide for it is stacked (render.stacked_table)
         for view in views:

@@ -25,6 +25,7 @@ from atnbench.tables import FitTable
 from atnbench.tasks import get_task
 from atnbench.warmup import load_fast_path
 from atnbench.zoo import models as all_models, resolve_device
+from atnbench.identity import run_id_of
 
 log = logging.getLogger("atnbench")  # its warnings print as "note:" lines (cli.app)
 
@@ -171,7 +172,8 @@ def run(
     from atnbench.datacheck import check_task_data
     from atnbench.outputs import check_output_file
     from atnbench.progress import reporter_for, run_label
-    from atnbench.resources import check_buildable, check_fits, config_estimate
+    from atnbench.resources import check_buildable, check_fits
+    from atnbench.runspec import config_estimate
     from atnbench.train import train
 
     if resume and force:
@@ -193,16 +195,16 @@ def run(
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
     with ResultsStore(store) as results:
         store_path = results.path
-        finished = results.get_run(run_config.run_id)
+        finished = results.get_run(run_id_of(run_config))
         if (finished is None or finished.status not in ("done", "diverged")) and not force:
             # the same experiment finished by other code that a canary vouched for (atnbench.equivalence)
             finished = finished_equivalent(results.runs(task=run_config.task, T=run_config.T),
                                            run_config.to_dict()) or finished
         if finished is not None and finished.status in ("done", "diverged"):
             if not force:
-                vouched = "" if finished.run_id == run_config.run_id else \
+                vouched = "" if finished.run_id == run_id_of(run_config) else \
                     f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
-                err.print(f"run {run_config.run_id} is already in {results.path}{vouched} ({finished.status}, "
+                err.print(f"run {run_id_of(run_config)} is already in {results.path}{vouched} ({finished.status}, "
                           f"{finished.updated_at[:19]} UTC): not training again. See it with "
                           f"`atnbench runs show {finished.run_id}`; --force trains again and replaces it.",
                           soft_wrap=True, highlight=False)
@@ -212,13 +214,13 @@ def run(
                     summary = selected_summary(finished.summary, results.curve(finished.run_id))
                     print(json.dumps(result_record(run_config, finished.status, summary, finished.error)))
                 return
-            err.print(f"--force: training run {run_config.run_id} again; its row in {results.path} will be replaced",
+            err.print(f"--force: training run {run_id_of(run_config)} again; its row in {results.path} will be replaced",
                       soft_wrap=True, highlight=False)
-        has_checkpoint = checkpoint_file(results.path, run_config.run_id).exists()
+        has_checkpoint = checkpoint_file(results.path, run_id_of(run_config)).exists()
         if force and has_checkpoint:
-            with hold_run(results.path, run_config.run_id):  # RunBusy (exit 1) while it trains elsewhere
-                discard(results.path, run_config.run_id)  # a later rerun must not resume the old attempt
-            err.print(f"--force: starting run {run_config.run_id} over; its checkpoint is discarded",
+            with hold_run(results.path, run_id_of(run_config)):  # RunBusy (exit 1) while it trains elsewhere
+                discard(results.path, run_id_of(run_config))  # a later rerun must not resume the old attempt
+            err.print(f"--force: starting run {run_id_of(run_config)} over; its checkpoint is discarded",
                       soft_wrap=True, highlight=False)
         reporter = reporter_for(run_label(run_config), quiet=quiet)
         if has_checkpoint and not (resume or force):
@@ -229,7 +231,7 @@ def run(
                 record = train(run_config, results, torch_device, reporter, resume=resume or (has_checkpoint and not force),
                                checkpoint_every=checkpoint_every, keep_model=keep_model)
             except KeyboardInterrupt:
-                err.print(f"interrupted: run {run_config.run_id} recorded as failed; continue it with the same command",
+                err.print(f"interrupted: run {run_id_of(run_config)} recorded as failed; continue it with the same command",
                           soft_wrap=True, highlight=False)
                 raise typer.Exit(128 + interrupt.signum)
     if out_file is not None:

@@ -23,7 +23,7 @@ from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
 from atnbench.checkpoint import RunBusy, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, user_errors
-from atnbench.cli.report import parse_since
+from atnbench.report.load import parse_since
 from atnbench.errors import UserError
 from atnbench.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store

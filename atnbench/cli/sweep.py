@@ -350,7 +350,8 @@ def sweep(
             fail("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")
         runs = expand_picked(seed_list)
     if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
-        from atnbench.resources import check_fits, config_estimate
+        from atnbench.resources import check_fits
+        from atnbench.runspec import config_estimate
 
         biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")

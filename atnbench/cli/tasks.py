@@ -25,7 +25,8 @@ def tasks(ctx: typer.Context, include: options.Include = None):
     (--include DIR, $ATNBENCH_TASKS) with the file each comes from."""
     if ctx.invoked_subcommand is not None:
         return
-    from atnbench.presets import list_task_presets, load_task_preset
+    from atnbench.presets import list_task_presets
+    from atnbench.tasks.lookup import load_task_preset
     from atnbench.tasks import get_task, task_names
     from atnbench.tasks.registry import TASK_MODULES
     from atnbench.taskfiles import user_task_files
@@ -116,7 +117,7 @@ def check(
 ):
     """Read a task of your own and say what it holds: sizes, lengths, classes, the no-information
     baseline; every mistake in the task or data file is one line naming the file and the field."""
-    from atnbench.presets import load_task_preset
+    from atnbench.tasks.lookup import load_task_preset
     from atnbench.taskfiles import ENV_FOLDERS, find, read_definition, task_options
     from atnbench.tasks.userprep import PROBLEMS, prepared, summary
 

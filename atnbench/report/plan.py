@@ -90,7 +90,7 @@ def pilot_groups(store_path, task: str, Ts: Iterable[int]) -> list:
 
     from atnbench.report.aggregate import RunData, aggregate
     from atnbench.store import ResultsStore
-    from atnbench.tasks.registry import task_of
+    from atnbench.tasks.lookup import task_of
 
     if not Path(store_path).is_file():
         return []

@@ -40,7 +40,7 @@ def _args(text: str) -> tuple[str, dict[str, str]]:
 
 
 def _groups(store: Path):
-    from atnbench.cli.report import load_groups
+    from atnbench.report.load import load_groups
 
     return load_groups(store, None, None, None, None, None)[0]
 

@@ -127,7 +127,7 @@ class TableView:
 
 def measure_of(task: str, options: Optional[dict] = None) -> str:
     try:
-        from atnbench.tasks.registry import task_of
+        from atnbench.tasks.lookup import task_of
 
         spec = task_of(task, options)
     except ValueError:
@@ -272,7 +272,8 @@ def _is_default_variant(task: str, variant: Optional[str]) -> bool:
     """No variant, or a variant that changes nothing of the task's default preset (an alias)."""
     if variant is None:
         return True
-    from atnbench.presets import load_task_preset, resolve_preset
+    from atnbench.presets import resolve_preset
+    from atnbench.tasks.lookup import load_task_preset
 
     try:
         preset = load_task_preset(task)
@@ -294,7 +295,7 @@ def _order_text(values: dict[str, float]) -> str:
 def _test_at_best_val(group: Group) -> Optional[str]:
     """The test statistic at the best validation evaluation, in the task's own measure (bpc,
     perplexity, accuracy) where the runs recorded it, else as a loss; None without test scores."""
-    from atnbench.tasks.registry import task_of
+    from atnbench.tasks.lookup import task_of
 
     try:
         metric = task_of(group.task, group_options(group)).metric

@@ -34,7 +34,9 @@ from scipy import stats
 
 from atnbench.errors import UserError
 from atnbench.report import sequential
-from atnbench.report.claims import Claim, Family, Side, comparison_key
+from atnbench.machine import processor_class
+from atnbench.report.claims import Family, Side, comparison_key
+from atnbench.report.welch import welch_test
 
 PREFIX = "study:"
 SPENDING = "Lan-DeMets O'Brien-Fleming-type alpha spending, two-sided (Welch's t-test at each look)"
@@ -272,10 +274,6 @@ def side_data(store, run_ids: Iterable[str], stat: str) -> SideData:
     return data
 
 
-def processor_class(env: dict) -> str:
-    return str((env or {}).get("cpu_capability") or "unknown")
-
-
 def fraction(n_a: int, n_b: int, maximum: int) -> float:
     return min(1.0, statistics.harmonic_mean([n_a, n_b]) / maximum) if n_a and n_b else 0.0
 
@@ -284,8 +282,6 @@ def judge(planned: Planned, a: list[float], b: list[float], fractions: tuple[flo
           futility: float, classes: tuple[list[str], list[str]] = ((), ())) -> dict:
     """One comparison at one look: the Welch statistic (stratified by processor class where the
     sides mix classes differently), the look's boundary and the decision."""
-    from atnbench.report.verdicts import welch_test
-
     sign = -1.0 if planned.higher_is_better else 1.0
     signed_a, signed_b = [sign * v for v in a], [sign * v for v in b]
     test = welch_test(signed_a, signed_b, classes)

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
 from atnbench.errors import UserError
+from atnbench.machine import processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
+from atnbench.report.welch import LEVEL, welch_test
 from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-exported for callers
     CLAIMS_FILE,
     Claim,
@@ -49,7 +51,6 @@ from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-export
 
 DEFAULT_MARGIN = 0.05
 ALPHA = 0.05
-LEVEL = 0.95
 MIN_SEEDS = 5
 BASELINE_STATS = ("min_val_loss", "min_train_loss")  # what "at baseline" looks at, first present
 
@@ -151,69 +152,6 @@ class BaselineExit:
     left: int
     n: int
     ci: tuple[float, float]
-
-
-@dataclass(frozen=True)
-class WelchTest:
-    """Welch's test of mean(a) - mean(b), stratified by processor class where the sides mix
-    classes differently (then the per-class differences are combined by inverse variance and
-    the degrees of freedom summed)."""
-
-    diff: float
-    se: float
-    df: float
-    p: float  # two-sided; nan when the test cannot be made (see ``note``)
-    stratified: bool = False
-    note: str = ""
-
-    def interval(self, level: float = LEVEL) -> tuple[float, float]:
-        from scipy import stats
-
-        half = stats.t.isf((1 - level) / 2, self.df) * self.se if self.se > 0 else 0.0
-        return self.diff - half, self.diff + half
-
-
-def _welch_parts(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float]:
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se2 = va + vb
-    df = se2 ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1)) if se2 > 0 else float(len(a) + len(b) - 2)
-    return statistics.fmean(a) - statistics.fmean(b), se2, df
-
-
-def _mix(classes: Sequence[str], n: int) -> dict[str, float]:
-    return {c: classes.count(c) / n for c in set(classes)} if classes else {}
-
-
-def welch_test(a: Sequence[float], b: Sequence[float],
-               classes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> WelchTest:
-    """Welch's two-sided test of a against b (2 values a side at least); ``classes`` gives each
-    value's processor class: sides whose class mixes differ are tested stratified by class."""
-    from scipy import stats
-
-    ca, cb = classes
-    if ca and cb and _mix(ca, len(a)) != _mix(cb, len(b)):
-        strata = []
-        for c in sorted(set(ca) & set(cb)):
-            xa = [v for v, k in zip(a, ca) if k == c]
-            xb = [v for v, k in zip(b, cb) if k == c]
-            if len(xa) >= 2 and len(xb) >= 2:
-                strata.append(_welch_parts(xa, xb))
-        usable = [(d, se2, df) for d, se2, df in strata if se2 > 0]
-        if not usable:
-            return WelchTest(statistics.fmean(a) - statistics.fmean(b), 0.0, 1.0, float("nan"), True,
-                             "the sides mix processor classes differently and no class has 2 seeds with spread "
-                             "on both sides: not tested")
-        weights = [1 / se2 for _, se2, _ in usable]
-        diff = sum(w * d for w, (d, _, _) in zip(weights, usable)) / sum(weights)
-        se = math.sqrt(1 / sum(weights))
-        df = sum(df for _, _, df in usable)
-        return WelchTest(diff, se, df, float(2 * stats.t.sf(abs(diff) / se, df)), True,
-                         f"stratified by processor class ({len(usable)} of {len(set(ca) | set(cb))} classes)")
-    diff, se2, df = _welch_parts(a, b)
-    if se2 == 0:  # no spread on either side: the test is undefined
-        return WelchTest(diff, 0.0, df, 1.0 if diff == 0 else 0.0)
-    se = math.sqrt(se2)
-    return WelchTest(diff, se, df, float(2 * stats.t.sf(abs(diff) / se, df)))
 
 
 @dataclass(frozen=True)
@@ -493,8 +431,6 @@ class ClaimResult:
 
 def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
     """(values, processor classes, code fingerprints) of runs that have the statistic."""
-    from atnbench.report.study import processor_class
-
     values, classes, codes = [], [], []
     for run in runs:
         value = run_values(run).get(stat)

@@ -23,6 +23,7 @@ from atnbench.config import ConfigError, RunConfig
 from atnbench.identity import uses
 from atnbench.progress import run_label
 from atnbench.sweep.spec import SweepSpec, check_plan_size
+from atnbench.identity import run_id_of
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -31,7 +32,7 @@ class PlannedRun:
 
     @property
     def run_id(self) -> str:
-        return self.config.run_id
+        return run_id_of(self.config)
 
 
 def merge_layers(*layers: dict[str, Any]) -> dict[str, Any]:
@@ -101,8 +102,8 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
                 error = ConfigError(f"{spec.source}: run {described}: {message}")
                 error.reason = message  # what is wrong, without where (for callers that say where)
                 raise error from None
-            if config.run_id not in planned:
-                planned[config.run_id] = PlannedRun(config, run_label(config, extra))
+            if run_id_of(config) not in planned:
+                planned[run_id_of(config)] = PlannedRun(config, run_label(config, extra))
     return list(planned.values())
 
 

@@ -25,6 +25,7 @@ from atnbench.config import build_config
 from atnbench.store import ResultsStore, RunRecord, environment
 from atnbench.sweep.expand import PlannedRun
 from atnbench.warmup import load_fast_path
+from atnbench.identity import run_id_of
 
 # outcomes of one attempt, besides the store's statuses done / diverged / failed
 INTERRUPTED = "interrupted"  # stopped mid-run by a signal: recorded as failed, resumable
@@ -129,8 +130,8 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     from atnbench.zoo import resolve_device
 
     config = build_config(job.config)
-    if config.run_id != job.run_id:  # a different atnbench version on a worker would hash differently
-        raise RuntimeError(f"run id mismatch for {job.label}: {config.run_id} != {job.run_id}")
+    if run_id_of(config) != job.run_id:  # a different atnbench version on a worker would hash differently
+        raise RuntimeError(f"run id mismatch for {job.label}: {run_id_of(config)} != {job.run_id}")
     try:
         load_fast_path(config)  # a one-time build before the run's clock starts, not inside its timing
         # wait=True: the same run training in another process (a second identical sweep) is

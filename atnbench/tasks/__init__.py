@@ -8,6 +8,8 @@ Every generator is a pure function of the ``torch.Generator`` it is given (no gl
 returns time-first tensors: x is (seq_len(T), batch, input_size).
 """
 
-from atnbench.tasks.registry import STREAMS, TaskSpec, batch_generator, get_task, task_names, tasks
+from atnbench.tasks.lookup import get_task, load_task_preset, task_for, task_names, task_of, tasks
+from atnbench.tasks.registry import STREAMS, TaskSpec, batch_generator
 
-__all__ = ["STREAMS", "TaskSpec", "batch_generator", "get_task", "task_names", "tasks"]
+__all__ = ["STREAMS", "TaskSpec", "batch_generator", "get_task", "load_task_preset", "task_for", "task_names",
+           "task_of", "tasks"]

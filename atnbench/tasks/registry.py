@@ -84,40 +84,8 @@ TASK_MODULES = {
 }
 
 
-def task_names() -> list[str]:
-    """The shipped tasks and the user tasks of the search folders (atnbench/taskfiles.py)."""
-    from atnbench.taskfiles import user_task_files
-
-    return sorted(set(TASK_MODULES) | set(user_task_files()))
-
-
-def get_task(name: str) -> TaskSpec:
-    if name in TASK_MODULES:
-        return importlib.import_module(TASK_MODULES[name]).SPEC
-    from atnbench.taskfiles import ENV_FOLDERS, get_user_task
-
-    spec = get_user_task(name)
-    if spec is None:
-        raise UserError(f"unknown task {name!r}; choose one of: {', '.join(task_names())} "
-                        f"(a task of your own: --include DIR or ${ENV_FOLDERS})")
-    return spec
-
-
-def task_of(name: str, options: Optional[dict] = None) -> TaskSpec:
-    """The task of a run: a user task from the definition its options carry (so a run is a
-    function of its config, wherever its task file is now), a shipped one by name."""
-    if "user_task" in (options or {}):
-        from atnbench.tasks.user import spec_from_options
-
-        return spec_from_options(name, options)
-    return get_task(name)
-
-
-def task_for(config) -> TaskSpec:
-    """``task_of`` a RunConfig."""
-    return task_of(config.task, config.options)
-
-
-def tasks() -> dict[str, TaskSpec]:
-    """Every task by name (imports each task module)."""
-    return {name: get_task(name) for name in task_names()}
+def shipped_task(name: str) -> Optional[TaskSpec]:
+    """The task of that name that ships with atnbench; None for any other name (a user's own
+    task is found above this module, by ``atnbench.tasks.lookup``)."""
+    module = TASK_MODULES.get(name)
+    return importlib.import_module(module).SPEC if module is not None else None

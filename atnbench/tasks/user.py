@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from atnbench.config import ConfigError
-from atnbench.identity import file_stat
+from atnbench.userfiles import file_stat
 
 
 def spec_from_options(name: str, options: dict[str, Any]):

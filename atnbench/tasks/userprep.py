@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from atnbench.config import ConfigError
-from atnbench.identity import file_stat
+from atnbench.userfiles import file_stat
 from atnbench.tasks.registry import TaskSpec
 from atnbench.tasks.source import PADDED_CLASS
 from atnbench.tasks.userdata import Fields, Sequences, read_split
