@@ -2,7 +2,7 @@
 
 Resolution order (later wins): built-in defaults < task preset (its ``defaults``, then its
 ``per_T`` entry, then a named ``variant``) < ``--config FILE`` < command-line flags. The run id
-is a hash of the resolved fields that change the numbers (``atnbench.identity``: the thread
+is a hash of the resolved fields that change the numbers (``atnbench.evidence.identity``: the thread
 count and device type included, the output folder not), so the same config always maps to the
 same row of the results store.
 """

@@ -3,7 +3,7 @@
 A value past one of these cannot work, whatever the machine: it would overflow where it is
 stored or used (SQLite's integers, torch's seeds, float32 arithmetic), crash torch (a thread
 count in the tens of thousands), or make a plan too big to list in seconds. Sizes (T, hidden,
-layers, batch) have no fixed bound: the memory estimate of ``atnbench.resources`` refuses what
+layers, batch) have no fixed bound: the memory estimate of ``atnbench.run.resources`` refuses what
 does not fit the machine.
 """
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from atnbench.config import ConfigError
-from atnbench.runspec import check_budget
+from atnbench.run.runspec import check_budget
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Part:
             return None
         from atnbench.data.catalog import get_dataset
         from atnbench.data.common import data_root
-        from atnbench.datacheck import verify_copy
+        from atnbench.tasks.datacheck import verify_copy
 
         dataset = get_dataset(self.dataset)
         folder = data_root() / dataset.subdir

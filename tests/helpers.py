@@ -1,7 +1,7 @@
 """Small test utilities shared by several test modules."""
 
 import torch
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 
 def randomize(model, seed=0):
@@ -67,7 +67,7 @@ def fill_store(path, runs):
     curve train = [4L, L, 2L], validation = [4L, L/2, L] at steps 100, 200, 300; a 'running' run
     stops after the first point. Configs are the paper presets', so reports treat them as real.
     """
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
     from atnbench.store import ResultsStore
 
     ids = []
@@ -176,7 +176,7 @@ def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
     the interrupted store before the resume. Returns (whole, whole_curve, resumed, resumed_curve):
     the summaries and the curves as (step, train, validation, metrics) tuples."""
     from atnbench.store import ResultsStore
-    from atnbench.train import train
+    from atnbench.run.train import train
 
     key = lambda curve: [(p.step, p.train_loss, p.val_loss, p.metrics) for p in curve]  # noqa: E731
     cpu = torch.device("cpu")
@@ -200,7 +200,7 @@ def whole_and_resumed(config, folder, kill_at: int, inspect_killed=None):
 def valid_record(config=None, **fields):
     """A hand-made run record that `store import` accepts: its run id follows from its config
     under this code (records of other code carry env.code)."""
-    from atnbench.identity import code_fingerprint, run_id_under
+    from atnbench.evidence.identity import code_fingerprint, run_id_under
 
     config = config if config is not None else {"task": "adding", "T": 8, "norm": "ln"}
     record = {"status": "done", "config": config, "curve": [], "sweeps": [], **fields}

@@ -9,11 +9,11 @@ import hashlib
 
 import pytest
 
-from atnbench.identity import code_fingerprint
+from atnbench.evidence.identity import code_fingerprint
 from atnbench.report.aggregate import RunData, aggregate, budget_label, k_ablations, mean_std, run_values
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import EvalPoint, ResultsStore, RunRecord
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 CURRENT = code_fingerprint()
 

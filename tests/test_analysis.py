@@ -14,7 +14,7 @@ from atnbench.analysis import invariances as inv
 from atnbench.analysis import stats as st
 from atnbench.config import build_config
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 CPU = torch.device("cpu")
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -84,7 +84,7 @@ def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
 
     import torch
 
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
     from atnbench.store import ResultsStore
 
     store_path = tmp_path / "r.db"

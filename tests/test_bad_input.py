@@ -831,7 +831,7 @@ def _round_two_world(root: Path) -> dict[str, Path]:
 
     import torch
 
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     tiny = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 2, "val_samples": 8}).to_dict()
     other_model = io.BytesIO()

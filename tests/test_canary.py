@@ -1,4 +1,4 @@
-"""The canary check (atnbench.canary) and what its records change (atnbench.equivalence): a
+"""The canary check (atnbench.evidence.canary) and what its records change (atnbench.evidence.equivalence): a
 refactor that computes the same numbers keeps the published runs current; one that does not
 leaves the runs it touches stale."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from atnbench import canary, equivalence
-from atnbench.canary import Canary, Outcome
-from atnbench.identity import code_fingerprint
-from atnbench.runspec import resolve_run
+from atnbench.evidence import canary, equivalence
+from atnbench.evidence.canary import Canary, Outcome
+from atnbench.evidence.identity import code_fingerprint
+from atnbench.run.runspec import resolve_run
 from helpers import invoke
 
 PACKAGE = Path(equivalence.__file__).resolve().parent

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from atnbench import checkpoint as checkpoints
-from atnbench.checkpoint import RunBusy, hold_run
-from atnbench.runspec import resolve_run
+from atnbench.run import checkpoint as checkpoints
+from atnbench.run.checkpoint import RunBusy, hold_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
-from atnbench.train import SilentReporter, _train, train
+from atnbench.run.train import SilentReporter, _train, train
 from helpers import Interrupt
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 CPU = torch.device("cpu")
 CONFIG = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
@@ -194,7 +194,7 @@ def test_a_waiting_run_keeps_the_other_process_result(tmp_path):
 
 
 def test_a_lock_is_released_when_its_holder_is_killed(tmp_path):
-    script = ("import sys, time; from atnbench.checkpoint import hold_run\n"
+    script = ("import sys, time; from atnbench.run.checkpoint import hold_run\n"
               "with hold_run(sys.argv[1], 'abc'):\n    print('held', flush=True); time.sleep(60)\n")
     holder = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "r.db")], stdout=subprocess.PIPE,
                               text=True)

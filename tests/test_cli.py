@@ -10,9 +10,9 @@ import sys
 import pytest
 from rich.console import Console
 
-from atnbench.progress import PlainReporter, loss_text, run_label, steps_for
+from atnbench.run.progress import PlainReporter, loss_text, run_label, steps_for
 from atnbench.report.render import mean_pm_std
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.zoo import canonical_norm, models
 from helpers import invoke
 

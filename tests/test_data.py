@@ -15,10 +15,10 @@ from atnbench.config import ConfigError
 from atnbench.data import DataUnavailable
 from atnbench.presets import resolve_preset
 from atnbench.tasks.lookup import load_task_preset
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke, whole_and_resumed
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 datasets = pytest.importorskip("datasets")
 WORDS = "the market fell as investors sold shares of bank stocks and bonds <unk> n't".split()
@@ -336,7 +336,7 @@ def test_imdb_model_reads_each_review_alone(tmp_path, norm):
     review run alone, unpadded."""
     from atnbench.tasks import get_task
     from atnbench.tasks.source import make_source
-    from atnbench.train import build_model, run_model, task_loss
+    from atnbench.run.train import build_model, run_model, task_loss
 
     folder = write_imdb(tmp_path / "imdb")
     config = resolve_run("imdb", dict(T=12, batch_size=6, hidden=8, norm=norm, options={"data_dir": str(folder)}))
@@ -367,7 +367,7 @@ class Counting:
 
 
 def scheduled(options, lr=1.0, budget=1.0):
-    from atnbench import schedule
+    from atnbench.run import schedule
 
     model = torch.nn.Linear(2, 1)
     config = resolve_run("adding", dict(T=4, lr=lr, optimizer="sgd", options=options), budget=budget)
@@ -389,7 +389,7 @@ def test_lr_drops_at_the_milestone_epochs():
 
 
 def test_nonmonotone_switch_to_asgd_and_averaged_evaluation():
-    from atnbench import schedule
+    from atnbench.run import schedule
 
     model, _, opt = scheduled({"asgd_switch": {"nonmono": 2}})
     losses = [5.0, 4.0, 3.0, 3.5, 2.9, 3.2]  # 3.2 > min(5, 4, 3): the switch
@@ -467,7 +467,7 @@ def test_cli_wikitext2_and_imdb_runs(tmp_path):
 def test_wikitext2_model_has_awd_lstm_shape(tmp_path):
     from atnbench.tasks import get_task
     from atnbench.tasks.source import make_source
-    from atnbench.train import build_model
+    from atnbench.run.train import build_model
 
     config = resolve_run("wikitext2", dict(T=5, hidden=12, batch_size=2, k=2,
                                            options={"data_dir": str(write_wikitext(tmp_path / "wt")), "embedding": 6}))

@@ -45,8 +45,8 @@ def write_task(folder: Path, name: str, labels, defaults: str = "", seed: int = 
 
 
 def resolve(folder: Path, name: str, **flags):
-    from atnbench.runspec import resolve_run
-    from atnbench.taskfiles import include
+    from atnbench.run.runspec import resolve_run
+    from atnbench.tasks.taskfiles import include
 
     include([folder])
     return resolve_run(name, flags)
@@ -80,9 +80,9 @@ def test_a_task_file_that_sets_the_length_keeps_it_with_an_interval_to_fit(tmp_p
 # --- early stopping: a run setting, off for the paper's protocols ---------------------------------
 
 def test_the_paper_presets_keep_early_stopping_off_and_their_run_ids():
-    from atnbench.identity import config_key, identity
+    from atnbench.evidence.identity import config_key, identity
     from atnbench.presets import list_task_presets
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     for task in list_task_presets():
         config = resolve_run(task, {})
@@ -127,7 +127,7 @@ def test_early_stopping_ends_a_run_patience_evaluations_after_its_best(tmp_path)
 
 def test_a_resumed_run_counts_on_from_its_curve():
     from atnbench.store.results import EvalPoint
-    from atnbench.train import early_stopping_state
+    from atnbench.run.train import early_stopping_state
 
     def curve(*vals):
         return [EvalPoint(step=2 * (i + 1), wall_s=0.0, train_loss=1.0, val_loss=v, metrics={}) for i, v in enumerate(vals)]
@@ -156,7 +156,7 @@ def test_every_prefix_of_a_stratified_order_holds_each_class_in_its_share():
 def test_a_carved_validation_split_is_stratified_and_its_baseline_the_training_frequencies(tmp_path):
     """PickupGestureWiimoteZ's case: 10 classes, an unstratified 20% held out none of the majority
     class, and the no-information loss sat above the uniform guess's ln 10."""
-    from atnbench.taskfiles import read_definition, task_options
+    from atnbench.tasks.taskfiles import read_definition, task_options
     from atnbench.tasks.userprep import no_information_loss, prepared
 
     labels = np.array([0] * 30 + [c for c in range(1, 10) for _ in range(5)])  # 75 sequences, class 0 the majority
@@ -187,7 +187,7 @@ def test_a_run_that_learned_nothing_says_so_in_one_line_with_what_to_try(tmp_pat
 
 def test_a_run_below_the_baseline_has_no_such_line():
     from atnbench.config import build_config
-    from atnbench.learned import at_baseline
+    from atnbench.run.learned import at_baseline
 
     config = build_config({"task": "mine", "T": 10, "steps": 100, "patience": 4, "options": {"user_task": {}}})
     done = {"status": "done", "baseline": 0.69, "steps": 100}
@@ -215,7 +215,7 @@ def test_the_small_data_example_holds_real_data_at_the_defaults(tmp_path):
     folder = tmp_path / "small-data"
     shutil.copytree(example, folder, ignore=shutil.ignore_patterns("*.npz", "*.csv"))
     subprocess.run([sys.executable, str(folder / "export.py")], check=True, capture_output=True)
-    from atnbench.learned import MARGIN
+    from atnbench.run.learned import MARGIN
     from atnbench.tasks.userprep import MIN_STEPS, PATIENCE
 
     sizes = {"gunpoint": (40, 10, 150), "basic-motions": (32, 8, 40), "japanese-vowels": (216, 54, 370)}

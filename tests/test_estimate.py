@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import estimate, estimate_seconds, measured_rates
 from helpers import invoke

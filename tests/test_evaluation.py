@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from atnbench.nn import NormLSTM
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.tasks import get_task
-from atnbench.train import _fresh, eval_rows, evaluate, merge_batches, MERGED_EVAL_ROWS
+from atnbench.run.train import _fresh, eval_rows, evaluate, merge_batches, MERGED_EVAL_ROWS
 
 CPU, GPU = torch.device("cpu"), torch.device("cuda")  # a device object; nothing runs on it
 

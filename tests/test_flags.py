@@ -11,9 +11,9 @@ import typer
 from typer.core import TyperOption
 
 from atnbench.cli import app
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "4", "--eval-every", "2", "--val-samples", "8"]
 SWEEP = """\

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from atnbench.identity import code_fingerprint
+from atnbench.evidence.identity import code_fingerprint
 from atnbench.report.aggregate import RunData, aggregate
 from atnbench.report.render import group_view
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 
 def record_sweeps(store: ResultsStore, names, loss_of, code=None) -> None:
@@ -85,7 +85,7 @@ def test_test_at_best_val_is_shown_in_the_tasks_measure(tmp_path, monkeypatch):
     """ptb-char's table is in bits per character: its test-at-best-validation column too, not in nats."""
     import math
 
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     monkeypatch.chdir(tmp_path)
     with ResultsStore(tmp_path / "s.db") as store:
@@ -104,7 +104,7 @@ def test_test_at_best_val_is_shown_in_the_tasks_measure(tmp_path, monkeypatch):
 
 
 def test_raw_wikitext_is_not_compared_with_table_5(tmp_path, monkeypatch):
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     monkeypatch.chdir(tmp_path)
     with ResultsStore(tmp_path / "s.db") as store:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-import atnbench.identity as identity
+import atnbench.evidence.identity as identity
 from atnbench.config import RunConfig, build_config
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 TINY_RUN = ["adding", "--T", "12", "--iters", "6", "--eval-every", "3", "--val-samples", "16", "--hidden", "8",
             "--batch-size", "8", "--quiet"]
@@ -199,7 +199,7 @@ def test_uses_and_setting_of_follow_the_identitys_collapse_rules(tmp_path):
     assert identity.setting_of(resolve_run("adding", {"norm": "bn", "T": 30}), "bias_inside") is False
 
 
-# -- found by a mutation pass over atnbench/identity.py: each rule, both ways -----------------------
+# -- found by a mutation pass over atnbench/evidence/identity.py: each rule, both ways -----------------------
 
 def data_id(options: dict, task: str = "ptb-char") -> str:
     return run_id_of(build_config({"task": task, "T": 50, "options": options}))
@@ -333,10 +333,10 @@ def test_an_empty_data_file_does_not_tie_the_id_to_its_location(tmp_path):
 def package(tmp_path, monkeypatch):
     """A stand-in package tree for ``code_fingerprint`` (its cache cleared before and after)."""
     root = tmp_path / "pkg"
-    for folder in ("nn/csrc", "nn/sub", "tasks", "data"):
+    for folder in ("nn/csrc", "nn/sub", "tasks", "data", "run"):
         (root / folder).mkdir(parents=True)
     sources = {"nn/csrc/k.cpp": "int f() { return 1; }\n", "nn/k.h": "int g(int a = 1);\n", "nn/sub/m.py": "x = 1\n",
-               "tasks/t.py": "y = 1\n", "data/d.py": "z = 1\n", "train.py": "a = 1\n", "schedule.py": "b = 1\n",
+               "tasks/t.py": "y = 1\n", "data/d.py": "z = 1\n", "run/train.py": "a = 1\n", "run/schedule.py": "b = 1\n",
                "zoo.py": "c = 1\n", "report.py": "r = 1\n"}
     for name, text in sources.items():
         (root / name).write_text(text)
@@ -351,8 +351,8 @@ def fingerprint() -> str:
     return identity.code_fingerprint()
 
 
-@pytest.mark.parametrize("name", ["nn/csrc/k.cpp", "nn/k.h", "nn/sub/m.py", "tasks/t.py", "data/d.py", "train.py",
-                                  "schedule.py", "zoo.py"])
+@pytest.mark.parametrize("name", ["nn/csrc/k.cpp", "nn/k.h", "nn/sub/m.py", "tasks/t.py", "data/d.py", "run/train.py",
+                                  "run/schedule.py", "zoo.py"])
 def test_every_file_that_computes_numbers_enters_the_code_fingerprint(package, name):
     before = fingerprint()
     path = package / name

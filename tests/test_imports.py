@@ -155,7 +155,7 @@ def test_an_untampered_record_with_a_null_code_is_checked_under_this_code_and_im
 
 def _with_data_file(record, data_file):
     """The record as if its run had read ``data_file``: the id then holds the file's contents."""
-    from atnbench import identity
+    from atnbench.evidence import identity
 
     record["config"]["options"] = {**record["config"].get("options", {}), "data_files": {"train": str(data_file)}}
     record["run_id"] = identity.run_id_of(record["config"])

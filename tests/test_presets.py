@@ -104,7 +104,7 @@ def test_protocols_are_pinned_to_their_sources(away, task, variant, expected):
 
 
 def test_an_alias_names_the_variant_it_became(away):
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     old = resolve_run("copying", {"norm": "ln"}, variant="released-code")
     assert old == resolve_run("copying", {"norm": "ln"})  # one run id, whatever the name

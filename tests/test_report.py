@@ -26,10 +26,10 @@ from atnbench.report.export import to_csv, to_json, to_latex, to_markdown
 from atnbench.report.paper import load_paper, order_differences, paper
 from atnbench.report.plots import NothingToPlot, write_plots
 from atnbench.report.render import group_view, k_ablation_view, rich_view
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PAPER_MD = Path(__file__).resolve().parents[2] / "shared" / "papers" / "atn-assorted-time-normalization.md"

@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from atnbench.config import ConfigError
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
-from atnbench.train import train
+from atnbench.run.train import train
 from helpers import Interrupt, invoke, whole_and_resumed
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 
 TINY = ["--T", "8", "--hidden", "8", "--batch-size", "4", "--iters", "6", "--eval-every", "2",
@@ -148,7 +148,7 @@ def test_tasks_and_models_list(tmp_path):
 
 def test_init_option_reaches_the_model():
     from atnbench.tasks.source import make_source
-    from atnbench.train import build_model
+    from atnbench.run.train import build_model
 
     weights = {}
     for init in ("atn", "torch"):
@@ -229,13 +229,13 @@ def test_force_starts_an_interrupted_run_over(tmp_path, uninterrupted):
 def test_the_fast_path_is_loaded_before_the_run_is_timed(tmp_path, monkeypatch, norm, builds):
     """The one-time C++ build happens before ``_train`` starts the clock, for ``atnbench run`` and
     for a sweep's runs, and only for a norm the C++ kernels cover."""
-    import atnbench.train
+    import atnbench.run.train
     from atnbench.nn import fastpath
     from atnbench.sweep.runner import Job, execute
-    from atnbench.train import SilentReporter
+    from atnbench.run.train import SilentReporter
 
     events = []
-    real_build, real_train = fastpath.build_cpp, atnbench.train._train
+    real_build, real_train = fastpath.build_cpp, atnbench.run.train._train
 
     def build(*args, **kwargs):
         events.append("build")
@@ -246,7 +246,7 @@ def test_the_fast_path_is_loaded_before_the_run_is_timed(tmp_path, monkeypatch, 
         return real_train(*args, **kwargs)
 
     monkeypatch.setattr(fastpath, "build_cpp", build)
-    monkeypatch.setattr(atnbench.train, "_train", timed_training)
+    monkeypatch.setattr(atnbench.run.train, "_train", timed_training)
     result = invoke("run", "adding", *TINY, "--norm", norm, "--store", tmp_path / "run.db")
     assert result.exit_code == 0, result.output
     assert events[:2] == (["build", "train"] if builds else ["train"])

@@ -190,7 +190,7 @@ def _rows(store, table: str, run_id: str) -> int:
 def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled):
     store, ids = filled
     target = ids[1]
-    from atnbench.checkpoint import checkpoint_dir
+    from atnbench.run.checkpoint import checkpoint_dir
 
     checkpoints = checkpoint_dir(store, target)  # the store file's own checkpoint folder
     checkpoints.mkdir(parents=True)

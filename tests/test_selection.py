@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from atnbench.selection import best_val_point, held_out_at_best_val, selected_summary
+from atnbench.run.selection import best_val_point, held_out_at_best_val, selected_summary
 from atnbench.store import EvalPoint, ResultsStore
 
 
@@ -21,7 +21,7 @@ def _no_user_folders(monkeypatch):
     monkeypatch.setenv("ATNBENCH_TASKS", "")
 
 from helpers import invoke as shared_invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 
 def invoke(*args, **options):
@@ -108,7 +108,7 @@ def test_every_report_of_a_run_gives_the_test_numbers_of_its_kept_weights(flippe
 
 def test_an_old_summary_is_shown_at_the_evaluation_validation_chose(tmp_path):
     """A run stored before the rule (its summary held the best test score) reads right."""
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     configs = [resolve_run("adding", {"T": 8, "norm": "ln", "seed": seed}, budget=0.01) for seed in (0, 1)]
     config = configs[0]

@@ -288,7 +288,7 @@ def test_environment_never_raises(monkeypatch):
 def test_environment_names_the_processor_and_the_instruction_set_torch_uses(monkeypatch, tmp_path):
     """The same code and seed give the same numbers only on the same kind of processor (AVX-512
     and AVX2 kernels round differently), so every run records which it had."""
-    import atnbench.machine as machine
+    import atnbench.evidence.machine as machine
     import torch
 
     cpuinfo = tmp_path / "cpuinfo"

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from atnbench.config import ConfigError
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
 from helpers import CliProcess, invoke, poll_store, still_running, tiny_sweep
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -279,7 +279,7 @@ def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
 
 
 def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
-    import atnbench.train
+    import atnbench.run.train
 
     path = write(tmp_path, "s.yaml", """\
         description: one run fails, one diverges
@@ -292,14 +292,14 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
         seeds: [0]
         """)
     store = tmp_path / "r.db"
-    real_train = atnbench.train.train
+    real_train = atnbench.run.train.train
 
     def flaky(config, *args, **kwargs):
         if config.norm == "ln":
             raise RuntimeError("simulated out of memory: pip install 'atnbench[data]'")
         return real_train(config, *args, **kwargs)
 
-    monkeypatch.setattr(atnbench.train, "train", flaky)
+    monkeypatch.setattr(atnbench.run.train, "train", flaky)
     monkeypatch.delenv("COLUMNS", raising=False)  # piped, no width asked for: every row on one line
     result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
     assert result.exit_code == 1, result.output
@@ -312,7 +312,7 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
     with ResultsStore(store, create=False) as results:
         assert sorted((run.norm, run.status) for run in results.runs()) == [
             ("atn", "done"), ("ln", "failed"), ("none", "diverged")]
-    monkeypatch.setattr(atnbench.train, "train", real_train)
+    monkeypatch.setattr(atnbench.run.train, "train", real_train)
     rerun = invoke("sweep", path, "--store", store, "--workers", "1", "--json", "--device", "cpu")
     assert rerun.exit_code == 1, rerun.output  # only the failed run runs again; the diverged one is still its result
     assert json.loads(rerun.stdout)["counts"] == {"runs": 3, "skipped": 2, "skipped_diverged": 1, "done": 1,
@@ -413,7 +413,7 @@ def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(tmp_path):
 def test_an_idle_worker_ends_on_sigterm(tmp_path):
     import os
 
-    from atnbench.checkpoint import RunLock, checkpoint_root
+    from atnbench.run.checkpoint import RunLock, checkpoint_root
 
     def short_done_long_checkpointed(conn):
         done = conn.execute("SELECT status FROM runs WHERE norm = 'none'").fetchone()
@@ -455,7 +455,7 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
             if step == 5:
                 raise KeyboardInterrupt
 
-    from atnbench.train import train
+    from atnbench.run.train import train
 
     previous = torch.get_num_threads()
     torch.set_num_threads(1)

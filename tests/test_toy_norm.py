@@ -13,7 +13,7 @@ import json
 import pytest
 import torch
 
-from atnbench.identity import identity
+from atnbench.evidence.identity import identity
 from atnbench.nn.norms import NormStream, SequenceNorm
 from atnbench.nn.schemes import NormScheme, register, style_slot, unregister
 from atnbench.report.style import model_colors, styles_for

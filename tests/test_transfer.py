@@ -11,9 +11,9 @@ import textwrap
 import pytest
 
 from atnbench.store import ResultsStore
-from atnbench.transfer import Conflict, combine, difference
+from atnbench.evidence.transfer import Conflict, combine, difference
 from helpers import fill_store, invoke, tiny_sweep, valid_record
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 
 # (task, T, norm, k, seed, status, level, sweep): two tasks, seeds, a k-sweep, a diverged and a
@@ -245,8 +245,8 @@ def test_merge_refuses_a_missing_source_or_the_output_as_a_source(tmp_path):
 
 
 def test_export_can_leave_out_stale_runs_that_a_current_run_supersedes(tmp_path):
-    from atnbench.identity import code_fingerprint
-    from atnbench.runspec import resolve_run
+    from atnbench.evidence.identity import code_fingerprint
+    from atnbench.run.runspec import resolve_run
 
     path, ids = tmp_path / "s.db", {}
     with ResultsStore(path) as store:
@@ -268,7 +268,7 @@ def test_export_can_leave_out_stale_runs_that_a_current_run_supersedes(tmp_path)
     assert exported("--drop-superseded") == {ids["ln"], ids["old atn"]}
 
 
-# -- found by a mutation pass over atnbench/transfer.py ----------------------------------------
+# -- found by a mutation pass over atnbench/evidence/transfer.py ----------------------------------------
 BN = ("adding", 100, "bn", None, 0)  # one experiment, recorded in two stores
 
 
@@ -383,8 +383,8 @@ def test_blank_lines_in_a_file_are_skipped(tmp_path):
 def test_only_a_finished_current_run_supersedes_a_stale_one(tmp_path):
     """A current run that diverged supersedes its stale twin (it is a result); one still running
     (or failed) does not: the stale run is the only result of that experiment."""
-    from atnbench.identity import code_fingerprint
-    from atnbench.runspec import resolve_run
+    from atnbench.evidence.identity import code_fingerprint
+    from atnbench.run.runspec import resolve_run
 
     path, ids, current = tmp_path / "s.db", {}, code_fingerprint()
     with ResultsStore(path) as store:

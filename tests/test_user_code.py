@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from atnbench.cli import app
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 HEADER = '''import os, sys, torch
 from atnbench.tasks import TaskSpec
@@ -186,7 +186,7 @@ def test_a_good_task_from_code_is_checked_and_runs(tmp_path, monkeypatch):
     folder = _task(tmp_path / "t", "SPEC = spec()\n")
     result = invoke("tasks", "check", "mine", "--include", folder)
     assert result.exit_code == 0 and "ok: run it with" in result.stdout, result.stderr
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
     from atnbench.tasks.registry import batch_generator
     from atnbench.tasks.lookup import task_of
 
@@ -216,7 +216,7 @@ def test_flags_are_refused_with_the_right_name(tmp_path, monkeypatch, args, mess
 
 
 def test_norm_names_are_case_insensitive():
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     assert run_id_of(resolve_run("adding", {"norm": "LN"})) == run_id_of(resolve_run("adding", {"norm": "ln"}))
     assert resolve_run("adding", {"norm": "ATN"}).norm == "atn"

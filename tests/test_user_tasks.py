@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 REPO = Path(__file__).resolve().parents[1]
 # the ragged test data are object arrays: read with pickle, which a task file must allow
@@ -138,7 +138,7 @@ def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_pa
     import pandas as pd
     from datasets import Dataset
 
-    from atnbench.taskfiles import include
+    from atnbench.tasks.taskfiles import include
 
     xs, ys = ragged(n=30, channels=2)
     frame = pd.DataFrame({"x": [x.tolist() for x in xs], "label": [f"class-{y}" for y in ys]})
@@ -158,7 +158,7 @@ def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_pa
 
 
 def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
     from atnbench.tasks.lookup import task_for
     from atnbench.tasks.source import make_source
 
@@ -167,7 +167,7 @@ def _source(task, T=100, val_samples=1000, batch_size=8, seed=0):
 
 
 def test_standardized_with_the_training_split_only(npz_task):
-    from atnbench.taskfiles import include
+    from atnbench.tasks.taskfiles import include
 
     include([npz_task])
     (npz_task / "val.npz").write_bytes((npz_task / "seqs.npz").read_bytes())
@@ -188,10 +188,10 @@ def test_standardized_with_the_training_split_only(npz_task):
 def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
     """Per-step regression over padded arrays: the padded steps' inputs and targets changed to
     garbage give bit-identical losses (no statistic, no loss term includes them)."""
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
     from atnbench.store import ResultsStore
-    from atnbench.taskfiles import include
-    from atnbench.train import train
+    from atnbench.tasks.taskfiles import include
+    from atnbench.run.train import train
 
     rng = np.random.default_rng(3)
     n, T = 24, 10
@@ -216,8 +216,8 @@ def test_padding_never_enters_a_statistic_or_the_loss(tmp_path, norm):
 
 
 def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
-    from atnbench.runspec import resolve_run
-    from atnbench.taskfiles import include
+    from atnbench.run.runspec import resolve_run
+    from atnbench.tasks.taskfiles import include
 
     include([npz_task])
     first = run_id_of(resolve_run("vowels", {}))
@@ -231,7 +231,7 @@ def test_the_data_enter_the_run_id_by_content(npz_task, tmp_path):
 
 
 def test_step_classification_from_a_long_table(tmp_path):
-    from atnbench.taskfiles import include
+    from atnbench.tasks.taskfiles import include
 
     folder = tmp_path / "tags"
     folder.mkdir()
@@ -453,7 +453,7 @@ def test_npy_files_per_part_and_an_arrow_table(tmp_path):
     """A split as separate .npy files (x padded, y, lengths); a wide Feather/Arrow table."""
     import pandas as pd
 
-    from atnbench.taskfiles import include
+    from atnbench.tasks.taskfiles import include
 
     folder = tmp_path / "parts"
     folder.mkdir()

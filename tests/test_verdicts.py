@@ -31,11 +31,11 @@ from atnbench.report.verdicts import (
     paper_claims,
     rows_at_baseline,
 )
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import EvalPoint, ResultsStore, RunRecord
 
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 COPYING_BASELINE = 10 * math.log(8) / 120  # copying T=100: 0.1733
 
@@ -183,7 +183,7 @@ def test_a_side_without_a_setting_means_the_default_row():
 
 
 def test_a_side_prefers_the_current_codes_row_to_a_stale_one():
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.identity import code_fingerprint
 
     def rows(norm, k, level, code=code_fingerprint()):
         made = [record(norm, k, s, level + 0.001 * s) for s in range(5)]

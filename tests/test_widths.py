@@ -10,10 +10,10 @@ import pytest
 from rich.console import Console
 
 from atnbench.cli import app
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from helpers import invoke
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 WIDTHS = (80, 100)
 STATUS_WORDS = {"done", "diverged", "failed", "running", "left", "reproduced", "contradicted", "inconclusive",
@@ -243,7 +243,7 @@ def _plain(text: str) -> str:
 
 @pytest.mark.parametrize("label", ["adding T=200 atn k=5 seed=0", "smnist-noise T=784 atn-bn k=10 variant=paper-text seed=12"])
 def test_a_progress_bar_in_a_terminal_cuts_nothing_at_80_columns(label):
-    from atnbench.progress import RichReporter
+    from atnbench.run.progress import RichReporter
 
     for width in (80, 100):
         console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)

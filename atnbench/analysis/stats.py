@@ -29,11 +29,11 @@ from torch import Tensor
 from atnbench.config import RunConfig, build_config
 from atnbench.errors import UserError
 from atnbench.nn import detach_state
-from atnbench.runspec import resolve_run
+from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.tasks import get_task
 from atnbench.tasks.source import make_source
-from atnbench.train import build_model, make_optimizer, run_model, task_loss
+from atnbench.run.train import build_model, make_optimizer, run_model, task_loss
 
 TERMS = {"hidden": "W_h h", "input": "W_x x", "cell": "c"}  # Fig. 6a, 6b, 6c
 SKIP_FIRST = {"hidden"}  # steps left out of the summaries (see module doc)
@@ -146,7 +146,7 @@ def train_model(config: RunConfig, iters: int, device: torch.device, label: Opti
 def load_run(store: ResultsStore, run_id: str, device: torch.device) -> TrainedModel:
     """The model of a finished run, from its kept best-validation weights (a fresh optimizer and
     the task's data stream from its start: the statistics of one iteration need no more)."""
-    from atnbench.restore import restore
+    from atnbench.run.restore import restore
 
     restored = restore(store, run_id, device, "best")
     config = restored.config

@@ -46,9 +46,9 @@ def stats(
     """
     from atnbench.analysis import stats as st
     from atnbench.analysis.figures import write_term_figures
-    from atnbench.outputs import check_output_dir
-    from atnbench.resources import check_fits
-    from atnbench.runspec import config_estimate
+    from atnbench.run.outputs import check_output_dir
+    from atnbench.run.resources import check_fits
+    from atnbench.run.runspec import config_estimate
     from atnbench.store import ResultsStore
     from atnbench.zoo import resolve_device
 
@@ -187,7 +187,7 @@ def gradcheck(
     Prints the maximum error per m; exit code 1 if any exceeds --tol.
     """
     from atnbench.analysis.gradcheck import check
-    from atnbench.resources import Estimate, check_fits
+    from atnbench.run.resources import Estimate, check_fits
 
     if T < 1:
         raise UserError(f"--T must be >= 1, got {T}")

@@ -262,7 +262,7 @@ def finite(value):
 
 
 def _failures() -> tuple[type[BaseException], ...]:
-    from atnbench.checkpoint import RunBusy
+    from atnbench.run.checkpoint import RunBusy
 
     return (RunBusy, OSError, sqlite3.OperationalError)
 

@@ -14,7 +14,7 @@ import typer
 from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
 from atnbench.errors import UserError
-from atnbench.machine import cpu_model
+from atnbench.evidence.machine import cpu_model
 from atnbench.tables import FitTable
 
 BASELINES = ("lstm-fused", "ln")
@@ -114,9 +114,9 @@ def bench(
     """
     from atnbench.bench.timing import time_workload
     from atnbench.bench.workloads import get_workload
-    from atnbench.outputs import check_output_file
-    from atnbench.progress import steps_for
-    from atnbench.resources import check_fits, run_estimate
+    from atnbench.run.outputs import check_output_file
+    from atnbench.run.progress import steps_for
+    from atnbench.run.resources import check_fits, run_estimate
     from atnbench.zoo import resolve_device
 
     if json_old and csv_old:

@@ -1,4 +1,4 @@
-"""``atnbench canary``: are the published runs still current after a code change? (``atnbench.canary``)"""
+"""``atnbench canary``: are the published runs still current after a code change? (``atnbench.evidence.canary``)"""
 
 from __future__ import annotations
 
@@ -35,14 +35,14 @@ def _revision(repo: Path) -> str:
 
 
 def _published(path: Path) -> list[dict]:
-    from atnbench.transfer import read_lines
+    from atnbench.evidence.transfer import read_lines
 
     return [r for r in read_lines(path) if r["status"] in ("done", "diverged")]
 
 
 def _old_tree_for(repo: Path, code: str, revisions: list[str], stack):
     """A worktree at the first recorded revision whose code has fingerprint ``code``."""
-    from atnbench.canary import fingerprint_of, worktree
+    from atnbench.evidence.canary import fingerprint_of, worktree
 
     tried = []
     for revision in revisions:
@@ -64,7 +64,7 @@ def canary(
     runs: Path = typer.Option(DEFAULT_RUNS, "--runs", help="JSON Lines file of the runs to vouch for (`atnbench store export`)."),
     steps: int = typer.Option(10, "--steps", min=2, help="Training steps of each canary run."),
     revision: Optional[str] = typer.Option(None, "--revision", help="Git revision of the runs' code (default: the revisions the runs recorded)."),
-    write: bool = typer.Option(False, "--record", help="Record the classes whose canaries were bit-identical in atnbench/code_equivalence.json."),
+    write: bool = typer.Option(False, "--record", help="Record the classes whose canaries were bit-identical in atnbench/evidence/code_equivalence.json."),
 ):
     """Check that this code computes what the runs' code computed: one short canary run per code
     path (task, variant, cell, norm, bias placement, init, optimizer, ...) of the runs, under the
@@ -77,8 +77,8 @@ def canary(
     """
     from contextlib import ExitStack
 
-    from atnbench.canary import canaries, check, record
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.canary import canaries, check, record
+    from atnbench.evidence.identity import code_fingerprint
 
     published = _published(runs)
     current = code_fingerprint()
@@ -122,7 +122,7 @@ def _with_data(found: list) -> tuple[list, list]:
     """The canaries whose real data is here, and (canary, why) for those whose data is not: a
     fresh clone without `atnbench data prepare` checks what it can and says what it could not."""
     from atnbench.config import build_config
-    from atnbench.datacheck import check_task_data
+    from atnbench.tasks.datacheck import check_task_data
     from atnbench.errors import UserError
 
     ready, missing = [], []

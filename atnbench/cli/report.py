@@ -69,7 +69,7 @@ def report(
     from atnbench.report.export import export, format_for
     from atnbench.report.render import group_view, k_ablation_view, rich_view
 
-    from atnbench.outputs import check_output_dir, check_output_file
+    from atnbench.run.outputs import check_output_dir, check_output_file
     from atnbench.report.verdicts import check_margin, read_family
 
     plots = options.deprecated(plots_old, "--plots", "--out-dir", plots_dir)
@@ -180,7 +180,7 @@ def plot(
     Example: [bold]atnbench plot --task copying --out-dir figs[/]  ·  [bold]atnbench bench --output b.json && atnbench plot --bench b.json[/]
     """
     task, T, sweep, norm, since = (filters[key] for key in ("task", "T", "sweep", "norm", "since"))
-    from atnbench.outputs import check_output_dir
+    from atnbench.run.outputs import check_output_dir
     from atnbench.report.plots import cost_figure, read_bench_records
 
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"

@@ -61,7 +61,7 @@ def reproduce(
 
     Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
     """
-    from atnbench.outputs import check_output_dir
+    from atnbench.run.outputs import check_output_dir
     from atnbench.reproduce import available, parse_budgets, plan, select_parts
     from atnbench.sweep import load_sweep, parse_seeds, run_sweep
     from atnbench.zoo import resolve_device

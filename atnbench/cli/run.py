@@ -11,21 +11,21 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from atnbench.checkpoint import checkpoint_file, discard, hold_run
+from atnbench.run.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.cli.run_flags import config_flags, with_settings
-from atnbench.equivalence import finished_equivalent
-from atnbench.learned import at_baseline, stopped_early
-from atnbench.runspec import resolve_run
-from atnbench.selection import metric_name, selected_summary
+from atnbench.evidence.equivalence import finished_equivalent
+from atnbench.run.learned import at_baseline, stopped_early
+from atnbench.run.runspec import resolve_run
+from atnbench.run.selection import metric_name, selected_summary
 from atnbench.settings import RUN_SETTINGS
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
 from atnbench.tasks import get_task
-from atnbench.warmup import load_fast_path
+from atnbench.run.warmup import load_fast_path
 from atnbench.zoo import models as all_models, resolve_device
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 log = logging.getLogger("atnbench")  # its warnings print as "note:" lines (cli.app)
 
@@ -48,7 +48,7 @@ def window_text(config) -> str:
 def measured_rows(record: dict) -> list[tuple[str, str]]:
     """The task's own measure on validation (the best attained: validation selects) and the test
     numbers at the evaluation validation chose, which the kept "best" weights give again
-    (`atnbench evaluate`): the test split never selects (``atnbench.selection``)."""
+    (`atnbench evaluate`): the test split never selects (``atnbench.run.selection``)."""
     metric = record.get("metric")
     name = metric_name(metric) if metric else None
     at = f" (step {record['best_step']})" if record.get("best_step") is not None else ""
@@ -169,12 +169,12 @@ def run(
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
-    from atnbench.datacheck import check_task_data
-    from atnbench.outputs import check_output_file
-    from atnbench.progress import reporter_for, run_label
-    from atnbench.resources import check_buildable, check_fits
-    from atnbench.runspec import config_estimate
-    from atnbench.train import train
+    from atnbench.tasks.datacheck import check_task_data
+    from atnbench.run.outputs import check_output_file
+    from atnbench.run.progress import reporter_for, run_label
+    from atnbench.run.resources import check_buildable, check_fits
+    from atnbench.run.runspec import config_estimate
+    from atnbench.run.train import train
 
     if resume and force:
         fail("--resume continues the interrupted run from its checkpoint, --force starts it over: give one")
@@ -197,7 +197,7 @@ def run(
         store_path = results.path
         finished = results.get_run(run_id_of(run_config))
         if (finished is None or finished.status not in ("done", "diverged")) and not force:
-            # the same experiment finished by other code that a canary vouched for (atnbench.equivalence)
+            # the same experiment finished by other code that a canary vouched for (atnbench.evidence.equivalence)
             finished = finished_equivalent(results.runs(task=run_config.task, T=run_config.T),
                                            run_config.to_dict()) or finished
         if finished is not None and finished.status in ("done", "diverged"):
@@ -209,7 +209,7 @@ def run(
                           f"`atnbench runs show {finished.run_id}`; --force trains again and replaces it.",
                           soft_wrap=True, highlight=False)
                 if json_out:
-                    from atnbench.train import result_record
+                    from atnbench.run.train import result_record
 
                     summary = selected_summary(finished.summary, results.curve(finished.run_id))
                     print(json.dumps(result_record(run_config, finished.status, summary, finished.error)))

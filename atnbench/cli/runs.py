@@ -21,13 +21,13 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
-from atnbench.checkpoint import RunBusy, hold_run
+from atnbench.run.checkpoint import RunBusy, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, user_errors
 from atnbench.report.load import parse_since
 from atnbench.errors import UserError
-from atnbench.outputs import check_output_file
+from atnbench.run.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
-from atnbench.selection import selected_summary
+from atnbench.run.selection import selected_summary
 from atnbench.store import EvalPoint, ResultsStore, RunRecord, StoreError, check_store_path
 from atnbench.tables import FitTable
 
@@ -298,7 +298,7 @@ def settings_as_read(run: RunRecord) -> tuple[dict, set[str]]:
     to the norm's default), and the settings it has no use for (k for a norm without a window,
     eps and the bias placement for the plain LSTM, momentum for Adam)."""
     from atnbench.config import build_config
-    from atnbench.identity import setting_of, uses
+    from atnbench.evidence.identity import setting_of, uses
 
     try:
         config = build_config(run.config)

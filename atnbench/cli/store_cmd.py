@@ -1,6 +1,6 @@
 """``atnbench store export | import | merge``: results stores as portable JSON Lines files, and
 several stores (a sweep split over machines) combined into one. The rules live in
-``atnbench.transfer``."""
+``atnbench.evidence.transfer``."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import typer
 from rich.text import Text
 
 from atnbench.cli.app import command_group, err, fail, user_errors
-from atnbench import transfer
+from atnbench.evidence import transfer
 from atnbench.errors import UserError
-from atnbench.outputs import check_output_file
+from atnbench.run.outputs import check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 

@@ -16,7 +16,7 @@ from atnbench.cli.app import app, err, fail, finite, out, user_errors
 from atnbench.cli.run import task_options
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.config import ConfigError
-from atnbench.runspec import check_budget
+from atnbench.run.runspec import check_budget
 from atnbench.settings import SWEEP_SETTINGS, flag_names
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable
@@ -45,9 +45,9 @@ def _k_text(config) -> str:
 def _store_statuses(store: Path, runs) -> dict[str, Optional[str]]:
     """Each run's status in an existing store, read-only (no store yet: nothing is in it). A run
     the store holds finished by older code that a canary vouched for counts as the sweep counts
-    it: done (``atnbench.equivalence``)."""
-    from atnbench.equivalence import finished_equivalent
-    from atnbench.identity import config_key
+    it: done (``atnbench.evidence.equivalence``)."""
+    from atnbench.evidence.equivalence import finished_equivalent
+    from atnbench.evidence.identity import config_key
     from atnbench.store import StoreMissing
 
     try:
@@ -112,7 +112,7 @@ def _flag_text(key: str, value) -> str:
 
 def _setting_text(config, key: str) -> str:
     """A run's value of a setting as shown: "-" where it has none, "default" for the preset's variant."""
-    from atnbench.identity import setting_of
+    from atnbench.evidence.identity import setting_of
 
     value = setting_of(config, key)
     if value is None:
@@ -122,7 +122,7 @@ def _setting_text(config, key: str) -> str:
 
 def _held(runs, keys) -> str:
     """The values a sweep's runs hold of some settings, as flags: "--T 100, --T 200"."""
-    from atnbench.identity import setting_of
+    from atnbench.evidence.identity import setting_of
 
     flags = []
     for key in keys:
@@ -167,8 +167,8 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
 
 def _records(runs, store: Path) -> list[dict]:
     from atnbench.config import build_config
-    from atnbench.selection import selected_summary
-    from atnbench.train import result_record
+    from atnbench.run.selection import selected_summary
+    from atnbench.run.train import result_record
 
     records = []
     with ResultsStore.open_read_only(store) as results:
@@ -304,7 +304,7 @@ def sweep(
     overrides = config_flags(SWEEP_SETTINGS, settings, functools.partial(task_options, spec.task))
     overrides = {key: value for key, value in overrides.items() if value is not None}
     if config is not None:  # the file below the flags, as in `atnbench run`
-        from atnbench.runspec import read_config_file
+        from atnbench.run.runspec import read_config_file
         from atnbench.sweep.expand import merge_layers
 
         file_values = read_config_file(config)
@@ -350,12 +350,12 @@ def sweep(
             fail("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")
         runs = expand_picked(seed_list)
     if backend == "local":  # a cluster's machines may be bigger than this one: Ray's workers decide
-        from atnbench.resources import check_fits
-        from atnbench.runspec import config_estimate
+        from atnbench.run.resources import check_fits
+        from atnbench.run.runspec import config_estimate
 
         biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")
-    from atnbench.resources import check_buildable
+    from atnbench.run.resources import check_buildable
 
     deepest = max(runs, key=lambda run: run.config.layers, default=None)  # on any machine: a build-time bound
     if deepest is not None:
@@ -364,13 +364,13 @@ def sweep(
         _dry_run(spec, runs, store, json_out)
         return
     if backend == "local":  # each data location read once now (Ray's workers may see other files)
-        from atnbench.datacheck import check_task_data
+        from atnbench.tasks.datacheck import check_task_data
 
         for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
             check_task_data(config)
 
     if backend == "local" and workers is not None:
-        from atnbench.machine import available_cores
+        from atnbench.evidence.machine import available_cores
 
         cores = available_cores()
         if workers * threads > cores:

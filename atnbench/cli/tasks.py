@@ -29,7 +29,7 @@ def tasks(ctx: typer.Context, include: options.Include = None):
     from atnbench.tasks.lookup import load_task_preset
     from atnbench.tasks import get_task, task_names
     from atnbench.tasks.registry import TASK_MODULES
-    from atnbench.taskfiles import user_task_files
+    from atnbench.tasks.taskfiles import user_task_files
 
     # two columns (a task's name, presets and variants over each other; what it measures over its
     # source): the long text wraps in the one wide column, readable at 80 columns
@@ -91,7 +91,7 @@ def new(
     """
     import re
 
-    from atnbench.taskdraft import draft_task
+    from atnbench.tasks.taskdraft import draft_task
     from atnbench.tasks.registry import TASK_MODULES
 
     if name in TASK_MODULES:
@@ -118,14 +118,14 @@ def check(
     """Read a task of your own and say what it holds: sizes, lengths, classes, the no-information
     baseline; every mistake in the task or data file is one line naming the file and the field."""
     from atnbench.tasks.lookup import load_task_preset
-    from atnbench.taskfiles import ENV_FOLDERS, find, read_definition, task_options
+    from atnbench.tasks.taskfiles import ENV_FOLDERS, find, read_definition, task_options
     from atnbench.tasks.userprep import PROBLEMS, prepared, summary
 
     path = find(name)
     if path is None:
         raise ConfigError(f"no task file {name}.yaml in the search folders (--include DIR or ${ENV_FOLDERS})")
     definition = read_definition(path)
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     preset = load_task_preset(name)
     config = resolve_run(name, {})  # every check a run makes, the task file's defaults included
@@ -136,7 +136,7 @@ def check(
     if definition.module is not None:
         from atnbench.tasks import get_task
 
-        from atnbench.datacheck import check_task_data
+        from atnbench.tasks.datacheck import check_task_data
 
         spec = get_task(name)
         check_task_data(config)  # one batch (or source) made and checked, as a run does before training

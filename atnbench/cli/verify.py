@@ -35,7 +35,7 @@ def verify(
     Examples: [bold]atnbench verify 5a54e7d9ba6b --store results.db[/];  [bold]atnbench verify --sample 3 --sweep k-ablation[/]
     """
     from atnbench.store import ResultsStore
-    from atnbench.verify import verify as rerun
+    from atnbench.evidence.verify import verify as rerun
     from atnbench.zoo import resolve_device
 
     fmt = options.check_format(fmt, ("table", "json"))

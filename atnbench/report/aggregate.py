@@ -4,7 +4,7 @@ A *group* is one table of the paper: runs of one task at one sequence length T, 
 (and one named preset variant), so that a reduced-budget run is never averaged with a
 full-protocol one. Inside a group a *row* holds runs that differ in nothing but the seed: one
 model (cell + normalization) with one value of every setting of its run identity
-(``atnbench.identity``: k, bias placement, eps, init, optimizer settings, threads, ...) and one
+(``atnbench.evidence.identity``: k, bias placement, eps, init, optimizer settings, threads, ...) and one
 code fingerprint. Where a model has several rows, each row's label names the settings that
 tell them apart ("atn (k=25, bias outside)"); a row made by other code than the running
 atnbench is *stale* and says so. A row's cells are mean ± sample std
@@ -15,7 +15,7 @@ Per run, the minimum and final losses are taken from its stored curve (falling b
 summary when the curve is empty), so imported or resumed runs are summarised the same way.
 A numeric curve metric ``m`` (e.g. ``val_bpc``) gives the statistics ``min_m`` (``max_m`` for an
 accuracy) and ``final_m``; a test metric (``test_loss``, ``test_bpc``) gives only ``m_at_best_val``,
-its value at the evaluation validation chose (``atnbench.selection``): the test split never selects.
+its value at the evaluation validation chose (``atnbench.run.selection``): the test split never selects.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from atnbench.selection import held_out_at_best_val, is_held_out
+from atnbench.run.selection import held_out_at_best_val, is_held_out
 from atnbench.store import EvalPoint, RunRecord
 from atnbench.nn.schemes import is_windowed
 from atnbench.zoo import model_name, models
@@ -117,7 +117,7 @@ class ModelRow:
     diverged_seeds: tuple
     run_ids: tuple
     stats: dict[str, Stat]
-    settings: dict = field(default_factory=dict)  # the row's identity settings (atnbench.identity)
+    settings: dict = field(default_factory=dict)  # the row's identity settings (atnbench.evidence.identity)
     stale: bool = False  # made by other code than the running atnbench (another code fingerprint)
 
     @property
@@ -365,7 +365,7 @@ GROUP_FIELDS = ("task", "T", "budget", "variant", "seed")
 
 
 def current_code() -> str:
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.identity import code_fingerprint
 
     return code_fingerprint()
 
@@ -378,9 +378,9 @@ def _is_stale(code: Optional[str]) -> bool:
 def row_settings(record: RunRecord) -> dict:
     """The settings a row's runs share: their identity less the group's fields and the seed,
     plus the code fingerprint they were made by (None for runs recorded before fingerprints; the
-    current one for a code a canary vouched for, ``atnbench.equivalence``)."""
-    from atnbench.equivalence import current_equivalent
-    from atnbench.identity import identity
+    current one for a code a canary vouched for, ``atnbench.evidence.equivalence``)."""
+    from atnbench.evidence.equivalence import current_equivalent
+    from atnbench.evidence.identity import identity
 
     columns = {"task": record.task, "T": record.T, "norm": record.norm, "k": record.k, "seed": record.seed}
     config = {**{key: value for key, value in columns.items() if value is not None}, **record.config}

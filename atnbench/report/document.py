@@ -92,7 +92,7 @@ def part_sections(store: ResultsStore, planned_parts: list, figures_dir: Path) -
 
 def provenance(commands: list[str]) -> str:
     env = environment()
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.identity import code_fingerprint
 
     lines = ["## How this report was made", "", "Commands:", "", "```bash", *commands, "```", "",
              f"- atnbench {env['atnbench_version']}, revision `{env['atnbench_revision']}`, "

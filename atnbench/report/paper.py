@@ -177,7 +177,7 @@ def row_differences(group: Group) -> dict[str, list[str]]:
     that differs is named only for a lone ATN row: where a model has several k, k is what is
     being varied. Empty lists when the runs follow the preset, or when the task has no preset.
     On a user's task the preset is the task file's defaults: ``lr 0.001 (default 0.003)``."""
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     presets: dict[tuple, Optional[dict]] = {}
     found: dict[str, list[str]] = {}

@@ -34,7 +34,7 @@ from scipy import stats
 
 from atnbench.errors import UserError
 from atnbench.report import sequential
-from atnbench.machine import processor_class
+from atnbench.evidence.machine import processor_class
 from atnbench.report.claims import Family, Side, comparison_key
 from atnbench.report.welch import welch_test
 
@@ -223,8 +223,8 @@ def parse_looks(text: str) -> tuple[int, ...]:
 
 def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict, looks: tuple[int, ...],
          first_seed: int, task: str, T, budget: float, variant, alpha: float) -> Study:
-    from atnbench.identity import code_fingerprint
-    from atnbench.machine import cpu_capability
+    from atnbench.evidence.identity import code_fingerprint
+    from atnbench.evidence.machine import cpu_capability
 
     return Study(name=name, family=family.name, family_digest=family.digest, m=family.m, alpha=alpha,
                  looks=looks, first_seed=first_seed, processor=cpu_capability(), task=task, T=T, budget=budget,

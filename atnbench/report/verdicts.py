@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
 from atnbench.errors import UserError
-from atnbench.machine import processor_class
+from atnbench.evidence.machine import processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
 from atnbench.report.welch import LEVEL, welch_test
 from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-exported for callers

@@ -2,7 +2,7 @@
 
 By concern: ``schema`` (the tables, their version, the migrations), ``results`` (run reads and
 writes: ``ResultsStore``), ``files`` (the file's default place and checks), ``provenance``
-(where a run ran), ``errors``; moving runs between stores is ``atnbench.transfer``.
+(where a run ran), ``errors``; moving runs between stores is ``atnbench.evidence.transfer``.
 """
 
 from atnbench.store.errors import MalformedRow, StoreError, StoreMissing, UnknownRun

@@ -16,7 +16,7 @@ def environment(device: Optional[str] = None) -> dict:
     """Where a run ran: torch/python versions, platform, processor and the instruction set torch
     uses on it, device (the caller fills it in) and the atnbench revision. Never raises: a missing
     piece becomes None."""
-    from atnbench.machine import cpu_capability, cpu_model
+    from atnbench.evidence.machine import cpu_capability, cpu_model
 
     return {
         "torch": _torch_version(),

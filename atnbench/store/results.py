@@ -7,7 +7,7 @@ busy timeout makes a second writer wait instead of failing.
 
 Layout: the database lives at ``DEFAULT_STORE`` (``./atnbench-results/atnbench.db``) unless a
 path is given; checkpoints live beside it under ``<store file>-checkpoints/<run_id>/`` (one
-folder per store file, see ``atnbench.checkpoint``).
+folder per store file, see ``atnbench.run.checkpoint``).
 
 Non-finite numbers: JSON has no NaN or infinity and a diverged run produces them, so every
 non-finite float (in the loss columns and anywhere inside config/env/summary/metrics JSON) is
@@ -422,8 +422,8 @@ class ResultsStore:
         return [row["sweep"] for row in rows]
 
     def checkpoint_dir(self, run_id: str) -> Path:
-        """Where the run's checkpoints go: <store file>-checkpoints/<run_id>/ (see atnbench.checkpoint)."""
-        from atnbench.checkpoint import checkpoint_dir
+        """Where the run's checkpoints go: <store file>-checkpoints/<run_id>/ (see atnbench.run.checkpoint)."""
+        from atnbench.run.checkpoint import checkpoint_dir
 
         return checkpoint_dir(self.path, run_id)
 

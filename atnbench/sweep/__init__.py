@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from atnbench.errors import UserError
-from atnbench.machine import available_cores
+from atnbench.evidence.machine import available_cores
 from atnbench.sweep.estimate import estimate, estimate_seconds, measured_rates
 from atnbench.sweep.expand import PlannedRun, expand
 from atnbench.sweep.runner import StopRequest, SweepOutcome, plan

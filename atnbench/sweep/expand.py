@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from atnbench.config import ConfigError, RunConfig
-from atnbench.identity import uses
-from atnbench.progress import run_label
+from atnbench.evidence.identity import uses
+from atnbench.run.progress import run_label
 from atnbench.sweep.spec import SweepSpec, check_plan_size
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 @dataclass(frozen=True)
 class PlannedRun:
@@ -68,7 +68,7 @@ def canonical_config(task: str, settings: dict[str, Any], budget: Optional[float
     ``resolve_run`` canonicalises k for norms without a window and a default ``bias_inside``,
     so runs shared between sweeps (and with ``atnbench run``) share their run id.
     """
-    from atnbench.runspec import resolve_run
+    from atnbench.run.runspec import resolve_run
 
     flags = dict(settings)
     if flags.get("k") == "T":

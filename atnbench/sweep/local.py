@@ -34,7 +34,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Optional
 
-from atnbench.checkpoint import hold_run
+from atnbench.run.checkpoint import hold_run
 from atnbench.store import ResultsStore
 from atnbench.sweep.lifeline import Lifeline
 from atnbench.sweep.runner import (INTERRUPTED, NOT_STARTED, EventReporter, Job, StopRequest, SweepInterrupted, execute,

@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from atnbench.checkpoint import on_save
+from atnbench.run.checkpoint import on_save
 from atnbench.config import ConfigError
 from atnbench.store import MODEL_KINDS, ResultsStore
 from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost
@@ -315,13 +315,13 @@ class _StopPoll:
 
 
 def _checkpoint_path(store: ResultsStore, run_id: str) -> Path:
-    from atnbench.checkpoint import checkpoint_file
+    from atnbench.run.checkpoint import checkpoint_file
 
     return checkpoint_file(store.path, run_id)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    from atnbench.checkpoint import write_atomic
+    from atnbench.run.checkpoint import write_atomic
 
     write_atomic(path, lambda handle: handle.write(data))
 
@@ -381,7 +381,7 @@ def _keep(store: ResultsStore, job: Job, result: dict) -> None:
     if result["checkpoint"] is not None:
         _write_atomic(path, result["checkpoint"])
     elif result["outcome"]["status"] != NOT_STARTED and path.exists():
-        from atnbench.checkpoint import checkpoint_dir, checkpoint_root, discard
+        from atnbench.run.checkpoint import checkpoint_dir, checkpoint_root, discard
 
         discard(store.path, job.run_id)  # the run finished (or restarted and has no newer checkpoint)
         for folder in (checkpoint_dir(store.path, job.run_id), checkpoint_root(store.path)):

@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 from atnbench.config import build_config
 from atnbench.store import ResultsStore, RunRecord, environment
 from atnbench.sweep.expand import PlannedRun
-from atnbench.warmup import load_fast_path
-from atnbench.identity import run_id_of
+from atnbench.run.warmup import load_fast_path
+from atnbench.evidence.identity import run_id_of
 
 # outcomes of one attempt, besides the store's statuses done / diverged / failed
 INTERRUPTED = "interrupted"  # stopped mid-run by a signal: recorded as failed, resumable
@@ -86,11 +86,11 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
     lists the whole sweep even when its runs came from another sweep or ``atnbench run``.
     A run the store holds only as made by other code (same ``config_key``, another code
     fingerprint, hence another id) counts as done where a canary vouched for that code in its
-    class (``atnbench.equivalence``); otherwise it is *stale*: it runs again under its new id, or with
+    class (``atnbench.evidence.equivalence``); otherwise it is *stale*: it runs again under its new id, or with
     ``keep_stale`` the stale run joins the sweep instead. Returns (jobs, skipped, stale).
     """
-    from atnbench.equivalence import finished_equivalent, on_its_data
-    from atnbench.identity import config_key
+    from atnbench.evidence.equivalence import finished_equivalent, on_its_data
+    from atnbench.evidence.identity import config_key
 
     finished_elsewhere: dict[str, list[RunRecord]] = {}
     for record in store.runs():
@@ -126,7 +126,7 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     Returns {"run_id", "status", "error"?, "min_val_loss"?, "steps"?} with status done,
     diverged, failed or interrupted.
     """
-    from atnbench.train import train
+    from atnbench.run.train import train
     from atnbench.zoo import resolve_device
 
     config = build_config(job.config)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from atnbench.selection import metric_name
+from atnbench.run.selection import metric_name
 from atnbench.tables import FitTable
 
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "interrupted": "yellow"}
@@ -44,7 +44,7 @@ def eta_seconds(elapsed: float, finished: int, left: int) -> Optional[float]:
 
 def metric_columns(records: list[dict]) -> list[tuple[str, str]]:
     """(record key, column) for the task's own measure (accuracy, MAE, bpc, ...): its best on
-    validation and its test value at the evaluation validation chose (``atnbench.selection``)."""
+    validation and its test value at the evaluation validation chose (``atnbench.run.selection``)."""
     metric = next((r["metric"] for r in records if r.get("metric")), None)
     if metric is None:
         return []

@@ -12,7 +12,7 @@ from typing import Optional
 
 from atnbench.errors import UserError
 from atnbench.presets import TaskPreset, find_preset_file, read_task_preset
-from atnbench import taskfiles
+from atnbench.tasks import taskfiles
 from atnbench.tasks.registry import TASK_MODULES, TaskSpec, shipped_task
 from atnbench.tasks.user import spec_from_options
 

@@ -13,7 +13,7 @@ epoch by a seeded generator (full batches only); validation and test in a fixed 
 of different lengths (imdb) are right-padded and carry their lengths into every batch.
 
 Both expose ``epoch`` (passes over the training data so far, fractional), which the learning
-rate schedule (``atnbench/schedule.py``) counts in.
+rate schedule (``atnbench/run/schedule.py``) counts in.
 """
 
 from __future__ import annotations

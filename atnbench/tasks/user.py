@@ -1,6 +1,6 @@
 """The TaskSpec of a user task, from the definition a run's options carry.
 
-A user task's file is found and read by ``atnbench.taskfiles`` (outside the code that computes
+A user task's file is found and read by ``atnbench.tasks.taskfiles`` (outside the code that computes
 runs' numbers: finding a file changes no number); what its definition computes lives here and in
 ``userprep``/``userdata``, under the code fingerprint.
 """

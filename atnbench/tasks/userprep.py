@@ -97,7 +97,7 @@ def _prepared(key: str, stamps: tuple) -> Prepared:  # stamps: an edited file is
 def _vocabulary(splits: dict[str, Sequences], embedding: int) -> int:
     """Token inputs: one channel of whole numbers >= 0; the vocabulary covers every split's ids,
     and its embedding table must fit the machine (an id of 1e12 asks for terabytes)."""
-    from atnbench.resources import FLOAT, PARAM_COPIES, Estimate, check_fits
+    from atnbench.run.resources import FLOAT, PARAM_COPIES, Estimate, check_fits
 
     for part in splits.values():
         for i, seq in enumerate(part.xs):

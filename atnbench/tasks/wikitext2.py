@@ -3,7 +3,7 @@
 The paper trains AWD-LSTM (Merity et al. 2018) with its LSTMs normalized: three layers,
 embedding 400, hidden 1150, BPTT 70, batch 32, gradient-norm clipping 0.25, SGD at lr 30
 (no momentum, no decay) switched to averaged SGD by the non-monotone criterion with n = 5
-(``options.asgd_switch``, ``atnbench/schedule.py``), k = 25, 500 epochs; perplexity on the
+(``options.asgd_switch``, ``atnbench/run/schedule.py``), k = 25, 500 epochs; perplexity on the
 validation and test streams (exp of the cross-entropy per word).
 
 The model (``atnbench.zoo.AWDStyleLM``) keeps AWD-LSTM's shape: embedding 400 -> normalized LSTM

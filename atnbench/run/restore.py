@@ -15,8 +15,8 @@ import torch
 
 from atnbench.config import RunConfig, build_config
 from atnbench.errors import UserError
-from atnbench.resources import check_fits
-from atnbench.runspec import config_estimate
+from atnbench.run.resources import check_fits
+from atnbench.run.runspec import config_estimate
 from atnbench.store import MODEL_KINDS, ResultsStore, RunRecord
 from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import DataSource, make_source
@@ -50,7 +50,7 @@ def find_run(store: ResultsStore, run_id: str) -> RunRecord:
 
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:
     """Rebuild run ``run_id``'s model with its kept ``kind`` weights on ``device``."""
-    from atnbench.train import build_model
+    from atnbench.run.train import build_model
 
     if kind not in MODEL_KINDS:
         raise UserError(f"unknown weights {kind!r}; choose one of: {', '.join(MODEL_KINDS)}")

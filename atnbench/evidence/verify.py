@@ -18,7 +18,7 @@ from typing import Optional
 
 from atnbench.errors import UserError
 from atnbench.store import ResultsStore, RunRecord
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 COMPARED = ("min_val_loss", "min_train_loss")
 
@@ -66,14 +66,14 @@ def machine_text(env: dict) -> str:
 
 
 def this_machine() -> str:
-    from atnbench.machine import cpu_capability, cpu_model
+    from atnbench.evidence.machine import cpu_capability, cpu_model
 
     return machine_text({"processor": cpu_model(), "cpu_capability": cpu_capability()})
 
 
 def code_note(record: RunRecord) -> Optional[str]:
-    from atnbench.equivalence import is_current
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.equivalence import is_current
+    from atnbench.evidence.identity import code_fingerprint
 
     code = (record.env or {}).get("code")
     if code is None or code == code_fingerprint() or is_current(code, record.config):
@@ -85,7 +85,7 @@ def code_note(record: RunRecord) -> Optional[str]:
 def verify(record: RunRecord, curve: list, device) -> Verification:
     """Train ``record``'s config again in a scratch store and compare its numbers."""
     from atnbench.config import build_config
-    from atnbench.train import train
+    from atnbench.run.train import train
 
     if record.status not in ("done", "diverged"):
         raise UserError(f"run {record.run_id} is {record.status}; only a finished run can be verified")

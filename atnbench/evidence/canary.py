@@ -1,6 +1,6 @@
 """The canary check: do the published runs' code paths compute the same numbers under this code?
 
-For every canary class (``atnbench.equivalence``) of a set of runs made by one old code
+For every canary class (``atnbench.evidence.equivalence``) of a set of runs made by one old code
 fingerprint, one short run of that class (a run's own config, cut to ``steps`` steps with an
 evaluation every ``steps // 2`` and one batch of validation data) is trained twice, in two fresh
 processes: under the old code (a git worktree at a revision the runs recorded, checked to have
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from atnbench.config import ConfigError
-from atnbench.equivalence import RECORDS_FILE, canary_class, class_key
+from atnbench.evidence.equivalence import RECORDS_FILE, canary_class, class_key
 
 DEFAULT_STEPS = 10
 # Trains each config on stdin into a scratch store; prints the code fingerprint, and per config
@@ -36,9 +36,9 @@ DRIVER = r"""
 import hashlib, io, json, sys, tempfile
 import torch
 from atnbench.config import build_config
-from atnbench.identity import code_fingerprint, run_id_of
+from atnbench.evidence.identity import code_fingerprint, run_id_of
 from atnbench.store import ResultsStore
-from atnbench.train import train
+from atnbench.run.train import train
 
 def digest(state):
     h = hashlib.sha256()
@@ -140,7 +140,7 @@ def worktree(repo: Path, revision: str) -> Iterator[Path]:
 
 def fingerprint_of(tree: Path) -> str:
     """The code fingerprint of the atnbench in ``tree`` (computed by that tree's own code)."""
-    done = subprocess.run([sys.executable, "-c", "from atnbench.identity import code_fingerprint as f; print(f())"],
+    done = subprocess.run([sys.executable, "-c", "from atnbench.evidence.identity import code_fingerprint as f; print(f())"],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
     if done.returncode != 0:
         raise RuntimeError(f"cannot compute the code fingerprint in {tree}: {done.stderr.strip()[-200:]}")
@@ -157,7 +157,7 @@ def check(canaries_: list[Canary], old_tree: Path, new_tree: Path) -> list[Outco
 def record(outcomes: list[Outcome], old_code: str, new_code: str, old_revision: str, new_revision: str,
            path: Path = RECORDS_FILE) -> dict:
     """Add an equivalence record for the identical canaries (replacing one for the same pair)."""
-    from atnbench.machine import cpu_capability, cpu_model
+    from atnbench.evidence.machine import cpu_capability, cpu_model
     from atnbench.store import _torch_version
 
     entry = {
@@ -173,7 +173,7 @@ def record(outcomes: list[Outcome], old_code: str, new_code: str, old_revision: 
     existing = json.loads(path.read_text()) if path.is_file() else {"records": []}
     kept = [r for r in existing["records"] if (r["old_code"], r["new_code"]) != (old_code, new_code)]
     path.write_text(json.dumps({**existing, "records": kept + [entry]}, indent=1) + "\n")
-    from atnbench.equivalence import _records
+    from atnbench.evidence.equivalence import _records
 
     _records.cache_clear()
     return entry

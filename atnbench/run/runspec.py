@@ -16,12 +16,12 @@ from typing import Any, Optional
 
 
 from atnbench.config import ConfigError, RunConfig, build_config, check_values
-from atnbench.identity import drop_stated_defaults
+from atnbench.evidence.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
 from atnbench.nn.schemes import get_scheme
 from atnbench.presets import resolve_preset
 from atnbench.tasks.lookup import load_task_preset
-from atnbench.resources import Estimate, run_estimate
+from atnbench.run.resources import Estimate, run_estimate
 from atnbench.tasks import get_task, task_for
 from atnbench.zoo import canonical_norm
 

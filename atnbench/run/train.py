@@ -24,21 +24,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from atnbench import checkpoint as checkpoints
-from atnbench import schedule
-from atnbench.checkpoint import CHECKPOINT, CorruptCheckpoint  # noqa: F401  (CHECKPOINT: re-exported)
+from atnbench.run import checkpoint as checkpoints
+from atnbench.run import schedule
+from atnbench.run.checkpoint import CHECKPOINT, CorruptCheckpoint  # noqa: F401  (CHECKPOINT: re-exported)
 from atnbench.config import RunConfig
-import atnbench.identity as run_identity
+import atnbench.evidence.identity as run_identity
 from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
-from atnbench.selection import BEST_STEP, best_val_point, held_out_at_best_val, is_held_out
+from atnbench.run.selection import BEST_STEP, best_val_point, held_out_at_best_val, is_held_out
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
 from atnbench.zoo import SequenceModel, cell_options, count_parameters, model_name
-from atnbench.identity import run_id_of
+from atnbench.evidence.identity import run_id_of
 
 log = logging.getLogger("atnbench")
 
@@ -337,7 +337,7 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     env = environment()
     env["device"] = str(device)
     env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
-    env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.identity)
+    env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.evidence.identity)
     store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=saved is None)
     params = count_parameters(model)
     rows = eval_rows(model, device)

@@ -87,8 +87,8 @@ def records(store: ResultsStore, task: Optional[str] = None, sweep: Optional[str
 
 
 def _superseded(store: ResultsStore) -> set[str]:
-    from atnbench.equivalence import is_current
-    from atnbench.identity import config_key
+    from atnbench.evidence.equivalence import is_current
+    from atnbench.evidence.identity import config_key
 
     runs = store.runs()
     current = {r.run_id for r in runs if is_current((r.env or {}).get("code"), r.config)}
@@ -100,7 +100,7 @@ def checked_records(path: Path) -> list[dict]:
     """Every readable run of the store at ``path`` as export records, each checked against the
     run schema (a malformed row is skipped with a note; a record that fails the schema is a
     UserError naming the store, the run and the field, before anything is written anywhere)."""
-    from atnbench.records import problem
+    from atnbench.evidence.records import problem
     from atnbench.userfiles import parse_json
 
     with ResultsStore(path, create=False, read_only=True) as reading:
@@ -116,7 +116,7 @@ def checked_records(path: Path) -> list[dict]:
 def unchecked_ids(recs: Iterable[dict]) -> int:
     """How many records passed with their run id checked by format only: their configs name data
     files that are not on this machine, and the id holds those files' contents."""
-    from atnbench.records import id_checkable
+    from atnbench.evidence.records import id_checkable
 
     return sum(not id_checkable(record) for record in recs)
 
@@ -143,7 +143,7 @@ def write_lines(recs: Iterable[dict], stream: TextIO) -> int:
 
 def read_lines(path: Path) -> list[dict]:
     """Every record of a JSON Lines file (``-``: standard input), each checked against the run
-    schema (``atnbench.records``) before anything is written: a bad line is a UserError naming the
+    schema (``atnbench.evidence.records``) before anything is written: a bad line is a UserError naming the
     file, the line, the run and the field, so a broken file imports nothing."""
     path = Path(path)
     if str(path) == "-":
@@ -160,7 +160,7 @@ def read_lines(path: Path) -> list[dict]:
 
 
 def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
-    from atnbench.records import problem
+    from atnbench.evidence.records import problem
     from atnbench.userfiles import parse_json
 
     out = []

@@ -46,7 +46,7 @@ def run_label(config, extra: tuple[str, ...] = ()) -> str:
     """What a run is, for its bar's title and a sweep's lists: "adding T=200 atn k=5 seed=0" (k
     only for a windowed norm; the cell when it is not the LSTM), with the ``extra`` settings a
     sweep varies ("variant=paper-text"; the preset's own protocol reads "variant=default")."""
-    from atnbench.identity import setting_of
+    from atnbench.evidence.identity import setting_of
     from atnbench.zoo import model_name
 
     parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]
@@ -139,7 +139,7 @@ class PlainReporter:
 
 
 def reporter_for(label: str, quiet: bool = False, stream: Optional[TextIO] = None):
-    from atnbench.train import SilentReporter
+    from atnbench.run.train import SilentReporter
 
     stream = stream or sys.stderr
     if quiet:

@@ -19,7 +19,7 @@ The id is a hash of ``identity(config)``, the config with
   existed, so adding it keeps every stored and published run's id.
 
 "The code" is every module that computes a run's numbers: ``atnbench/nn`` (Python and the C++
-sources), ``atnbench/tasks``, ``atnbench/data``, ``train.py``, ``schedule.py``, ``zoo.py``. The
+sources), ``atnbench/tasks``, ``atnbench/data``, ``run/train.py``, ``run/schedule.py``, ``zoo.py``. The
 torch build, like the processor, belongs to the machine: it is recorded with every run, not part
 of its id, so one id run on two machines may differ in the last bits (``atnbench store merge``
 reports that as a conflict). Python files are fingerprinted by their syntax tree without docstrings, so
@@ -44,8 +44,8 @@ from typing import Any
 
 from atnbench.userfiles import file_stat
 
-PACKAGE = Path(__file__).resolve().parent
-CODE_PATHS = ("nn", "tasks", "data", "train.py", "schedule.py", "zoo.py")
+PACKAGE = Path(__file__).resolve().parent.parent
+CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py")
 DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
 # RunConfig's fields when runs were first stored: each enters every id at any value (its default

@@ -1,6 +1,6 @@
 """Code fingerprints vouched for as equivalent, so a refactor does not make published runs stale.
 
-A run records the fingerprint of the code that made it (``env.code``, ``atnbench.identity``);
+A run records the fingerprint of the code that made it (``env.code``, ``atnbench.evidence.identity``);
 any edit to a fingerprinted file changes the fingerprint, and a run made by other code is
 *stale*. Most edits (a rename, a module moved, a loop rewritten the same way) change no number.
 ``atnbench canary`` shows that for the code paths the published runs use: for each *canary
@@ -36,7 +36,7 @@ CLASS_KEYS = ("task", "variant", "cell", "norm", "bias_inside", "init", "affine"
 
 def canary_class(config: dict[str, Any]) -> dict[str, Any]:
     """The canary class of a run config: its code-path settings, canonical (``identity``)."""
-    from atnbench.identity import DATA_OPTIONS, identity
+    from atnbench.evidence.identity import DATA_OPTIONS, identity
 
     options = dict(config.get("options") or {})
     canonical = identity({**config, "options": {}})  # no data file is read for a class
@@ -74,7 +74,7 @@ def is_current(code: Optional[str], config: dict[str, Any], path: Optional[Path]
     """Whether a run made by ``code`` counts as made by the running atnbench: the same
     fingerprint, or one a canary vouched for in this run's class. A run recorded before
     fingerprints (``code`` None) cannot be vouched for: False."""
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.identity import code_fingerprint
 
     current = code_fingerprint()
     if code is None or code == current:
@@ -85,7 +85,7 @@ def is_current(code: Optional[str], config: dict[str, Any], path: Optional[Path]
 def current_equivalent(code: Optional[str], config: dict[str, Any]) -> Optional[str]:
     """``code``, or the current fingerprint where a canary vouched for ``code`` in this class:
     what a report groups runs by, so vouched runs and new ones share one row."""
-    from atnbench.identity import code_fingerprint
+    from atnbench.evidence.identity import code_fingerprint
 
     return code_fingerprint() if is_current(code, config) else code
 
@@ -95,7 +95,7 @@ def on_its_data(record) -> bool:
     the files named in a config as they are now, so a run made before a file was edited in place
     would otherwise pass for the same experiment on the new contents; its id, made from the old
     contents, says it is not."""
-    from atnbench.identity import DATA_OPTIONS, run_id_under
+    from atnbench.evidence.identity import DATA_OPTIONS, run_id_under
 
     code = (record.env or {}).get("code")
     if code is None or not any(key in (record.config.get("options") or {}) for key in DATA_OPTIONS):
@@ -107,7 +107,7 @@ def finished_equivalent(records, config: dict[str, Any]):
     """A finished run among ``records`` (store rows) of the same experiment as ``config``
     (``identity.config_key``) made by code that counts as current: the run a sweep or
     ``atnbench run`` need not train again although its id (made by other code) differs."""
-    from atnbench.identity import config_key
+    from atnbench.evidence.identity import config_key
 
     wanted = config_key(config)
     for record in records:

@@ -7,7 +7,7 @@ recorded its build (tens of seconds) as training time: 49 s and 20 steps/s where
 took 19 s at 52 steps/s with the build done. Every caller of ``train`` (``atnbench run``, a
 sweep's ``execute``) calls ``load_fast_path`` first.
 
-Why not inside ``train``: ``train.py`` is part of the code fingerprint (``atnbench.identity``);
+Why not inside ``train``: ``train.py`` is part of the code fingerprint (``atnbench.evidence.identity``);
 loading earlier changes no number, so it should change no run id either.
 """
 

@@ -23,7 +23,7 @@ A user task is found by name in the folders of ``$ATNBENCH_TASKS`` (``os.pathsep
 or, for a generator or a loader written in Python, ``module: tasks.py:SPEC`` (a file beside the
 YAML, or an importable ``package.module:OBJECT``) naming a ``TaskSpec``. The whole definition,
 with the data files' absolute paths, goes into the run's ``options``, so a run is a function of
-its config and the data's contents enter its id (``atnbench.identity``). ``T`` caps a sequence's
+its config and the data's contents enter its id (``atnbench.evidence.identity``). ``T`` caps a sequence's
 length: a longer sequence keeps its first T steps.
 """
 
@@ -42,7 +42,7 @@ from atnbench.config import ConfigError
 ENV_FOLDERS = "ATNBENCH_TASKS"
 SPLIT_NAMES = ("train", "validation", "test")
 USER_KEYS = ("problem", "data", "module")  # a task YAML with one of these is a user task
-# what a user task's runs read of ``options`` besides its definition (atnbench.schedule); any
+# what a user task's runs read of ``options`` besides its definition (atnbench.run.schedule); any
 # other key would enter every run's config and id and change nothing
 USER_OPTIONS = ("lr_schedule", "asgd_switch")
 

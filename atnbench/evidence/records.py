@@ -22,7 +22,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, StrictStr, ValidationError
 
-from atnbench import identity
+from atnbench.evidence import identity
 
 SQLITE_MAX = 2**63 - 1
 TEXT_SUMMARY_KEYS = frozenset({"metric", "model"})  # every other summary value is a number (or null)
