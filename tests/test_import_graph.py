@@ -1,6 +1,7 @@
-"""No import cycle in the package: the graph of module-level imports between atnbench's modules
-(a module importing its own parent package does not count: that is how packages load) has no
-cycle, so every module can be imported on its own and the layers flow one way."""
+"""No import cycle in the package: the graph of imports between atnbench's modules, those inside
+functions included (a late import is still a dependency; a module importing its own parent
+package does not count: that is how packages load), has no cycle, so every module can be
+imported on its own and the layers flow one way: command -> run -> model -> store -> report."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ def modules() -> dict[str, Path]:
 
 
 def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """atnbench modules ``module`` imports at module level (inside if/try too, not in functions)."""
+    """atnbench modules ``module`` imports anywhere in its file (functions, if/try blocks too)."""
     names = set()
     for node in ast.parse(path.read_text()).body:
-        for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
+        for sub in ast.walk(node):
             if isinstance(sub, ast.Import):
                 names.update(alias.name for alias in sub.names)
             elif isinstance(sub, ast.ImportFrom):
@@ -71,6 +72,29 @@ def test_the_package_has_no_import_cycle():
     assert "atnbench.evidence.identity" in graph and graph["atnbench.tasks.adding"]  # the graph is real
     found = cycles(graph)
     assert not found, "import cycles: " + "; ".join(" -> ".join(cycle) for cycle in found)
+
+
+def test_a_late_import_counts(tmp_path):
+    """The circle of 11 files stood for a round because imports inside functions were not counted."""
+    (tmp_path / "a.py").write_text("def f():\n    from pkg import b\n")
+    (tmp_path / "b.py").write_text("import pkg.a\n")
+    known = {"pkg.a": tmp_path / "a.py", "pkg.b": tmp_path / "b.py"}
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_nothing_below_the_commands_imports_them():
+    known = modules()
+    upward = {name: sorted(t for t in imported(name, path, known) if t.startswith("atnbench.cli"))
+              for name, path in known.items() if not name.startswith("atnbench.cli") and name != "atnbench.__main__"}
+    assert not {name: targets for name, targets in upward.items() if targets}
+
+
+def test_the_flat_middle_stays_small():
+    """A run, its evidence and a user's task each live in a package; at most 12 modules sit flat."""
+    flat = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(flat) <= 12, flat
+    assert {"run", "evidence", "tasks", "nn", "store", "sweep", "report", "cli"} <= {p.name for p in PACKAGE.iterdir()}
 
 
 def test_the_cycle_finder_finds_one():
