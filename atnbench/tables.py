@@ -21,11 +21,12 @@ word wider than the whole line (a very long path).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Optional
 
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, ConsoleDimensions, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -212,3 +213,35 @@ class FitTable(Table):
         if constant:
             parts.append(self._legend(constant, console))
         return Group(*parts)
+
+
+# --- the consoles every command prints to (the width rule of atnbench.cli.app) -----------------
+
+UNBOUNDED = 100_000  # "as wide as the content": rich needs a number, and no line comes near this one
+
+
+class Output(Console):
+    """A console that follows the width rule of the module docstring.
+
+    rich reads $COLUMNS once, when a console is made, and assumes 80 columns off a terminal;
+    this one reads $COLUMNS at each print and gives piped output all the width it needs."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        if "width" not in options:
+            self._width = None  # rich took $COLUMNS here, once; ``size`` reads it at each print
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        columns = os.environ.get("COLUMNS", "")
+        if self._width is None and not columns.isdigit() and not self.is_terminal:
+            return ConsoleDimensions(UNBOUNDED, Console.size.fget(self).height)
+        return Console.size.fget(self)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)
+
+
+out = Output()
+err = Output(stderr=True)

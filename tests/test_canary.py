@@ -17,7 +17,7 @@ from atnbench.evidence.identity import code_fingerprint
 from atnbench.run.runspec import resolve_run
 from helpers import invoke
 
-PACKAGE = Path(equivalence.__file__).resolve().parent
+PACKAGE = Path(equivalence.__file__).resolve().parent.parent  # atnbench/
 RESULTS = PACKAGE.parent / "results"
 TINY = dict(T=8, hidden=8, batch_size=4, steps=4, eval_every=2, val_samples=4)
 

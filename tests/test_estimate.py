@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from atnbench.evidence.identity import run_id_of
 from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import estimate, estimate_seconds, measured_rates
@@ -19,8 +20,8 @@ def config(**changes):
 
 def store_with(path, run, wall_s, steps):
     with ResultsStore(path) as store:
-        store.start_run(run.run_id, run.to_dict(), {"device": "cpu"})
-        store.finish_run(run.run_id, "done", {"wall_s": wall_s, "steps": steps})
+        store.start_run(run_id_of(run), run.to_dict(), {"device": "cpu"})
+        store.finish_run(run_id_of(run), "done", {"wall_s": wall_s, "steps": steps})
     return path
 
 
@@ -47,8 +48,8 @@ def test_a_diverged_or_unfinished_run_prices_nothing(tmp_path):
     path = tmp_path / "s.db"
     run = config()
     with ResultsStore(path) as store:
-        store.start_run(run.run_id, run.to_dict(), {"device": "cpu"})
-        store.finish_run(run.run_id, "diverged", {"wall_s": 1.0, "steps": 3})
+        store.start_run(run_id_of(run), run.to_dict(), {"device": "cpu"})
+        store.finish_run(run_id_of(run), "diverged", {"wall_s": 1.0, "steps": 3})
     assert measured_rates(path) == {} and estimate([config(seed=1)], {}).measured == 0
 
 

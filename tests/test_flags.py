@@ -130,7 +130,7 @@ def test_run_and_sweep_take_their_run_flags_from_one_declaration():
         if name in fields and name not in ("threads", "device", "task"):
             assert name in declared, f"{name} is a RunConfig setting declared outside atnbench/settings.py"
     # the flag tables come from the same declaration
-    from atnbench.cli.sweep import FLAG_NAMES
+    from atnbench.sweep.command import FLAG_NAMES
     from atnbench.config import FLAG_NAMES as RENAMED
 
     assert FLAG_NAMES["steps"] == "--iters" == RENAMED["steps"] and FLAG_NAMES["options"].startswith("--data-dir")

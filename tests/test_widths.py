@@ -141,7 +141,7 @@ def test_the_tables_of_bench_stats_invariances_run_and_the_sweep_are_whole_at_80
     from atnbench.cli.analysis import invariance_table, stats_table
     from atnbench.cli.bench import results_table as bench_table
     from atnbench.cli.run import summary_table
-    from atnbench.cli.sweep import _summary
+    from atnbench.sweep.command import _summary
     from atnbench.sweep import load_sweep
     from atnbench.sweep.runner import SweepOutcome
     from atnbench.sweep.view import results_table as sweep_table

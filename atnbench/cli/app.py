@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import typer
-from rich.console import Console, ConsoleDimensions
+
 from rich.text import Text
 from typer.core import TyperGroup
 
@@ -54,34 +54,7 @@ EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check f
                    "training elsewhere, or a bug in atnbench (its traceback written to a file); 2 bad usage or input; "
                    "130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows tracebacks.")
 
-UNBOUNDED = 100_000  # "as wide as the content": rich needs a number, and no line comes near this one
-
-
-class Output(Console):
-    """A console that follows the width rule of the module docstring.
-
-    rich reads $COLUMNS once, when a console is made, and assumes 80 columns off a terminal;
-    this one reads $COLUMNS at each print and gives piped output all the width it needs."""
-
-    def __init__(self, **options):
-        super().__init__(**options)
-        if "width" not in options:
-            self._width = None  # rich took $COLUMNS here, once; ``size`` reads it at each print
-
-    @property
-    def size(self) -> ConsoleDimensions:
-        columns = os.environ.get("COLUMNS", "")
-        if self._width is None and not columns.isdigit() and not self.is_terminal:
-            return ConsoleDimensions(UNBOUNDED, Console.size.fget(self).height)
-        return Console.size.fget(self)
-
-    @size.setter
-    def size(self, new_size: tuple[int, int]) -> None:
-        Console.size.fset(self, new_size)
-
-
-out = Output()
-err = Output(stderr=True)
+from atnbench.tables import UNBOUNDED, Output, err, out  # noqa: E402,F401 - the consoles every command prints to
 
 from atnbench.cli import helpfmt  # noqa: E402 - help that reads at 80 columns, before any command is drawn
 

@@ -176,7 +176,7 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
 
 
 def _dry_run(planned, store: Path) -> None:
-    from atnbench.cli.sweep import _duration, _store_statuses
+    from atnbench.sweep.command import _duration, _store_statuses
     from atnbench.sweep import estimate, measured_rates
 
     rates = measured_rates(store)
