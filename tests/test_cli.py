@@ -84,7 +84,7 @@ def test_models_cite_the_gru_paper_and_give_working_flags():
 
 @pytest.mark.parametrize("norm, shows_k", [("ln", False), ("none", False), ("atn", True)])
 def test_run_summary_shows_k_only_for_windowed_norms(norm, shows_k):
-    from atnbench.cli.run import summary_table
+    from atnbench.run.command import summary_table
 
     config = resolve_run("adding", {"norm": norm, "k": 7, "T": 30})
     record = {"run_id": "abc", "status": "done", "model": norm, "steps": 1, "wall_s": 1.0, "params": 10}
