@@ -7,7 +7,7 @@ import re
 import pytest
 
 from atnbench.config import ConfigError
-from atnbench.reproduce import PARTS, available, parse_budgets, select_parts
+from atnbench.reproduce.parts import PARTS, available, parse_budgets, select_parts
 from atnbench.store import ResultsStore
 from helpers import invoke
 
@@ -103,7 +103,7 @@ def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypat
 def test_report_only_counts_the_parts_runs_made_by_another_command(tmp_path):
     """A run with a part's exact config is that part's run, whichever sweep (or `atnbench run`)
     made it: `--report-only` shows it although the part's own sweep never ran."""
-    from atnbench.reproduce import plan
+    from atnbench.reproduce.parts import plan
 
     (planned,) = plan([PARTS["table1-copying"]], (0,), None, {}, {"threads": 1, "device": "cpu"})
     made_elsewhere = [run for run in planned.runs if run.config.T == 100]

@@ -14,7 +14,7 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, finite, out, say, user_errors
 from atnbench.errors import UserError
-from atnbench.reproduce import PARTS
+from atnbench.reproduce.parts import PARTS
 from atnbench.tables import FitTable
 
 DEFAULT_SEEDS = "0,1,2"
@@ -62,7 +62,7 @@ def reproduce(
     Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
     """
     from atnbench.run.outputs import check_output_dir
-    from atnbench.reproduce import available, parse_budgets, plan, select_parts
+    from atnbench.reproduce.parts import available, parse_budgets, plan, select_parts
     from atnbench.sweep import load_sweep, parse_seeds, run_sweep
     from atnbench.zoo import resolve_device
 

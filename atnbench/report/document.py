@@ -122,7 +122,7 @@ def verdicts_markdown(store: ResultsStore, planned_parts: list, margin: Optional
 def write_report(store_path: Path, planned_parts: list, out_dir: Path, commands: list[str],
                  title: str = "atnbench: reproducing the ATN paper") -> tuple[Path, Path]:
     """Write ``report.md`` (+ figures/) and a self-contained ``report.html`` for the planned parts
-    (``atnbench.reproduce.PlannedPart``); returns both paths."""
+    (``atnbench.reproduce.parts.PlannedPart``); returns both paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     with ResultsStore.open_read_only(store_path) as store:
