@@ -22,6 +22,7 @@ word wider than the whole line (a very long path).
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 from typing import Optional
 
@@ -245,3 +246,14 @@ class Output(Console):
 
 out = Output()
 err = Output(stderr=True)
+
+
+def say(console: Output, message: str, prefix: str = "", style: str = "") -> None:
+    """A message wrapped between words at the console's width (a terminal's, or $COLUMNS), its
+    later lines indented; a word longer than a line (a path) stays whole. Piped: one line."""
+    width = console.size.width
+    lines = [prefix + message] if width >= UNBOUNDED else textwrap.wrap(
+        prefix + message, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+    text = Text("\n".join(lines) or prefix)
+    text.stylize(style, 0, len(prefix))
+    console.print(text, soft_wrap=True, highlight=False)

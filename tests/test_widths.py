@@ -138,7 +138,8 @@ def check_table(renderable) -> None:
 
 def test_the_tables_of_bench_stats_invariances_run_and_the_sweep_are_whole_at_80_and_100_columns(store):
     from atnbench.analysis.invariances import TRANSFORMATIONS, Record
-    from atnbench.cli.analysis import invariance_table, stats_table
+    from atnbench.analysis.command import stats_table
+    from atnbench.cli.analysis import invariance_table
     from atnbench.cli.bench import results_table as bench_table
     from atnbench.run.command import summary_table
     from atnbench.sweep.command import _summary

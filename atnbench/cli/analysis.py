@@ -6,37 +6,34 @@ import json
 from pathlib import Path
 from typing import Annotated, Optional
 
-import torch
 import typer
 from rich.text import Text
 
 from atnbench.cli import options
-from atnbench.cli.app import app, err, finite, out, user_errors
+from atnbench.cli.app import app, finite, out, user_errors
 from atnbench.errors import UserError
+from atnbench.analysis.command import StatsRequest, stats_command
 from atnbench.tables import FitTable
 
 
-def _g(value: float, digits: int = 3) -> str:
-    return f"{value:.{digits}g}"
+Iters = Annotated[int, typer.Option("--iters", help="Training steps before the recorded iteration (0: at initialisation).")]
+Hidden = Annotated[Optional[int], typer.Option("--hidden", help="Hidden size (default: the adding preset's, 60).")]
+BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="Batch size (default: the preset's, 50).")]
+StatsOut = Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")]
+FromRun = Annotated[Optional[list[str]], typer.Option(
+    "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of "
+                                         "training (repeatable; an id prefix is enough).")]
 
 
 @app.command()
 @user_errors
-def stats(
-    k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
-    T: int = typer.Option(75, "--T", min=1, help="Adding-problem sequence length."),
-    iters: int = typer.Option(100, "--iters", help="Training steps before the recorded iteration (0: at initialisation)."),
-    seed: options.Seed = 0,
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Hidden size (default: the adding preset's, 60)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Batch size (default: the preset's, 50)."),
-    out_dir: Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")] = None,
-    store: options.Store = options.STORE,
-    from_run: Optional[list[str]] = typer.Option(None, "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of training (repeatable; an id prefix is enough)."),
-    device: options.Device = options.DEVICE,
-    threads: options.Threads = options.THREADS,
-    quiet: options.Quiet = False,
-    out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
-):
+def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
+          T: Annotated[int, typer.Option("--T", min=1, help="Adding-problem sequence length.")] = 75,
+          iters: Iters = 100, seed: options.Seed = 0, hidden: Hidden = None, batch_size: BatchSize = None,
+          out_dir: StatsOut = None, store: options.Store = options.STORE, from_run: FromRun = None,
+          device: options.Device = options.DEVICE, threads: options.Threads = options.THREADS,
+          quiet: options.Quiet = False,
+          out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR")):
     """Post-normalization mean and variance over time (ATN paper Sect. 5.2, Fig. 6).
 
     Trains LN and ATN(k) LSTMs without trainable gain/bias on the adding problem (a short budget:
@@ -44,69 +41,12 @@ def stats(
 
     Example: [bold]atnbench stats --k 5,25,55 --T 75 --iters 100[/]
     """
-    from atnbench.analysis import stats as st
-    from atnbench.analysis.figures import write_term_figures
-    from atnbench.run.outputs import check_output_dir
-    from atnbench.run.resources import check_fits
-    from atnbench.run.runspec import config_estimate
-    from atnbench.store import ResultsStore
-    from atnbench.zoo import resolve_device
-
-    if iters < 0:
-        raise UserError(f"--iters must be >= 0, got {iters}")
     options.check_threads(threads)
-    out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"
-    torch_device = resolve_device(device)
-    torch.set_num_threads(threads)
-    check_output_dir(out_dir, "--out" if out_old is not None else "--out-dir")
-    models = []
-    if from_run:
-        with ResultsStore.open_read_only(store) as results:
-            for run_id in dict.fromkeys(from_run):
-                models.append(st.load_run(results, run_id, torch_device))
-    else:
-        configs = [(norm, window, st.stats_config(norm, window, T, iters, seed, hidden, batch_size))
-                   for norm, window in [("ln", 1)] + [("atn", w) for w in options.whole_numbers(k, "--k")]]
-        for *_, config in configs:  # every model checked before any trains
-            check_fits(config_estimate(config), str(torch_device))
-        for norm, window, config in configs:
-            label = st.model_label(norm, window)
-            if not quiet:
-                err.print(f"training {label}: {iters} steps, adding T={config.T}, hidden {config.hidden}, "
-                          f"batch {config.batch_size}, no gain/bias")
-            models.append(st.train_model(config, iters, torch_device, label))
-    series = [s for m in models for s in st.record_iteration(m)]
-
-    out_dir = Path(out_dir)
-    steps = {m.steps for m in models}
-    suffix = f" (after {steps.pop()} steps)" if len(steps) == 1 else ""
-    written = write_term_figures(series, out_dir, suffix)
-    written.append(st.write_csv(series, out_dir / "stats-series.csv"))
-    rows = st.summarize(series)
-    (out_dir / "stats-summary.json").write_text(json.dumps(rows, indent=2) + "\n")
-    written.append(out_dir / "stats-summary.json")
-
-    out.print(stats_table(rows))
-    for path in written:
-        out.print(str(path), soft_wrap=True, highlight=False)
-
-
-def stats_table(rows: list[dict]) -> FitTable:
-    """The Fig. 6 summary (``analysis.stats.summarize``): a row per model and normalized term."""
-    from atnbench.analysis.stats import TERMS
-
-    table = FitTable(title="post-normalization statistics over time (one training iteration)", key_columns=2,
-                     lift=False,
-                     caption="mean and variance across features at each step (batch-averaged): their std, min "
-                             "and max over the steps t; W_h h from step 1 (step 0 is W_h h_0 + b = b)")
-    for column in ("model", "term", "mean\nstd_t", "mean\nmin", "mean\nmax", "var\nstd_t", "var\nmin", "var\nmax"):
-        table.add_column(column, justify="left" if column in ("model", "term") else "right")
-    layers = {r["layer"] for r in rows}
-    for r in rows:
-        term = TERMS[r["term"]] + ("" if len(layers) == 1 else f" (layer {r['layer']})")
-        table.add_row(r["model"], term, *(_g(r[key], 2) for key in
-                                          ("mean_std", "mean_min", "mean_max", "var_std", "var_min", "var_max")))
-    return table
+    stats_command(StatsRequest(
+        windows=options.whole_numbers(k, "--k"), T=T, iters=iters, seed=seed, hidden=hidden, batch_size=batch_size,
+        out_dir=Path(options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"),
+        out_flag="--out" if out_old is not None else "--out-dir", store=store, from_run=from_run, device=device,
+        threads=threads, quiet=quiet))
 
 
 @app.command()

@@ -26,7 +26,6 @@ import signal
 import sqlite3
 import sys
 import tempfile
-import textwrap
 import threading
 import traceback
 from contextlib import contextmanager
@@ -54,7 +53,7 @@ EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check f
                    "training elsewhere, or a bug in atnbench (its traceback written to a file); 2 bad usage or input; "
                    "130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows tracebacks.")
 
-from atnbench.tables import UNBOUNDED, Output, err, out  # noqa: E402,F401 - the consoles every command prints to
+from atnbench.tables import err, out, say  # noqa: E402,F401 - the consoles every command prints to
 
 from atnbench.cli import helpfmt  # noqa: E402 - help that reads at 80 columns, before any command is drawn
 
@@ -72,17 +71,6 @@ _library_log = logging.getLogger("atnbench")
 if not any(isinstance(handler, _NoteHandler) for handler in _library_log.handlers):
     _library_log.addHandler(_NoteHandler())
     _library_log.propagate = False
-
-
-def say(console: Output, message: str, prefix: str = "", style: str = "") -> None:
-    """A message wrapped between words at the console's width (a terminal's, or $COLUMNS), its
-    later lines indented; a word longer than a line (a path) stays whole. Piped: one line."""
-    width = console.size.width
-    lines = [prefix + message] if width >= UNBOUNDED else textwrap.wrap(
-        prefix + message, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
-    text = Text("\n".join(lines) or prefix)
-    text.stylize(style, 0, len(prefix))
-    console.print(text, soft_wrap=True, highlight=False)
 
 
 def debugging() -> bool:
