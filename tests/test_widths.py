@@ -140,7 +140,7 @@ def test_the_tables_of_bench_stats_invariances_run_and_the_sweep_are_whole_at_80
     from atnbench.analysis.invariances import TRANSFORMATIONS, Record
     from atnbench.analysis.command import stats_table
     from atnbench.cli.analysis import invariance_table
-    from atnbench.cli.bench import results_table as bench_table
+    from atnbench.bench.command import results_table as bench_table
     from atnbench.run.command import summary_table
     from atnbench.sweep.command import _summary
     from atnbench.sweep import load_sweep
