@@ -108,6 +108,10 @@ def test_divergence_is_recorded_not_a_crash(tmp_path):
     assert record["status"] == "diverged" and result.exit_code == 1
     with ResultsStore(store, create=False) as results:
         assert results.status(record["run_id"]) == "diverged"
+    again = invoke("run", "adding", "--norm", "none", "--T", "8", "--hidden", "8", "--batch-size", "4",
+                   "--iters", "30", "--eval-every", "5", "--val-samples", "8", "--lr", "1e30", "--optimizer", "sgd",
+                   "--store", store, "--json")
+    assert "already in" in again.stderr and again.exit_code == 1  # found in the store: the same outcome, the same code
 
 
 @pytest.mark.parametrize("args, message", [

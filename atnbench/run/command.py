@@ -163,8 +163,9 @@ def run_command(request: RunRequest) -> int:
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
     with ResultsStore(request.store) as results:
         store_path = results.path
-        if _already_finished(request, run_config, results):
-            return 0
+        stored = _already_finished(request, run_config, results)
+        if stored is not None:  # said, not trained: its outcome is the exit code, as when it trained
+            return 0 if stored == "done" else 1
         record = _train(request, run_config, results, torch_device)
     if request.out_file is not None:
         request.out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -179,21 +180,21 @@ def run_command(request: RunRequest) -> int:
     return 0 if record["status"] == "done" else 1
 
 
-def _already_finished(request: RunRequest, run_config, results) -> bool:
+def _already_finished(request: RunRequest, run_config, results) -> Optional[str]:
     """Whether the store holds this run finished (or the same experiment finished by other code
     that a canary vouched for, ``atnbench.evidence.equivalence``): then it is said, not trained,
-    unless --force, which says that it trains again."""
+    unless --force, which says that it trains again. Its status where it is not trained again, else None."""
     run_id = run_id_of(run_config)
     finished = results.get_run(run_id)
     if (finished is None or finished.status not in ("done", "diverged")) and not request.force:
         finished = finished_equivalent(results.runs(task=run_config.task, T=run_config.T),
                                        run_config.to_dict()) or finished
     if finished is None or finished.status not in ("done", "diverged"):
-        return False
+        return None
     if request.force:
         err.print(f"--force: training run {run_id} again; its row in {results.path} will be replaced",
                   soft_wrap=True, highlight=False)
-        return False
+        return None
     vouched = "" if finished.run_id == run_id else \
         f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
     err.print(f"run {run_id} is already in {results.path}{vouched} ({finished.status}, "
@@ -205,7 +206,7 @@ def _already_finished(request: RunRequest, run_config, results) -> bool:
 
         summary = selected_summary(finished.summary, results.curve(finished.run_id))
         print(json.dumps(result_record(run_config, finished.status, summary, finished.error)))
-    return True
+    return finished.status
 
 
 def _train(request: RunRequest, run_config, results, torch_device) -> dict:
