@@ -26,6 +26,7 @@ normalized output (time first, starting at step ``t0``). ``atnbench stats`` uses
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -421,16 +422,22 @@ class AssortedTimeBatchNorm(SequenceNorm):
 class _AssortedTimeBatchNormStream(_WindowStream):
     def __init__(self, norm, state):
         super().__init__(norm, state, reduce_dim=0, stat_axis=0)
+        self.recent: deque[Tensor] = deque(state.unbind(0), maxlen=norm.k)  # the window's step moments
 
     def step(self, a):
         norm = self.norm
         if norm.training or not norm.use_population:
             a = F_.share_alike(a)
-            mean, var = self.window.push(step_moments(a, dim=0), a.dtype)
+            moments = step_moments(a, dim=0)
+            self.recent.append(moments)
+            mean, var = self.window.push(moments, a.dtype)
             if norm.training:
                 pooled = len(self.window.sums) * a.shape[0]
                 norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, pooled).unsqueeze(0)})
-            return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+            y = F_.standardize(a, mean, var, norm.eps)
+            if norm.k > 1 and torch.is_grad_enabled() and a.requires_grad:
+                y = F_.cut_flat(y, F_.window_flat(a.detach(), torch.stack(tuple(self.recent))))
+            return F_.affine(y, norm.weight, norm.bias)
         pop = norm.stats.lookup(self.t, 1)
         return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
 
@@ -466,7 +473,10 @@ class _MaskedAssortedTimeBatchNormStream(NormStream):
         mean, var, pooled = pooled_window(window, a.dtype)
         if norm.training and self.t < self.active:
             norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased_counts(var, pooled).unsqueeze(0)})
-        return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+        y = F_.standardize(a, mean, var, norm.eps)
+        if norm.k > 1 and self.t < self.active and torch.is_grad_enabled() and a.requires_grad:
+            y = F_.cut_flat(y, F_.window_flat(a.detach(), window, self.mask()))
+        return F_.affine(y, norm.weight, norm.bias)
 
     def state(self):
         if not self.entries:

@@ -27,9 +27,11 @@ namespace {
 
 enum Kind : int64_t { kNone = 0, kRow = 1, kCol = 2, kBln = 3, kGiven = 4 };
 enum Cell : int64_t { kLSTM = 0, kGRU = 1 };
-// Per-step, per-slot statistics record: m_j, v_j, window mean, r = 1/sqrt(var+eps), clamped,
-// window var (biased, clamped at 0), shift (window mean - ref).
+// Per-step, per-slot statistics record: m_j, v_j, window mean, r = 1/sqrt(var+eps), flag (1: the
+// variance was clamped; 2: ATN-BN's window is flat, see mark_flat), window var (biased, clamped
+// at 0), shift (window mean - ref).
 constexpr int64_t SW = 7;
+constexpr double kFlat = 2.0;
 // The optional tensors of one term, in the order of the Python side's list.
 enum Opt { kGain = 0, kShift, kHist, kGMean, kGRstd, kBMean, kBStd, kFMean, kFStd, kNOpt };
 
@@ -155,6 +157,25 @@ void history_grad(Norm<T>& nm, double* dp) {
     }
 }
 
+// ATN-BN's flat windows (functional.cut_flat says why): flag kFlat in step j's record of each
+// feature whose value is the same in every row of a (B, n) and whose window's steps all have
+// this step's (m_j, v_j), bit for bit. The backward then sends nothing through that step's
+// normalization (its gain and shift gradients stay). Only for k > 1 (k = 1 is BN: rows alike).
+template <typename T>
+void mark_flat(Norm<T>& nm, int64_t j, const T* a) {
+  const int64_t B = nm.B, n = nm.n, first = std::max<int64_t>(0, j - nm.k + 1);
+  for (int64_t i = 0; i < n; ++i) {
+    double* e = nm.st + (j * n + i) * SW;
+    bool flat = a[i] == a[i];  // a NaN is alike to nothing
+    for (int64_t b = 1; b < B && flat; ++b) flat = a[b * n + i] == a[i];
+    for (int64_t p = first; p < j && flat; ++p) {
+      const double* o = nm.st + (p * n + i) * SW;
+      flat = o[0] == e[0] && o[1] == e[1];
+    }
+    if (flat) e[4] = kFlat;
+  }
+}
+
 // ------------------------------------------------------------------------------------------
 // Forward of one term at step t: y (add ? += : =) N(a), a and y (B, n) row-major.
 
@@ -210,6 +231,7 @@ void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
         mt[i] = (T)e[2];
         rt[i] = (T)e[3];
       }
+      if (nm.k > 1) mark_flat(nm, j, a);
       for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < n; ++i) {
           T v = (a[b * n + i] - mt[i]) * rt[i];
@@ -380,11 +402,12 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
       for (int64_t i = 0; i < n; ++i) {
         if (dg) dg[i] += sdx[i];
         const T gi = g ? g[i] : T(1);
+        const bool flat = e0[i * SW + 4] == kFlat;  // this step's normalization passes nothing back
         double dm, dv;
-        window_adjoint(nm, t, i, (double)(gi * sdy[i]), (double)(gi * sdx[i]), dm, dv);
+        window_adjoint(nm, t, i, flat ? 0.0 : (double)(gi * sdy[i]), flat ? 0.0 : (double)(gi * sdx[i]), dm, dv);
         c1[i] = (T)(dm / B);
         c2[i] = (T)(2.0 * dv / B);
-        sdy[i] = gi * (T)e0[i * SW + 3];  // reused: gain * r
+        sdy[i] = flat ? T(0) : gi * (T)e0[i * SW + 3];  // reused: gain * r
         sdx[i] = (T)e0[i * SW];           // reused: m_j
       }
       for (int64_t b = 0; b < B; ++b)
