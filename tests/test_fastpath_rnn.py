@@ -230,13 +230,13 @@ def _graph_names(out):
 
 @pytest.mark.parametrize("cell,norm,opts", [("lstm", "bn", {}), ("lstm", "atn-bn", {"k": 3}), ("lstm", "bln", {}),
                                             ("gru", "atn", {"k": 3}), ("lstm", "bn-input", {})])
-def test_input_term_runs_on_the_kernel_unless_padded_or_sequence_wise(cell, norm, opts):
-    """The input norm is one kernel node (NormSequence) on unpadded batches; padded batches and
-    sequence-wise BN (no kernel term) keep the layer's own torch ops."""
+def test_input_term_runs_on_the_kernel_unless_sequence_wise(cell, norm, opts):
+    """The input norm is one kernel node (NormSequence), padded batches too (the mask is in the
+    kernel); sequence-wise BN (no kernel term) keeps the layer's own torch ops."""
     model = make(cell, "cpp", norm, **opts)
     x = inputs(6, 3).requires_grad_()
     assert "NormSequenceBackward" in _graph_names(model(x)[0])
     padded, _ = model(x, lengths=torch.tensor([6, 4, 2]))
-    assert "NormSequenceBackward" not in _graph_names(padded)
+    assert "NormSequenceBackward" in _graph_names(padded) and model.last_paths == ("cpp",)
     seq = make("lstm", "cpp", "bn-input", bn_input_mode="sequence")
     assert "NormSequenceBackward" not in _graph_names(seq(x)[0])

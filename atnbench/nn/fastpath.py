@@ -178,7 +178,7 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
     _require_build(path)
     if path == "triton":
         return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths, gpu.load_ops())
-    if not _ln_atn_layer(layer):
+    if not _ln_atn_layer(layer) or lengths is not None:  # padded batches: norm_rnn.cpp holds the mask
         return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths)
     impl = IMPLS[path]
     batch = x.shape[1]
@@ -271,14 +271,14 @@ def _triton_or_loop(backend: str, device: torch.device) -> str:
 def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
     """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
 
-    Variable-length batches (``lengths``) take the loop, which holds each sequence's state
-    after its own last step; the fast path runs whole batches of equal length (either direction).
+    Variable-length batches (``lengths``) take the C++ path (``norm_rnn.cpp`` holds each sequence's
+    state after its own last step, as the loop does), the loop elsewhere (Triton, ``"function"``).
     """
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
         return "loop"
-    if lengths is not None:
-        return "loop"
+    if lengths is not None and backend not in ("auto", "cpp"):
+        return "loop"  # padded batches: on the C++ kernels only
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
     kernel = kernel_of(model)
@@ -286,6 +286,8 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"
     if backend == "function":
         return "function" if kernel == "norm_lstm" else "loop"
+    if lengths is not None and x.device.type != "cpu":
+        return "loop"
     if backend == "triton" or (backend == "auto" and x.device.type == "cuda"):
         return _triton_or_loop(backend, x.device)
     if x.device.type != "cpu":

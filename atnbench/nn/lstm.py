@@ -107,7 +107,7 @@ class NormLSTM(NormRecurrent):
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":
             return layer(x, *carry, windows, lengths)
-        return fastpath.lstm_layer(layer, x, *carry, windows, path)
+        return fastpath.lstm_layer(layer, x, *carry, windows, path, lengths)
 
     def _carries(self, state):
         if not isinstance(state, tuple) or len(state) != 2:
