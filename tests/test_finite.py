@@ -195,11 +195,13 @@ def test_atn_bn_on_flat_windows_trains_finite_on_loop_and_cpp(cell):
     x = flat_prefix(T, B, 40)
     grads = {}
     for path in ("loop", "cpp"):
-        model = make(cell, "atn-bn", {"k": 4}, path, hidden=H)
-        out, state = model(x)
-        assert model.last_paths == (path,)
-        grads[path] = torch.autograd.grad(loss_of(out, state, weights(T, B, H)), list(model.parameters()))
-        assert all(bool(torch.isfinite(g).all()) for g in grads[path])
+        for padded in (None, torch.tensor([T, 30, T, 41])):  # the masked window's rule too
+            model = make(cell, "atn-bn", {"k": 4}, path, hidden=H)
+            out, state = model(x, lengths=padded)
+            assert model.last_paths == (path,)
+            grads[path, padded is None] = torch.autograd.grad(loss_of(out, state, weights(T, B, H)),
+                                                              list(model.parameters()))
+            assert all(bool(torch.isfinite(g).all()) for g in grads[path, padded is None])
         for lengths in (None, torch.tensor([T, T - 1, T, T - 3])):
             model = make(cell, "atn-bn", {"k": 4}, path, torch.float32, hidden=H)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -211,8 +213,9 @@ def test_atn_bn_on_flat_windows_trains_finite_on_loop_and_cpp(cell):
                 assert bool(torch.isfinite(loss)), (path, lengths)
                 assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()), (path, lengths)
                 optimizer.step()
-    for a, b in zip(grads["loop"], grads["cpp"]):
-        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    for dense in (True, False):
+        for a, b in zip(grads["loop", dense], grads["cpp", dense]):
+            torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
 
 
 def test_atn_bn_on_flat_windows_triton_equals_the_loop():
