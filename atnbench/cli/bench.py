@@ -85,7 +85,8 @@ def to_csv(records: list[dict]) -> str:
 @user_errors
 def bench(
     workload: str = typer.Option("adding", "--workload", metavar="NAME[,NAME...]",
-                                 help="Comma list of: adding, copying, denoise, ptb-char."),
+                                 help="Comma list of: adding, copying, denoise, ptb-char, packed (adding's shapes "
+                                      "with mixed lengths 100-300, the same total steps, as a PackedSequence)."),
     models: str = typer.Option("lstm-fused,ln,atn", "--models", metavar="MODEL[,MODEL...]",
                                help="Comma list of: {bench_models}. lstm-fused and ln are always timed (the "
                                     "ratio baselines), gru-fused with any GRU (×fused: against the same cell's "
@@ -131,6 +132,8 @@ def bench(
     options.check_threads(threads)
     workloads = [get_workload(w).with_overrides(T=T, batch=batch) for w in _names(workload, "workload")]
     entries = entries_for(_names(models, "models"), options.whole_numbers(k, "--k"), reference)
+    if any(w.packed for w in workloads) and any(name == "atn-ref" for name, _ in entries):
+        raise UserError("atn-ref takes no packed batches: leave --reference (and atn-ref) out for workload packed")
     torch_device = resolve_device(device)
     if output is not None:
         check_output_file(output, "--output")  # now, not after the timing

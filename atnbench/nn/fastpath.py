@@ -20,9 +20,10 @@ Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside o
 affine on or off, float32 and float64, train and eval, any number of layers (it runs per
 layer; dropout between layers stays outside), the ATN window state in and out (continuation
 equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
-state. ``select`` falls back to the loop path whenever that is not the case: variable lengths
-(a PackedSequence or ``lengths``), another norm, a
-``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
+state. Variable lengths (a PackedSequence or ``lengths``) run on ``"cpp"`` through
+``norm_rnn.cpp`` (LN/ATN-LSTM included), whose kernels hold the mask (``fastpath_rnn.layer``).
+``select`` falls back to the loop path whenever that is not the case: variable lengths on
+``"function"`` or ``"triton"``, another norm, a ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
 window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
 once-differentiable, which cannot be detected in advance: double backward through the
 recurrence raises an error on the fast path; use ``backend="loop"`` for it.
