@@ -4,13 +4,18 @@ One layer runs as the loop does in three parts:
 
 1. the input term ``N_x(W_x x [+ b_x]) [+ b]`` for all steps: one matmul, then the input norm
    as one autograd node (``NormSequence``: the same kernel term as the recurrence's, with no
-   recurrence; running statistics as in 3.); padded batches and norms without a kernel term
-   (sequence-wise BN) take the layer's own ``input_term`` (torch ops, autograd),
+   recurrence; running statistics as in 3.); norms without a kernel term (sequence-wise BN), and
+   padded batches on Triton, take the layer's own ``input_term`` (torch ops, autograd),
 2. the recurrence (hidden term ``N_h(W_h h_{t-1} + b_h)``, the LSTM cell term ``N_c(c_t)``, the
    gates) as one autograd node (``NormRNNRecurrence``) with a hand-written C++ backward,
 3. the running (population) statistics of the recurrent terms, updated from the per-step
    statistics the recurrence returns: ``StepStatistics.update(0, values)`` for all T steps at
    once, the same element-wise EMA the loop applies step by step (each step's row once).
+
+Padded batches (``lengths``, C++ only): the kernels take the lengths and run the steps that have
+a valid row; a finished sequence's h and c are held (the recurrence's output is the held h), batch
+statistics pool the valid rows (ATN-BN's window weights each step by its count), and every step's
+window moments come back, from which ``padded_window`` takes the state as the loop does.
 
 Each normalization module type maps to a kernel term (``TERMS``, a registry): ``none``, ``row``
 (LN, ATN-LN: statistics per row over the features, a window of k steps), ``col`` (BN,
