@@ -379,13 +379,21 @@ def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tup
     if lengths is None:
         xn, window_x = input_term(model_layer, x, windows[0], None, ops)
         return _recurrence(model_layer, xn, window_x, h0, c0, windows, None, ops)
+    # Longest first: each step's running rows are then the first ones, and the kernels skip the rest.
+    order = torch.argsort(lengths, descending=True, stable=True)
+    inverse = torch.argsort(order)
+    by_row = [isinstance(n, AssortedTimeNorm) for n in model_layer.norms()]  # ATN-LN: a window per row
     steps, active = x.shape[0], int(lengths.max())
-    xn, window_x = input_term(model_layer, x[:active], windows[0], lengths, ops)
+    x, h0, lengths = x[:active, order], h0[order], lengths[order]
+    c0 = None if c0 is None else c0[order]
+    windows = tuple(w[:, order] if row and w is not None else w for w, row in zip(windows, by_row))
+    xn, window_x = input_term(model_layer, x, windows[0], lengths, ops)
     held, h_n, c_n, new = _recurrence(model_layer, xn, window_x, h0, c0, windows, lengths, ops)
-    out = torch.where(step_mask(lengths, active).unsqueeze(-1), held, held.new_zeros(()))
+    out = torch.where(step_mask(lengths, active).unsqueeze(-1), held, held.new_zeros(()))[:, inverse]
     if active < steps:
         out = torch.cat((out, out.new_zeros((steps - active, *out.shape[1:]))))
-    return out, h_n, c_n, new
+    new = tuple(w[:, inverse] if row and w is not None else w for w, row in zip(new, by_row))
+    return out, h_n[inverse], None if c_n is None else c_n[inverse], new
 
 
 def _recurrence(model_layer, xn: Tensor, window_x, h0: Tensor, c0: Optional[Tensor], windows: tuple,

@@ -320,7 +320,7 @@ void col_forward_masked(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
   }
   if (nm.k > 1) mark_flat(nm, j, a);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n && v[b]; ++i) {  // the other rows' outputs are never read
       T val = (a[b * n + i] - mt[i]) * rt[i];
       if (g) val = val * g[i];
       if (s) val = val + s[i];
@@ -363,6 +363,11 @@ void bln_forward_masked(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
   }
   for (int64_t b = 0; b < B; ++b) {
     const T* ab = a + b * n;
+    if (!v[b]) {  // a finished row: never read (its records: 0 and 1)
+      mf[b] = T(0);
+      sf[b] = T(1);
+      continue;
+    }
     T mu;
     if (nm.fm) {
       mu = nm.fm[t];
@@ -393,7 +398,7 @@ void bln_forward_masked(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
   for (int64_t b = 0; b < B; ++b) {
     const T* ab = a + b * n;
     T* yb = y + b * n;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n && v[b]; ++i) {
       T val = ca * (ab[i] - mb[i]) / sb[i] + cf * (ab[i] - mf[b]) / sf[b];
       if (g) val = val * g[i];
       if (s) val = val + s[i];
@@ -404,13 +409,14 @@ void bln_forward_masked(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
 
 template <typename T>
 void norm_forward(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
-  const int64_t B = nm.B, n = nm.n, j = nm.m + t;
+  if (nm.len) set_step(nm, t);
   if (nm.len && (nm.kind == kCol || nm.kind == kBln)) {  // the batch's statistics: its valid rows
-    set_step(nm, t);
     if (nm.kind == kCol) col_forward_masked(nm, t, a, y, add);
     else bln_forward_masked(nm, t, a, y, add);
     return;
   }
+  // Per-row kinds of a padded batch: its valid rows are the first nv (lengths sorted), only they run.
+  const int64_t B = nm.len ? nm.nv : nm.B, n = nm.n, j = nm.m + t;
   const T* g = nm.g;
   const T* s = nm.s;
   switch (nm.kind) {
@@ -706,7 +712,8 @@ void bln_backward_masked(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da)
 
 template <typename T>
 void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
-  const int64_t B = nm.B, n = nm.n, j = nm.m + t;
+  if (nm.len) set_step(nm, t);
+  const int64_t B = nm.len ? nm.nv : nm.B, n = nm.n, j = nm.m + t;  // as norm_forward
   const T* g = nm.g;
   T* dg = nm.dg.empty() ? nullptr : nm.dg.data();
   T* ds = nm.ds.empty() ? nullptr : nm.ds.data();
@@ -714,7 +721,6 @@ void norm_backward(Norm<T>& nm, int64_t t, const T* a, const T* dy, T* da) {
     for (int64_t b = 0; b < B; ++b)
       for (int64_t i = 0; i < n; ++i) ds[i] += dy[b * n + i];
   if (nm.len && (nm.kind == kCol || nm.kind == kBln)) {
-    set_step(nm, t);
     if (nm.kind == kCol) col_backward_masked(nm, t, a, dy, da);
     else bln_backward_masked(nm, t, a, dy, da);
     return;
@@ -971,7 +977,17 @@ Tensor lengths_of(const c10::optional<Tensor>& lengths, int64_t B, int64_t Tn) {
     hi = std::max(hi, p[b]);
   }
   TORCH_CHECK(B > 0 && hi >= Tn && lo >= 1, "lengths: every step needs a valid row (1 <= lengths, max(lengths) >= T)");
+  for (int64_t b = 1; b < B; ++b)
+    TORCH_CHECK(p[b] <= p[b - 1], "lengths: sorted longest first (each step's valid rows come first)");
   return l;
+}
+
+// The rows of step t that compute: all B, or those still running (lengths sorted: the first ones).
+inline int64_t running(const int64_t* len, int64_t B, int64_t t) {
+  if (len == nullptr) return B;
+  int64_t r = 0;
+  while (r < B && len[r] > t) ++r;
+  return r;
 }
 
 // len (padded batches, else nullptr): after row b's last step its h and c are held; out is then
@@ -995,15 +1011,16 @@ void forward_impl(int64_t cell, const Tensor& xn, const Tensor& h0, const Tensor
   T* zp = Z.data_ptr<T>();
   for (int64_t t = 0; t < Tn; ++t) {
     const int64_t ts = save ? t : 0;
+    const int64_t R = running(len, B, t);  // the rows that compute this step (the first R)
     const T* hprev = t == 0 ? h0p : outp + (t - 1) * B * H;
     T* ah = ahp + ts * B * G;
     T* act = actp + ts * B * G;
-    gemm<T>(hprev, H, 1, wtp, ah, B, G, H, bhh, false, opts);  // W_h h_{t-1} + b_h
+    gemm<T>(hprev, H, 1, wtp, ah, R, G, H, bhh, false, opts);  // W_h h_{t-1} + b_h
     const T* x = xp + t * B * G;
     if (cell == kLSTM) {
-      std::copy(x, x + B * G, zp);
+      std::copy(x, x + R * G, zp);
       norm_forward(nh, t, ah, zp, true);
-      for (int64_t b = 0; b < B; ++b) {
+      for (int64_t b = 0; b < R; ++b) {
         sigmoid_rows<T>(zp + b * G, act + b * G, 2 * H);
         tanh_rows<T>(zp + b * G + 2 * H, act + b * G + 2 * H, H);
         sigmoid_rows<T>(zp + b * G + 3 * H, act + b * G + 3 * H, H);
@@ -1011,29 +1028,29 @@ void forward_impl(int64_t cell, const Tensor& xn, const Tensor& h0, const Tensor
       const int64_t tcur = save ? t : (t % 2), tprev = save ? t - 1 : ((t + 1) % 2);
       T* c = chp + tcur * B * H;
       const T* cprev = t == 0 ? c0.data_ptr<T>() : chp + tprev * B * H;
-      for (int64_t b = 0; b < B; ++b) {
+      for (int64_t b = 0; b < R; ++b) {
         const T* a = act + b * G;
         for (int64_t i = 0; i < H; ++i)
           c[b * H + i] = a[H + i] * cprev[b * H + i] + a[i] * a[2 * H + i];
       }
+      std::copy(cprev + R * H, cprev + B * H, c + R * H);  // held rows
       T* yc = YC.data_ptr<T>();
       norm_forward(nc, t, c, yc, false);
       T* ty = TY.data_ptr<T>() + ts * B * H;
       T* o = outp + t * B * H;
-      for (int64_t b = 0; b < B; ++b) {
+      for (int64_t b = 0; b < R; ++b) {
         tanh_rows<T>(yc + b * H, ty + b * H, H);
         for (int64_t i = 0; i < H; ++i) o[b * H + i] = act[b * G + 3 * H + i] * ty[b * H + i];
       }
-      if (len)
-        for (int64_t b = 0; b < B; ++b)
-          if (len[b] <= t) {  // held
-            std::copy(cprev + b * H, cprev + (b + 1) * H, c + b * H);
-            std::copy(hprev + b * H, hprev + (b + 1) * H, o + b * H);
-          }
+      std::copy(hprev + R * H, hprev + B * H, o + R * H);  // held rows
     } else {
       T* hn = chp + ts * B * G;  // N_h(W_h h + b_h)
       norm_forward(nh, t, ah, hn, false);
       for (int64_t b = 0; b < B; ++b) {
+        if (b >= R) {  // held
+          std::copy(hprev + b * H, hprev + (b + 1) * H, outp + t * B * H + b * H);
+          continue;
+        }
         const T* xb = x + b * G;
         const T* hb = hn + b * G;
         T* a = act + b * G;
@@ -1043,10 +1060,7 @@ void forward_impl(int64_t cell, const Tensor& xn, const Tensor& h0, const Tensor
         tanh_rows<T>(zp + b * G + 2 * H, a + 2 * H, H);
         T* o = outp + t * B * H + b * H;
         const T* hp = hprev + b * H;
-        if (len && len[b] <= t)
-          std::copy(hp, hp + H, o);  // held
-        else
-          for (int64_t i = 0; i < H; ++i) o[i] = a[2 * H + i] + a[H + i] * (hp[i] - a[2 * H + i]);
+        for (int64_t i = 0; i < H; ++i) o[i] = a[2 * H + i] + a[H + i] * (hp[i] - a[2 * H + i]);
       }
     }
   }
@@ -1125,10 +1139,11 @@ void backward_impl(int64_t cell, const T* doutp, const Tensor& h0, const Tensor&
   T* dxnp = DXN.data_ptr<T>();
   T* dahp = DAH.data_ptr<T>();
   T* dh = DH.data_ptr<T>();
-  std::vector<T> dyc(B * H), dcn(B * H), dhn(cell == kGRU ? B * G : 0), held(len ? B * H : 0);
-  // A held row (padded batch, past its last step) passes dh and dc straight to the step before.
-  auto is_held = [&](int64_t b, int64_t t) { return len != nullptr && len[b] <= t; };
+  std::vector<T> dyc(B * H), dcn(B * H), dhn(cell == kGRU ? B * G : 0);
   for (int64_t t = Tn - 1; t >= 0; --t) {
+    // Rows R.. are held at this step (a padded batch, past their last step): their dh and dc pass
+    // straight to the step before, nothing enters their gates (dA and the input term's gradient: 0).
+    const int64_t R = running(len, B, t);
     if (doutp)
       for (int64_t q = 0; q < B * H; ++q) dh[q] += doutp[t * B * H + q];
     const T* act = actp + t * B * G;
@@ -1139,18 +1154,15 @@ void backward_impl(int64_t cell, const T* doutp, const Tensor& h0, const Tensor&
       const T* c = chp + t * B * H;
       const T* cprev = t == 0 ? c0.data_ptr<T>() : chp + (t - 1) * B * H;
       T* dc = DC.data_ptr<T>();
-      for (int64_t b = 0; b < B; ++b)
+      for (int64_t b = 0; b < R; ++b)
         for (int64_t i = 0; i < H; ++i)
-          dyc[b * H + i] = is_held(b, t) ? T(0)
-                                         : dh[b * H + i] * act[b * G + 3 * H + i] * (T(1) - ty[b * H + i] * ty[b * H + i]);
+          dyc[b * H + i] = dh[b * H + i] * act[b * G + 3 * H + i] * (T(1) - ty[b * H + i] * ty[b * H + i]);
+      std::fill(dyc.begin() + R * H, dyc.end(), T(0));
       norm_backward(nc, t, c, dyc.data(), dcn.data());
-      for (int64_t b = 0; b < B; ++b) {
+      std::fill(dz + R * G, dz + B * G, T(0));
+      for (int64_t b = 0; b < R; ++b) {
         const T* a = act + b * G;
         T* d = dz + b * G;
-        if (is_held(b, t)) {
-          std::fill(d, d + G, T(0));
-          continue;
-        }
         for (int64_t i = 0; i < H; ++i) {
           const T ig = a[i], fg = a[H + i], gg = a[2 * H + i], og = a[3 * H + i];
           const T dct = dc[b * H + i] + dcn[b * H + i];
@@ -1162,16 +1174,8 @@ void backward_impl(int64_t cell, const T* doutp, const Tensor& h0, const Tensor&
         }
       }
       norm_backward(nh, t, ahp + t * B * G, dz, dah);
-      if (len)
-        for (int64_t b = 0; b < B; ++b)
-          if (is_held(b, t)) {
-            std::fill(dah + b * G, dah + (b + 1) * G, T(0));
-            std::copy(dh + b * H, dh + (b + 1) * H, held.data() + b * H);
-          }
-      gemm<T>(dah, G, 1, wp, dh, B, H, G, nullptr, false, opts);  // dh_{t-1} = dA_h W_hh
-      if (len)
-        for (int64_t b = 0; b < B; ++b)
-          if (is_held(b, t)) std::copy(held.data() + b * H, held.data() + (b + 1) * H, dh + b * H);
+      if (R < B) std::fill(dah + R * G, dah + B * G, T(0));
+      gemm<T>(dah, G, 1, wp, dh, R, H, G, nullptr, false, opts);  // dh_{t-1} = dA_h W_hh (held rows keep dh)
     } else {
       const T* hn = chp + t * B * G;
       const T* hprev = t == 0 ? h0p : outp + (t - 1) * B * H;
@@ -1182,7 +1186,7 @@ void backward_impl(int64_t cell, const T* doutp, const Tensor& h0, const Tensor&
         T* e = dhn.data() + b * G;
         T* dhb = dh + b * H;
         const T* hp = hprev + b * H;
-        if (is_held(b, t)) {
+        if (b >= R) {
           std::fill(d, d + G, T(0));
           std::fill(e, e + G, T(0));
           continue;
@@ -1202,10 +1206,8 @@ void backward_impl(int64_t cell, const T* doutp, const Tensor& h0, const Tensor&
         }
       }
       norm_backward(nh, t, ahp + t * B * G, dhn.data(), dah);
-      if (len)
-        for (int64_t b = 0; b < B; ++b)
-          if (is_held(b, t)) std::fill(dah + b * G, dah + (b + 1) * G, T(0));
-      gemm<T>(dah, G, 1, wp, dh, B, H, G, nullptr, true, opts);  // dh_{t-1} += dA_h W_hh
+      if (R < B) std::fill(dah + R * G, dah + B * G, T(0));
+      gemm<T>(dah, G, 1, wp, dh, R, H, G, nullptr, true, opts);  // dh_{t-1} += dA_h W_hh
     }
   }
 }
@@ -1294,7 +1296,7 @@ std::vector<Tensor> norm_seq_forward(const Tensor& a_, int64_t kind, int64_t k, 
   const int64_t S = slots(kind, B, n), m = S ? hist.size(0) : 0;
   Tensor st = at::empty({m + Tn, S, SW}, dopts), ref = at::zeros({S}, dopts);
   Tensor bl = at::empty({kind == kBln ? Tn : 0, 2 * n + 2 * B}, dopts);
-  Tensor y = at::empty({Tn, B, n}, a.options());
+  Tensor y = len ? at::zeros({Tn, B, n}, a.options()) : at::empty({Tn, B, n}, a.options());  // padded: 0 past the ends
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "norm_seq_forward", [&] {
     Norm<scalar_t> nm;
     setup(nm, kind, k, eps, opt, B, n, Tn, st, ref, bl);
@@ -1317,7 +1319,7 @@ std::vector<Tensor> norm_seq_backward(const Tensor& dy_, const c10::optional<Ten
   const Tensor lens = lengths_of(lengths, B, Tn);
   const int64_t* len = lens.defined() ? lens.data_ptr<int64_t>() : nullptr;
   const auto opts = a.options();
-  Tensor da = at::empty({Tn, B, n}, opts);
+  Tensor da = len ? at::zeros({Tn, B, n}, opts) : at::empty({Tn, B, n}, opts);  // padded: 0 past the ends
   Tensor dh = at::zeros({st.size(0) - Tn, st.size(1), 2}, opts.dtype(at::kDouble));
   Tensor go = dhist.has_value() && dhist->defined() ? dhist->contiguous() : Tensor();
   Tensor dg, ds;
