@@ -352,3 +352,26 @@ def test_padded_batches_take_the_cpp_path_only():
     for backend, norm, path in (("auto", "atn", "cpp"), ("cpp", "bn", "cpp"), ("function", "ln", "loop")):
         model = make("lstm", backend, norm)
         assert fastpath.select(model, x, lengths=lengths) == path
+
+
+@pytest.mark.parametrize("cell, norm, opts", [c for c in PADDED_CASES if c[1] != "ln"],
+                         ids=[i for c, i in zip(PADDED_CASES, PADDED_IDS) if c[1] != "ln"])
+@pytest.mark.parametrize("variant", [{"bias_inside": True}, {"affine": False}, {"bias": False}])
+def test_padded_bias_and_affine_variants(cell, norm, opts, variant):
+    compare_padded(cell, norm, opts, _lengths(4, 6, seed=10), T=6, **variant)
+
+
+@pytest.mark.parametrize("cell, norm, opts", PADDED_CASES, ids=PADDED_IDS)
+def test_padded_inference_without_grad(cell, norm, opts):
+    """no_grad (the kernels' forward without saving, the input term outside autograd), training
+    and evaluation: outputs, state and running statistics equal the loop's."""
+    lengths = _lengths(5, 6, seed=11)
+    for train in (True, False):
+        loop = make(cell, "loop", norm, **opts).train(train)
+        fast = make(cell, "cpp", norm, **opts).train(train)
+        with torch.no_grad():
+            a = loop(inputs(6, 5), lengths=lengths)
+            b = fast(inputs(6, 5), lengths=lengths)
+        assert fast.last_paths == ("cpp",)
+        for u, v in zip([a[0], *flat_state(a[1]), *loop.buffers()], [b[0], *flat_state(b[1]), *fast.buffers()]):
+            torch.testing.assert_close(v, u, rtol=1e-10, atol=1e-10, equal_nan=True)
