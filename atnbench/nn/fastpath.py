@@ -278,8 +278,8 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
         return "loop"
-    if lengths is not None and backend not in ("auto", "cpp"):
-        return "loop"  # padded batches: on the C++ kernels only
+    if lengths is not None and (backend not in ("auto", "cpp") or x.shape[1] == 0):
+        return "loop"  # padded batches: on the C++ kernels only (and with rows)
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
     kernel = kernel_of(model)
