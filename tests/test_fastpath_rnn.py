@@ -378,3 +378,13 @@ def test_padded_inference_without_grad(cell, norm, opts):
         assert fast.last_paths == ("cpp",)
         for u, v in zip([a[0], *flat_state(a[1]), *loop.buffers()], [b[0], *flat_state(b[1]), *fast.buffers()]):
             torch.testing.assert_close(v, u, rtol=1e-10, atol=1e-10, equal_nan=True)
+
+
+@pytest.mark.parametrize("norm, opts", [("ln", {}), ("atn", {"k": 3})])
+def test_padded_ln_atn_lstm_run_on_the_row_parallel_kernel(norm, opts):
+    """LN/ATN-LSTM keep norm_lstm.cpp when padded (the batch split over threads, each chunk's
+    running rows first): 40 rows (several chunks), equal to the loop."""
+    model = make("lstm", "cpp", norm, **opts)
+    out, _ = model(inputs(5, 3).requires_grad_(), lengths=torch.tensor([5, 2, 1]))
+    assert "NormLSTMRecurrenceBackward" in _graph_names(out)
+    compare_padded("lstm", norm, opts, _lengths(40, 9, seed=12), T=9, layers=2, bidirectional=True)

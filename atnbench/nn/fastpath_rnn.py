@@ -376,10 +376,19 @@ def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tup
     (``padded_window``).
     """
     ops = torch.ops.atnbench_fast if ops is None else ops
-    if lengths is None:
-        xn, window_x = input_term(model_layer, x, windows[0], None, ops)
-        return _recurrence(model_layer, xn, window_x, h0, c0, windows, None, ops)
-    # Longest first: each step's running rows are then the first ones, and the kernels skip the rest.
+
+    def run(x, h0, c0, windows, lengths):
+        xn, window_x = input_term(model_layer, x, windows[0], lengths, ops)
+        return _recurrence(model_layer, xn, window_x, h0, c0, windows, lengths, ops)
+
+    return run(x, h0, c0, windows, None) if lengths is None else padded(model_layer, x, h0, c0, windows, lengths, run)
+
+
+def padded(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tuple, lengths: Tensor, run):
+    """A layer's padded batch on a kernel ``run(x, h0, c0, windows, lengths)`` that takes the rows
+    sorted longest first and the steps up to the longest (the active ones), and returns ``(held
+    h of every step, h_n, c_n, windows)``: the rows are sorted (each step's running rows are then
+    the first ones, and the kernels skip the rest) and put back, the padded outputs zeroed."""
     order = torch.argsort(lengths, descending=True, stable=True)
     inverse = torch.argsort(order)
     by_row = [isinstance(n, AssortedTimeNorm) for n in model_layer.norms()]  # ATN-LN: a window per row
@@ -387,8 +396,7 @@ def layer(model_layer, x: Tensor, h0: Tensor, c0: Optional[Tensor], windows: tup
     x, h0, lengths = x[:active, order], h0[order], lengths[order]
     c0 = None if c0 is None else c0[order]
     windows = tuple(w[:, order] if row and w is not None else w for w, row in zip(windows, by_row))
-    xn, window_x = input_term(model_layer, x, windows[0], lengths, ops)
-    held, h_n, c_n, new = _recurrence(model_layer, xn, window_x, h0, c0, windows, lengths, ops)
+    held, h_n, c_n, new = run(x, h0, c0, windows, lengths)
     out = torch.where(step_mask(lengths, active).unsqueeze(-1), held, held.new_zeros(()))[:, inverse]
     if active < steps:
         out = torch.cat((out, out.new_zeros((steps - active, *out.shape[1:]))))
