@@ -20,8 +20,9 @@ Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside o
 affine on or off, float32 and float64, train and eval, any number of layers (it runs per
 layer; dropout between layers stays outside), the ATN window state in and out (continuation
 equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
-state. Variable lengths (a PackedSequence or ``lengths``) run on ``"cpp"`` through
-``norm_rnn.cpp`` (LN/ATN-LSTM included), whose kernels hold the mask (``fastpath_rnn.layer``).
+state. Variable lengths (a PackedSequence or ``lengths``) run on ``"cpp"``: the kernels hold the
+mask, the rows sorted longest first so that each step computes the running ones only
+(``fastpath_rnn.padded``; norm_lstm.cpp for LN/ATN-LSTM, norm_rnn.cpp for the rest).
 ``select`` falls back to the loop path whenever that is not the case: variable lengths on
 ``"function"`` or ``"triton"``, another norm, a ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
 window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
@@ -300,8 +301,8 @@ def _triton_or_loop(backend: str, device: torch.device) -> str:
 def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
     """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
 
-    Variable-length batches (``lengths``) take the C++ path (``norm_rnn.cpp`` holds each sequence's
-    state after its own last step, as the loop does), the loop elsewhere (Triton, ``"function"``).
+    Variable-length batches (``lengths``) take the C++ path (the kernels hold each sequence's state
+    after its own last step, as the loop does), the loop elsewhere (Triton, ``"function"``).
     """
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):

@@ -12,8 +12,9 @@ One layer runs as the loop does in three parts:
    statistics the recurrence returns: ``StepStatistics.update(0, values)`` for all T steps at
    once, the same element-wise EMA the loop applies step by step (each step's row once).
 
-Padded batches (``lengths``, C++ only): the kernels take the lengths and run the steps that have
-a valid row; a finished sequence's h and c are held (the recurrence's output is the held h), batch
+Padded batches (``lengths``, C++ only; ``padded``): the rows are sorted longest first and the
+kernels run the steps that have a valid row, computing at each step the rows still running (the
+first ones); a finished sequence's h and c are held (the recurrence's output is the held h), batch
 statistics pool the valid rows (ATN-BN's window weights each step by its count), and every step's
 window moments come back, from which ``padded_window`` takes the state as the loop does.
 

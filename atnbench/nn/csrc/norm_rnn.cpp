@@ -19,10 +19,11 @@
 // power sums shifted by the first step's mean, the window totals updated in O(1) per step; the
 // backward's window adjoint is a reverse running sum over k steps.
 //
-// Padded batches (lengths, every step of the call with a valid row): after row b's last step its
-// h and c are held (out holds h; the Python side zeroes the padded outputs), no gradient enters
-// its gates, and "col"/"bln" statistics pool the valid rows ("col" windows weight each step by its
-// count of values); "row" terms are per row and unchanged. Dense batches take the code as before.
+// Padded batches (lengths, sorted longest first, every step of the call with a valid row): at
+// each step the rows still running (the first ones) compute; after row b's last step its h and c
+// are held (out holds h; the Python side zeroes the padded outputs), no gradient enters its gates,
+// and "col"/"bln" statistics pool the valid rows ("col" windows weight each step by its count of
+// values); "row" terms are per row. Dense batches take the code as before.
 
 #include <ATen/ops/cat.h>
 
