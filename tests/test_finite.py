@@ -218,19 +218,29 @@ def test_atn_bn_on_flat_windows_trains_finite_on_loop_and_cpp(cell):
             torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
 
 
-def test_atn_bn_on_flat_windows_triton_equals_the_loop():
-    """The Triton kernels mark and cut the same windows (its interpreter: a short sequence)."""
+@pytest.mark.parametrize("cell", CELLS)
+def test_atn_bn_on_flat_windows_triton_equals_the_loop(cell):
+    """The Triton kernels mark and cut the same windows, and two SGD steps stay finite (its
+    interpreter on a CPU: a short sequence)."""
     T, B, H = 7, 3, 3
     x = flat_prefix(T, B, 5)
     grads = []
     for path in ("loop", "triton"):
-        model = make("gru", "atn-bn", {"k": 2}, path, hidden=H)
+        model = make(cell, "atn-bn", {"k": 2}, path, hidden=H)
         out, state = model(x)
         assert model.last_paths == (path,)
         grads.append(torch.autograd.grad(loss_of(out, state, weights(T, B, H)), list(model.parameters())))
     assert all(bool(torch.isfinite(g).all()) for g in grads[1])
     for a, b in zip(*grads):
         torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        out, state = model(x)
+        loss = loss_of(out, state, weights(T, B, H))
+        optimizer.zero_grad()
+        loss.backward()
+        assert bool(torch.isfinite(loss)) and all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        optimizer.step()
 
 
 def _plain_atn_bn(x, k, weight, history=None, cut=None):
