@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from atnbench.bench import ReferenceATNLSTM, WORKLOADS, build_model, get_workload, saved_activation_bytes
-from atnbench.bench.workloads import loss_fn
+from atnbench.bench.timing import path_of
+from atnbench.bench.workloads import loss_fn, models
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 from atnbench.nn import NormLSTM
 from helpers import invoke
 
@@ -57,7 +59,7 @@ def test_reference_default_init_matches_norm_lstm_init():
 def test_workload_registry_shapes():
     expected = {"adding": (50, 2, 60, 200, "last", 1), "copying": (128, 10, 68, 220, "all", 9),
                 "denoise": (128, 10, 100, 200, "all", 9), "ptb-char": (32, 50, 1000, 220, "all", 50)}
-    assert set(WORKLOADS) == set(expected)
+    assert set(WORKLOADS) == set(expected) | {"packed"}
     for name, (b, i, h, t, loss, classes) in expected.items():
         w = get_workload(name)
         assert (w.batch, w.input_size, w.hidden, w.T, w.loss, w.classes) == (b, i, h, t, loss, classes)
@@ -87,6 +89,48 @@ def test_saved_activations_grow_with_k_only_for_window_rebuilding():
 
 def _bench(*args):
     return invoke("bench", *args)
+
+
+def test_packed_workload_mixes_lengths_with_adding_total_steps():
+    """adding's shapes with lengths 100..300 whose sum is adding's B*T, as a PackedSequence (seeded);
+    at any size the lengths are in 1..3T/2 and sum to B*T."""
+    packed, adding = get_workload("packed"), get_workload("adding")
+    lengths = packed.lengths()
+    assert (packed.batch, packed.input_size, packed.hidden, packed.loss) == (adding.batch, adding.input_size,
+                                                                             adding.hidden, adding.loss)
+    assert sum(lengths) == adding.batch * adding.T and (min(lengths), max(lengths)) == (100, 300)
+    assert len(set(lengths)) == packed.batch
+    for T, batch in ((10, 4), (1, 3), (2, 2), (7, 1)):
+        small = packed.with_overrides(T=T, batch=batch).lengths()
+        assert sum(small) == T * batch and min(small) >= 1 and max(small) <= T + T // 2 + 1
+    x, target = packed.with_overrides(T=10, batch=4).make_batch(torch.device("cpu"))
+    assert isinstance(x, PackedSequence) and target.shape == (4, 1)
+    assert sorted(pad_packed_sequence(x)[1].tolist()) == [5, 8, 12, 15]
+    assert torch.equal(x.data, packed.with_overrides(T=10, batch=4).make_batch(torch.device("cpu"))[0].data)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in models() if not n.endswith(("-loop", "-function"))
+                                         and n not in ("lstm", "atn-ref")))
+def test_packed_workload_runs_every_norm_on_the_fast_path(name):
+    """At tiny size, one training step of every model that has a fast path: finite, and the path
+    it took is the C++ one (the fused kernels: nn.LSTM's/nn.GRU's own)."""
+    w = get_workload("packed").with_overrides(T=6, batch=3)
+    x, target = w.make_batch(torch.device("cpu"))
+    model = build_model(name, w, 2, torch.device("cpu"))
+    loss = loss_fn(w)(model(x), target)
+    loss.backward()
+    assert torch.isfinite(loss)
+    assert path_of(model) == ("fused" if name.endswith("fused") else "cpp")
+
+
+def test_cli_packed_workload():
+    result = _bench("--workload", "packed", "--models", "ln,atn,atn-bn,gru-bn", "--k", "2", "--json", *TINY)
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)
+    assert sorted(r["model"] for r in records) == ["atn", "atn-bn", "gru-bn", "gru-fused", "ln", "lstm-fused"]
+    assert {r["path"] for r in records} == {"fused", "cpp"}
+    refused = _bench("--workload", "packed", "--reference", *TINY)
+    assert refused.exit_code == 2 and "atn-ref takes no packed batches" in refused.stderr
 
 
 def test_cli_json_records():

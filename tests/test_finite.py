@@ -171,3 +171,119 @@ def test_alike_features_share_their_rows_mean_gradient_and_nothing_else_changes(
             shared[2, :3, 2] = b.grad[2, :3, 2].mean()
         assert torch.equal(a.grad, shared)
         assert not torch.equal(a.grad, b.grad)
+
+
+# ---------------------------------------------------------------------------------------------
+# ATN-BN on a flat window: every row and every step of the window have the same value (its
+# variance is 0). The true gradient compounds gain / sqrt(eps) step after step (NaN before);
+# functional.cut_flat's rule: such a step's normalization passes no gradient back.
+
+def flat_prefix(T, B, prefix, d=2, seed=7, dtype=torch.float64):
+    """Random inputs after ``prefix`` steps of 0 in every row (the recurrence settles there)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, B, d, generator=g, dtype=torch.float64)
+    x[:prefix] = 0.0
+    return x.to(DEVICE, dtype)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_atn_bn_on_flat_windows_trains_finite_on_loop_and_cpp(cell):
+    """A 40-step prefix of zeros (NaN in every weight before): three SGD steps stay finite in
+    float32 on both paths, padded (lengths, the loop's masked window) too, and in float64 the two
+    paths give the same gradients (the rule is the same on both)."""
+    T, B, H = 44, 4, 4
+    x = flat_prefix(T, B, 40)
+    grads = {}
+    for path in ("loop", "cpp"):
+        for padded in (None, torch.tensor([T, 30, T, 41])):  # the masked window's rule too
+            model = make(cell, "atn-bn", {"k": 4}, path, hidden=H)
+            out, state = model(x, lengths=padded)
+            assert model.last_paths == (path,)
+            grads[path, padded is None] = torch.autograd.grad(loss_of(out, state, weights(T, B, H)),
+                                                              list(model.parameters()))
+            assert all(bool(torch.isfinite(g).all()) for g in grads[path, padded is None])
+        for lengths in (None, torch.tensor([T, T - 1, T, T - 3])):
+            model = make(cell, "atn-bn", {"k": 4}, path, torch.float32, hidden=H)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(3):
+                out, state = model(x.float(), lengths=lengths)
+                loss = loss_of(out, state, weights(T, B, H))
+                optimizer.zero_grad()
+                loss.backward()
+                assert bool(torch.isfinite(loss)), (path, lengths)
+                assert all(bool(torch.isfinite(p.grad).all()) for p in model.parameters()), (path, lengths)
+                optimizer.step()
+    for dense in (True, False):
+        for a, b in zip(grads["loop", dense], grads["cpp", dense]):
+            torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_atn_bn_on_flat_windows_triton_equals_the_loop(cell):
+    """The Triton kernels mark and cut the same windows, and two SGD steps stay finite (its
+    interpreter on a CPU: a short sequence)."""
+    T, B, H = 7, 3, 3
+    x = flat_prefix(T, B, 5)
+    grads = []
+    for path in ("loop", "triton"):
+        model = make(cell, "atn-bn", {"k": 2}, path, hidden=H)
+        out, state = model(x)
+        assert model.last_paths == (path,)
+        grads.append(torch.autograd.grad(loss_of(out, state, weights(T, B, H)), list(model.parameters())))
+    assert all(bool(torch.isfinite(g).all()) for g in grads[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        out, state = model(x)
+        loss = loss_of(out, state, weights(T, B, H))
+        optimizer.zero_grad()
+        loss.backward()
+        assert bool(torch.isfinite(loss)) and all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+        optimizer.step()
+
+
+def _plain_atn_bn(x, k, weight, history=None, cut=None):
+    """ATN-BN by hand: window moments, standardization, the flat steps detached where ``cut`` says."""
+    from atnbench.nn.window import step_moments, windowed_moments
+
+    mean, var, _, _ = windowed_moments(step_moments(x, dim=1), k, history, x.dtype)
+    y = F.standardize(x, mean.unsqueeze(1), var.unsqueeze(1), 1e-5)
+    if cut is not None:
+        y = torch.where(cut.unsqueeze(1), y.detach(), y)
+    return y * weight
+
+
+def test_cut_flat_cuts_exactly_the_flat_windows_and_changes_nothing_else():
+    """functional.atn_bn_sequence: values bit for bit the plain computation's; gradients bit for bit
+    plain autograd's where no window is flat, and plain autograd's with exactly the flat steps'
+    normalization detached where some are (feature 0 of steps 1-4, equal in every row; feature 1
+    alike in its rows at step 2 only, and feature 2 alike at steps 3-4 with different values: no
+    window of those is flat). A continued sequence (window state) decides as the whole one."""
+    k = 2
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 5, 3, generator=g, dtype=torch.float64)
+    dy = torch.randn(6, 5, 3, generator=g, dtype=torch.float64)
+    weight = torch.rand(3, generator=g, dtype=torch.float64) + 0.5
+    smooth = x.clone()
+    x[1:5, :, 0] = 0.3
+    x[2, :, 1] = -0.4
+    x[3, :, 2], x[4, :, 2] = 0.1, 0.2
+    cut = torch.zeros(6, 3, dtype=torch.bool)
+    cut[2:5, 0] = True  # step 1's window also holds step 0, whose rows differ
+    for data, expected_cut in ((smooth, None), (x, cut)):
+        a = data.clone().requires_grad_()
+        y = F.atn_bn_sequence(a, k, 1e-5, weight, None, None)[0]
+        (y * dy).sum().backward()
+        b = data.clone().requires_grad_()
+        plain = _plain_atn_bn(F.share_alike(b), k, weight, cut=expected_cut)
+        (plain * dy).sum().backward()
+        assert torch.equal(y, plain)
+        assert torch.equal(a.grad, b.grad)
+    uncut = x.clone().requires_grad_()
+    (_plain_atn_bn(F.share_alike(uncut), k, weight) * dy).sum().backward()
+    assert not torch.equal(uncut.grad, a.grad)  # the cut is not a no-op
+    moments = torch.stack([torch.stack(torch.var_mean(s, dim=0, unbiased=False)[::-1], -1) for s in x]).double()
+    whole = F.flat_windows(x, moments, None, k)
+    assert torch.equal(whole, cut)
+    assert torch.equal(F.flat_windows(x[3:], moments[3:], moments[2:3], k), cut[3:])

@@ -51,6 +51,8 @@ def bench_command(request: BenchRequest) -> None:
     workloads = [get_workload(w).with_overrides(T=request.T, batch=request.batch)
                  for w in _names(request.workloads, "workload")]
     entries = entries_for(_names(request.models, "models"), request.ks, request.reference)
+    if any(w.packed for w in workloads) and any(name == "atn-ref" for name, _ in entries):
+        raise UserError("atn-ref takes no packed batches: leave --reference (and atn-ref) out for workload packed")
     torch_device = resolve_device(request.device)
     if request.output is not None:
         check_output_file(request.output, "--output")  # now, not after the timing

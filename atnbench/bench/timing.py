@@ -62,13 +62,14 @@ def peak_memory_mb(model: BenchModel, x: Tensor, target: Tensor, loss) -> tuple[
     CUDA: ``torch.cuda.max_memory_allocated`` during forward + backward, minus what was
     allocated before. Elsewhere: ``saved_activation_bytes`` (see there).
     """
-    if x.device.type == "cuda":
-        sync(x.device)
-        torch.cuda.reset_peak_memory_stats(x.device)
-        base = torch.cuda.memory_allocated(x.device)
+    device = target.device  # x may be a PackedSequence (the packed workload)
+    if device.type == "cuda":
+        sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
         loss(model(x), target).backward()
-        sync(x.device)
-        peak = torch.cuda.max_memory_allocated(x.device) - base
+        sync(device)
+        peak = torch.cuda.max_memory_allocated(device) - base
         model.zero_grad(set_to_none=True)
         return peak / 2**20, "cuda_max_allocated"
     return saved_activation_bytes(model, x, target, loss) / 2**20, "saved_activations"

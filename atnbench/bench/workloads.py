@@ -3,6 +3,10 @@
 A workload is one of the ATN paper's task shapes (batch, input width, hidden size, T, loss).
 Its inputs are random tensors of the right shape and type, generated once and seeded: the
 timing of these models does not depend on the values (no data-dependent control flow).
+
+A packed workload (``packed``) has sequences of mixed lengths, spread evenly over T/2..3T/2 with
+mean exactly T, so the same total steps as its dense twin, passed as a ``PackedSequence`` (each
+model gets what ``nn.LSTM`` gets; the read-out takes each sequence's own last step, h_n).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Callable, Optional
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from atnbench.nn.schemes import SCHEMES, is_windowed
 from atnbench.bench.reference_atn import ReferenceATNLSTM
@@ -30,15 +35,30 @@ class Workload:
     loss: str  # "last": MSE on the last step's output; "all": cross-entropy on every step
     classes: int  # output width (1 for regression)
     description: str = ""
+    packed: bool = False  # mixed lengths with mean T (``lengths``), as a PackedSequence; loss "last"
 
     def with_overrides(self, T: Optional[int] = None, batch: Optional[int] = None) -> "Workload":
         if (T is not None and T < 1) or (batch is not None and batch < 1):
             raise UserError("--T and --batch must be >= 1")
         return dataclasses.replace(self, T=self.T if T is None else T, batch=self.batch if batch is None else batch)
 
-    def make_batch(self, device: torch.device, seed: int = 0) -> tuple[Tensor, Tensor]:
-        """Random (x, target) of this workload's shape: x is (T, B, input_size), time first."""
+    def lengths(self) -> list[int]:
+        """Each sequence's length: T (dense), or spread evenly over T/2..3T/2, symmetric about T
+        (Python's round is too), so that they sum to B*T: the dense workload's total steps."""
+        if not self.packed or self.batch == 1:
+            return [self.T] * self.batch
+        half = (self.batch - 1) / 2
+        return [self.T + round((i - half) * self.T / (2 * half)) for i in range(self.batch)]
+
+    def make_batch(self, device: torch.device, seed: int = 0) -> tuple[Tensor | PackedSequence, Tensor]:
+        """Random (x, target) of this workload's shape: x is (T, B, input_size), time first; a
+        PackedSequence of ``lengths()`` for a packed workload."""
         gen = torch.Generator().manual_seed(seed)
+        if self.packed:
+            lengths = self.lengths()
+            x = torch.rand(max(lengths), self.batch, self.input_size, generator=gen)
+            target = torch.rand(self.batch, self.classes, generator=gen)
+            return pack_padded_sequence(x, torch.tensor(lengths), enforce_sorted=False).to(device), target.to(device)
         if self.loss == "last":  # adding: (marker, value) pairs, one regression target
             x = torch.rand(self.T, self.batch, self.input_size, generator=gen)
             target = torch.rand(self.batch, self.classes, generator=gen)
@@ -54,6 +74,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("copying", 128, 10, 68, 220, "all", 9, "copying problem T=200 (+20), CE every step"),
     Workload("denoise", 128, 10, 100, 200, "all", 9, "denoise task, CE every step"),
     Workload("ptb-char", 32, 50, 1000, 220, "all", 50, "character-level PTB, one-hot 50, CE every step"),
+    Workload("packed", 50, 2, 60, 200, "last", 1, "adding's shapes, lengths 100-300 (mean 200: adding's total "
+             "steps), a PackedSequence; MSE on each sequence's last step", packed=True),
 )}
 
 
@@ -73,8 +95,11 @@ class BenchModel(nn.Module):
         self.head = nn.Linear(workload.hidden, workload.classes)
         self.last_only = workload.loss == "last"
 
-    def forward(self, x: Tensor) -> Tensor:
-        out, _ = self.rnn(x)
+    def forward(self, x: Tensor | PackedSequence) -> Tensor:
+        out, state = self.rnn(x)
+        if isinstance(x, PackedSequence):  # each sequence's own last step: the top layer's h_n
+            h = state[0] if isinstance(state, tuple) else state
+            return self.head(h[-1])
         return self.head(out[-1] if self.last_only else out)
 
 
@@ -144,6 +169,8 @@ def uses_k(name: str) -> bool:
 
 def build_model(name: str, workload: Workload, k: Optional[int], device: torch.device, seed: int = 0) -> BenchModel:
     check_model(name)
+    if workload.packed and name == "atn-ref":
+        raise UserError(f"atn-ref takes no packed batches; leave --reference out for workload {workload.name}")
     torch.manual_seed(seed)
     rnn = models()[name][2](workload.input_size, workload.hidden, k if k is not None else 1)
     return BenchModel(rnn, workload).to(device)

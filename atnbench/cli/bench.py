@@ -17,7 +17,8 @@ from atnbench.errors import UserError
 @user_errors
 def bench(
     workload: str = typer.Option("adding", "--workload", metavar="NAME[,NAME...]",
-                                 help="Comma list of: adding, copying, denoise, ptb-char."),
+                                 help="Comma list of: adding, copying, denoise, ptb-char, packed (adding's shapes "
+                                      "with mixed lengths 100-300, the same total steps, as a PackedSequence)."),
     models: str = typer.Option("lstm-fused,ln,atn", "--models", metavar="MODEL[,MODEL...]",
                                help="Comma list of: {bench_models}. lstm-fused and ln are always timed (the "
                                     "ratio baselines), gru-fused with any GRU (×fused: against the same cell's "

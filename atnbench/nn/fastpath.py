@@ -20,9 +20,11 @@ Covered: norm ``"ln"`` and ``"atn"`` (any k >= 1) of ``NormLSTM``, bias inside o
 affine on or off, float32 and float64, train and eval, any number of layers (it runs per
 layer; dropout between layers stays outside), the ATN window state in and out (continuation
 equals the whole sequence), gradients w.r.t. the input, every parameter, h0/c0 and the window
-state. ``select`` falls back to the loop path whenever that is not the case: variable lengths
-(a PackedSequence or ``lengths``), another norm, a
-``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
+state. Variable lengths (a PackedSequence or ``lengths``) run on ``"cpp"``: the kernels hold the
+mask, the rows sorted longest first so that each step computes the running ones only
+(``fastpath_rnn.padded``; norm_lstm.cpp for LN/ATN-LSTM, norm_rnn.cpp for the rest).
+``select`` falls back to the loop path whenever that is not the case: variable lengths on
+``"function"`` or ``"triton"``, another norm, a ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
 window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
 once-differentiable, which cannot be detected in advance: double backward through the
 recurrence raises an error on the fast path; use ``backend="loop"`` for it.
@@ -49,6 +51,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from atnbench.nn import build, fast_python, fastpath_rnn, gpu
+from atnbench.nn.window import history_at
 
 FAST_BACKENDS = ("cpp", "function", "triton")
 # The inputs of one layer's recurrence (NormLSTMRecurrence), in order.
@@ -96,16 +99,16 @@ class _Cpp:
     name = "cpp"
 
     @staticmethod
-    def forward(inputs, ks, eps, save):
-        res = torch.ops.atnbench_fast.norm_lstm_forward(*inputs, *ks, eps, save, GRAIN)
+    def forward(inputs, ks, eps, save, lengths=None):
+        res = torch.ops.atnbench_fast.norm_lstm_forward(*inputs, *ks, eps, save, GRAIN, lengths)
         return tuple(res[:5]), list(res[5:])
 
     @staticmethod
-    def backward(grads, inputs, out, saved, ks, eps, needs):
+    def backward(grads, inputs, out, saved, ks, eps, needs, lengths=None):
         x, w_ih, _, h0, c0, w_hh, _, _, gx, _, gh, _, gc, *_ = inputs
         (dx, dw_ih, db_ih, dh0, dc0, dw_hh, db_hh, dz_sum, dgx, dgh, dgc, dsc, hx, hh, hc) = (
             torch.ops.atnbench_fast.norm_lstm_backward(*grads, x, w_ih, h0, c0, w_hh, gx, gh, gc, out, *saved,
-                                                       *ks, eps, needs[0], GRAIN))
+                                                       *ks, eps, needs[0], GRAIN, lengths))
         return [dx, dw_ih, db_ih, dh0, dc0, dw_hh, db_hh, dz_sum, dgx, dz_sum, dgh, dz_sum, dgc, dsc, hx, hh, hc]
 
 
@@ -122,6 +125,21 @@ class _Python:
 
 
 IMPLS = {"cpp": _Cpp, "function": _Python}
+
+
+class _Padded:
+    """``_Cpp`` with a padded batch's lengths bound (sorted longest first; norm_lstm.cpp's mask)."""
+
+    name = "cpp"
+
+    def __init__(self, lengths: Tensor):
+        self.lengths = lengths
+
+    def forward(self, inputs, ks, eps, save):
+        return _Cpp.forward(inputs, ks, eps, save, self.lengths)
+
+    def backward(self, grads, inputs, out, saved, ks, eps, needs):
+        return _Cpp.backward(grads, inputs, out, saved, ks, eps, needs, self.lengths)
 
 
 class NormLSTMRecurrence(torch.autograd.Function):
@@ -180,7 +198,15 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
         return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths, gpu.load_ops())
     if not _ln_atn_layer(layer):
         return fastpath_rnn.layer(layer, x, h0, c0, windows, lengths)
-    impl = IMPLS[path]
+    if lengths is not None:  # the rows sorted and the padded outputs zeroed as for norm_rnn.cpp
+        return fastpath_rnn.padded(layer, x, h0, c0, windows, lengths,
+                                   lambda *args: _ln_atn(layer, *args, IMPLS[path]))
+    return _ln_atn(layer, x, h0, c0, windows, None, IMPLS[path])
+
+
+def _ln_atn(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, lengths: Optional[Tensor], impl):
+    """norm_lstm.cpp's layer: ``(out, h_n, c_n, windows)``; with ``lengths`` (sorted, the longest
+    x's length) out is the held h and each ATN window state is the sequence's own."""
     batch = x.shape[1]
     nx, nh, nc = layer.norm_x, layer.norm_h, layer.norm_c
     ks = tuple(getattr(n, "k", 1) for n in (nx, nh, nc))
@@ -188,9 +214,13 @@ def lstm_layer(layer, x: Tensor, h0: Tensor, c0: Tensor, windows: tuple, path: s
     inputs = (x.contiguous(), layer.weight_ih.contiguous(), layer.bias_ih, h0.contiguous(), c0.contiguous(),
               layer.weight_hh.contiguous(), layer.bias_hh, layer.bias,
               nx.weight, nx.bias, nh.weight, nh.bias, nc.weight, nc.bias, *hists)
-    out, c, hx, hh, hc = _run(impl, ks, float(nx.eps), inputs)
-    new_windows = (hx, hh, hc) if nx.windowed else (None, None, None)
-    return out, out[-1], c, new_windows
+    out, c, hx, hh, hc = _run(impl if lengths is None else _Padded(lengths.cpu()), ks, float(nx.eps), inputs)
+    if not nx.windowed:
+        return out, out[-1], c, (None, None, None)
+    if lengths is None:
+        return out, out[-1], c, (hx, hh, hc)
+    return out, out[-1], c, tuple(history_at(every, k, every.shape[0] - x.shape[0] + lengths)
+                                  for every, k in zip((hx, hh, hc), ks))
 
 
 def gru_layer(layer, x: Tensor, h0: Tensor, windows: tuple, path: str, lengths: Optional[Tensor] = None):
@@ -271,14 +301,14 @@ def _triton_or_loop(backend: str, device: torch.device) -> str:
 def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> str:
     """The path a NormLSTM forward takes: ``"cpp"``, ``"function"`` or ``"loop"`` (see module doc).
 
-    Variable-length batches (``lengths``) take the loop, which holds each sequence's state
-    after its own last step; the fast path runs whole batches of equal length (either direction).
+    Variable-length batches (``lengths``) take the C++ path (the kernels hold each sequence's state
+    after its own last step, as the loop does), the loop elsewhere (Triton, ``"function"``).
     """
     backend = model.backend
     if backend not in ("auto", *FAST_BACKENDS) or model.norm not in getattr(model, "fast_norms", ()):
         return "loop"
-    if lengths is not None:
-        return "loop"
+    if lengths is not None and (backend not in ("auto", "cpp") or x.shape[1] == 0):
+        return "loop"  # padded batches: on the C++ kernels only (and with rows)
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
     kernel = kernel_of(model)
@@ -286,6 +316,8 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"
     if backend == "function":
         return "function" if kernel == "norm_lstm" else "loop"
+    if lengths is not None and x.device.type != "cpu":
+        return "loop"
     if backend == "triton" or (backend == "auto" and x.device.type == "cuda"):
         return _triton_or_loop(backend, x.device)
     if x.device.type != "cpu":

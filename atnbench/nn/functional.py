@@ -17,6 +17,10 @@ Zero batch variance (a feature with the same value in every row of a step): the 
 compute what they always do (eps keeps the values finite), and their gradient goes through
 ``share_alike``: such a feature's rows get their mean gradient. Every parameter's gradient is
 then exact and finite, where BN's 1/sqrt(eps) would otherwise compound over a recurrence to inf.
+
+ATN-BN on a flat window (every row and every step of the window have the same value: its variance
+is 0): the step's output passes no gradient through its normalization (``cut_flat``, which says
+why and what the paper leaves open). Values, and every window that is not flat, are untouched.
 """
 
 from __future__ import annotations
@@ -94,6 +98,59 @@ def share_alike(a: Tensor, mask: Tensor | None = None) -> Tensor:
     return _ShareAlike.apply(a, alike, None if mask is None else mask.to(torch.bool))
 
 
+def equal_runs(full: Tensor) -> Tensor:
+    """(L, ...) int64 for per-step moments ``full`` (L, ..., 2): how many consecutive steps, ending
+    at each step, have exactly its (mean, var) (bit for bit)."""
+    steps = full.shape[0]
+    index = torch.arange(steps, device=full.device).view(-1, *([1] * (full.dim() - 2))).expand(full.shape[:-1])
+    same = torch.zeros(full.shape[:-1], dtype=torch.bool, device=full.device)
+    same[1:] = (full[1:] == full[:-1]).all(-1)
+    start = torch.where(same, torch.zeros_like(index), index).cummax(dim=0).values
+    return index - start + 1
+
+
+def flat_windows(x: Tensor, moments: Tensor, history: Tensor | None, k: int) -> Tensor:
+    """(T, n) bool: ATN-BN's flat windows in a (T, B, n) sequence, ``moments`` (T, n, 2) its steps'
+    moments and ``history`` the window state before it: step t's rows are all equal and every
+    step of its window has the same batch moments as step t (bit for bit; the window state
+    carries the moments, not the values, so a continued sequence decides as the whole one)."""
+    alike = rows_alike(x).squeeze(-2)
+    past = 0 if history is None else history.shape[0]
+    full = moments if history is None else torch.cat((history, moments))
+    runs = equal_runs(full)[past:]
+    count = (torch.arange(past + 1, past + x.shape[0] + 1, device=x.device).clamp_max(k)).unsqueeze(-1)
+    return alike & (runs >= count)
+
+
+def window_flat(a: Tensor, window: Tensor, mask: Tensor | None = None) -> Tensor:
+    """(n,) bool: one step's flat window (as ``flat_windows``): ``a`` (B, n) the step, ``window``
+    (w, n, >=2) its window's moments, the step's own last; ``mask`` (B, 1) its valid rows."""
+    moments = window[..., :2]
+    return rows_alike(a, mask).squeeze(-2) & (moments == moments[-1]).all(-1).all(0)
+
+
+def cut_flat(y: Tensor, flat: Tensor | None) -> Tensor:
+    """ATN-BN's standardized output ``y`` (before gain and shift), unchanged in value; where its
+    window is flat (``flat`` broadcastable to y) its gradient stops: the step's normalization
+    sends nothing back to the window's values (nor to this step's), as if xhat = 0 were a constant.
+
+    Why (and the paper's gap): Pospisil et al. define ATN-BN's moments over the batch and the last
+    k steps, eps inside the root, and say nothing of a window whose values are all equal. There
+    the derivative is gain / sqrt(eps) (~30) on whatever differs between the window's steps; a
+    recurrence that sits at a fixed point (a series whose first days are 0 everywhere) compounds it
+    step after step: ~1e43 over Covid3Month's prefix, inf - inf = NaN in float32. Rows alike
+    (``share_alike``) removed the part that differs between rows, exactly; here the part that
+    differs between steps reaches the parameters too (they can move steps differently), so no
+    exact finite rule exists: we choose the limit of a window whose spread vanishes relative to
+    eps, where xhat stays 0 and gives no signal. Only flat windows are cut; the gain's and the
+    shift's gradients (dy * xhat, dy) are untouched, and so is every value. For k = 1 ATN-BN is
+    BN, whose rows-alike rule is already exact and finite: the callers cut for k > 1 only.
+    """
+    if flat is None or not torch.is_grad_enabled() or not y.requires_grad or not bool(flat.any()):
+        return y
+    return torch.where(flat, y.detach(), y)
+
+
 def layer_norm(x: Tensor, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
     return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
 
@@ -142,11 +199,14 @@ def atn_bn_sequence(
     pools batch x count values) and the window state.
     """
     x = share_alike(x)
-    mean, var, count, history = windowed_moments(step_moments(x, dim=1), k, history, x.dtype)
+    moments = step_moments(x, dim=1)
+    mean, var, count, new_history = windowed_moments(moments, k, history, x.dtype)
     y = standardize(x, mean.unsqueeze(1), var.unsqueeze(1), eps)
+    if k > 1 and torch.is_grad_enabled() and x.requires_grad:
+        y = cut_flat(y, flat_windows(x.detach(), moments, history, k).unsqueeze(1))
     pooled = (count * x.shape[1]).unsqueeze(-1)
     unbiased = var * (pooled / (pooled - 1).clamp_min(1)).to(var.dtype)
-    return affine(y, weight, bias), mean, unbiased, history
+    return affine(y, weight, bias), mean, unbiased, new_history
 
 
 def assorted_time_batch_norm(

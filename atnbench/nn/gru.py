@@ -59,7 +59,7 @@ class NormGRU(NormRecurrent):
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":
             return layer(x, *carry, windows, lengths)
-        return fastpath.gru_layer(layer, x, *carry, windows, path)
+        return fastpath.gru_layer(layer, x, *carry, windows, path, lengths)
 
     def _carries(self, state):
         if not isinstance(state, Tensor):

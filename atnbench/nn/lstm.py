@@ -79,9 +79,9 @@ class NormLSTM(NormRecurrent):
     - ``backend``: ``"auto"`` uses ``nn.LSTM``'s fused kernel for ``norm="none"`` and the fast
       path (``atnbench.nn.fastpath``: the layer's recurrence as one autograd node with a
       hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
-      layer on its own); any case the fast path does not cover (variable lengths, a ``probe``
-      set on a norm, MPS or CUDA, dtypes other than float32/float64, ``torch.compile``/tracing)
-      takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
+      layer on its own; padded and packed batches too); any case the fast path does not cover
+      (a ``probe`` set on a norm, variable lengths on CUDA, MPS, dtypes other than
+      float32/float64, ``torch.compile``/tracing) takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
       (``atnbench.nn.gpu``: per step one cuBLAS GEMM and one fused kernel, the recurrence replayed
       as a CUDA graph; needs ``pip install 'atnbench[gpu]'``, else the loop with a warning). The
       fast path is once-differentiable: double backward raises there; use ``"loop"`` for it.
@@ -107,7 +107,7 @@ class NormLSTM(NormRecurrent):
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":
             return layer(x, *carry, windows, lengths)
-        return fastpath.lstm_layer(layer, x, *carry, windows, path)
+        return fastpath.lstm_layer(layer, x, *carry, windows, path, lengths)
 
     def _carries(self, state):
         if not isinstance(state, tuple) or len(state) != 2:

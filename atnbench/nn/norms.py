@@ -421,16 +421,29 @@ class AssortedTimeBatchNorm(SequenceNorm):
 class _AssortedTimeBatchNormStream(_WindowStream):
     def __init__(self, norm, state):
         super().__init__(norm, state, reduce_dim=0, stat_axis=0)
+        # For flat windows (functional.cut_flat): the last step's moments, and how many steps in a
+        # row have had exactly those (O(1) per step, as the window).
+        self.last: Optional[Tensor] = state[-1] if state.shape[0] else None
+        self.run: Optional[Tensor] = F_.equal_runs(state)[-1] if state.shape[0] else None
 
     def step(self, a):
         norm = self.norm
         if norm.training or not norm.use_population:
             a = F_.share_alike(a)
-            mean, var = self.window.push(step_moments(a, dim=0), a.dtype)
+            moments = step_moments(a, dim=0)
+            same = None if self.last is None else (moments == self.last).all(-1)
+            self.run = torch.ones_like(moments[..., 0], dtype=torch.long) if same is None else \
+                torch.where(same, self.run + 1, 1)
+            self.last = moments
+            mean, var = self.window.push(moments, a.dtype)
             if norm.training:
                 pooled = len(self.window.sums) * a.shape[0]
                 norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased(var, pooled).unsqueeze(0)})
-            return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+            y = F_.standardize(a, mean, var, norm.eps)
+            if torch.is_grad_enabled() and a.requires_grad and norm.k > 1:
+                flat = F_.rows_alike(a.detach()).squeeze(-2) & (self.run >= len(self.window.sums))
+                y = F_.cut_flat(y, flat)
+            return F_.affine(y, norm.weight, norm.bias)
         pop = norm.stats.lookup(self.t, 1)
         return F_.affine(F_.standardize(a, pop["mean"][0], pop["var"][0], norm.eps), norm.weight, norm.bias)
 
@@ -466,7 +479,10 @@ class _MaskedAssortedTimeBatchNormStream(NormStream):
         mean, var, pooled = pooled_window(window, a.dtype)
         if norm.training and self.t < self.active:
             norm.stats.update(self.t, {"mean": mean.unsqueeze(0), "var": _unbiased_counts(var, pooled).unsqueeze(0)})
-        return F_.affine(F_.standardize(a, mean, var, norm.eps), norm.weight, norm.bias)
+        y = F_.standardize(a, mean, var, norm.eps)
+        if norm.k > 1 and self.t < self.active and torch.is_grad_enabled() and a.requires_grad:
+            y = F_.cut_flat(y, F_.window_flat(a.detach(), window, self.mask()))
+        return F_.affine(y, norm.weight, norm.bias)
 
     def state(self):
         if not self.entries:

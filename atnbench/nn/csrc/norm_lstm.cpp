@@ -20,10 +20,37 @@
 // new ones, with the window shift, r = 1/sqrt(var+eps) and the clamp flag:
 // st[(j*B + b)*5 + {0: m_j, 1: v_j, 2: shift, 3: r, 4: clamped}]. Power sums are shifted by
 // ref = the first step's mean (history included), as atnbench/nn/window.py does.
+//
+// Padded batches (lengths, sorted longest first, the longest T): at each step a chunk's running
+// rows are its first ones; only they compute, the others hold h and c (out holds h; the Python
+// side zeroes the padded outputs) and take no gradient into their gates; every step's window
+// moments are returned, from which each sequence's own window state is taken (history_at).
 
 #include "kernels.h"
 
 namespace {
+
+// The rows of chunk [b0, b1) that compute step t: all, or (a padded batch, lengths sorted
+// longest first) the first ones, those still running.
+inline int64_t running(const int64_t* len, int64_t b0, int64_t b1, int64_t t) {
+  if (len == nullptr) return b1 - b0;
+  int64_t r = b0;
+  while (r < b1 && len[r] > t) ++r;
+  return r - b0;
+}
+
+// lengths (B) int64 on the CPU, sorted longest first, each in 1..T, the longest T; or undefined.
+Tensor checked_lengths(const OptT& lengths, int64_t B, int64_t Tn) {
+  if (!lengths.has_value() || !lengths->defined()) return Tensor();
+  const Tensor l = lengths->contiguous();
+  TORCH_CHECK(l.scalar_type() == at::kLong && l.dim() == 1 && l.size(0) == B && l.device().is_cpu(),
+              "lengths: (B,) int64 on the CPU expected");
+  const int64_t* p = l.data_ptr<int64_t>();
+  for (int64_t b = 0; b < B; ++b)
+    TORCH_CHECK(p[b] >= 1 && p[b] <= Tn && (b == 0 ? p[b] == Tn : p[b] <= p[b - 1]),
+                "lengths: sorted longest first, in 1..T, the longest T");
+  return l;
+}
 
 // ------------------------------------------------------------------------------------------
 // One normalized term.
@@ -249,9 +276,10 @@ void init_history(Term<T>& tm, const Tensor& hist, int64_t B) {
       }
 }
 
-// The returned window state: (mean, var) of the last min(k-1, m+T) steps.
-Tensor history_out(const Tensor& st, int64_t k, int64_t total) {
-  const int64_t L = std::min(k - 1, total);
+// The returned window state: (mean, var) of the last min(k-1, m+T) steps; with a padded batch
+// (all) every step's, from which the Python side takes each sequence's own (history_at).
+Tensor history_out(const Tensor& st, int64_t k, int64_t total, bool all = false) {
+  const int64_t L = all ? (k > 1 ? total : 0) : std::min(k - 1, total);
   return st.narrow(0, total - L, L).narrow(2, 0, 2).contiguous();
 }
 
@@ -266,7 +294,7 @@ template <typename T>
 void forward_impl(const Tensor& x, const OptT& b_ih, const Tensor& h0, const Tensor& c0, const OptT& b_hh,
                   const OptT& bias, const OptT& gx, const OptT& sx, const OptT& gh, const OptT& sh, const OptT& gc,
                   const OptT& sc, const Tensor& hist_x, const Tensor& hist_h, const Tensor& hist_c, int64_t kx,
-                  int64_t kh, int64_t kc, double eps, bool save, int64_t grain, FwdBufs& f) {
+                  int64_t kh, int64_t kc, double eps, bool save, int64_t grain, FwdBufs& f, const int64_t* len) {
   const int64_t Tn = x.size(0), B = x.size(1), D = x.size(2), H = h0.size(1), G = 4 * H;
   const int64_t mx = hist_x.size(0), mh = hist_h.size(0), mc = hist_c.size(0);
   const auto opts = x.options();
@@ -299,15 +327,20 @@ void forward_impl(const Tensor& x, const OptT& b_ih, const Tensor& h0, const Ten
   T* zp = f.Z.data_ptr<T>();
   T* ycp = f.YC.data_ptr<T>();
   at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
-    const int64_t M = b1 - b0;
     for (int64_t t = 0; t < Tn; ++t) {
       const int64_t ts = save ? t : 0;
       const int64_t tcur = save ? t : (t % 2), tprev = save ? t - 1 : ((t + 1) % 2);
       const T* hprev = t == 0 ? h0p : outp + (t - 1) * B * H;
+      const int64_t M = running(len, b0, b1, t);  // this chunk's rows still running: the first M
       // W_x x_t + b_x and W_h h_{t-1} + b_h for this chunk's rows
       gemm<T>(xp + (t * B + b0) * D, D, 1, witp, wxp + (ts * B + b0) * G, M, G, D, bih, false, opts);
       gemm<T>(hprev + b0 * H, H, 1, wtp, ahp + (ts * B + b0) * G, M, G, H, bhh, false, opts);
-      for (int64_t b = b0; b < b1; ++b) {
+      for (int64_t b = b0 + M; b < b1; ++b) {  // held: a padded batch's finished rows
+        const T* cprev = t == 0 ? c0p + b * H : cp + (tprev * B + b) * H;
+        std::copy(cprev, cprev + H, cp + (tcur * B + b) * H);
+        std::copy(hprev + b * H, hprev + (b + 1) * H, outp + (t * B + b) * H);
+      }
+      for (int64_t b = b0; b < b0 + M; ++b) {
         T* z = zp + b * G;
         norm_fwd_row<T>(tx, t, b, B, wxp + (ts * B + b) * G, z, false, eps);
         norm_fwd_row<T>(th, t, b, B, ahp + (ts * B + b) * G, z, true, eps);
@@ -342,10 +375,12 @@ std::vector<Tensor> norm_lstm_forward(const Tensor& x, const Tensor& w_ih, const
                                       const OptT& gx, const OptT& sx, const OptT& gh, const OptT& sh,
                                       const OptT& gc, const OptT& sc, const Tensor& hist_x, const Tensor& hist_h,
                                       const Tensor& hist_c, int64_t kx, int64_t kh, int64_t kc, double eps,
-                                      bool save, int64_t grain) {
+                                      bool save, int64_t grain, const OptT& lengths) {
   TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && h0.is_contiguous() && c0.is_contiguous(),
               "norm_lstm_forward: contiguous (T, B, D) input and (B, H) states expected");
   const int64_t Tn = x.size(0), B = x.size(1), D = x.size(2), H = h0.size(1), G = 4 * H;
+  const Tensor lens = checked_lengths(lengths, B, Tn);
+  const int64_t* len = lens.defined() ? lens.data_ptr<int64_t>() : nullptr;
   TORCH_CHECK(Tn >= 1 && w_ih.size(0) == G && w_ih.size(1) == D && w_hh.size(0) == G && w_hh.size(1) == H,
               "norm_lstm_forward: shape mismatch");
   const auto opts = x.options();
@@ -369,11 +404,12 @@ std::vector<Tensor> norm_lstm_forward(const Tensor& x, const Tensor& w_ih, const
   f.wi_t = w_ih.t().contiguous();  // (D, G)
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "norm_lstm_forward", [&] {
     forward_impl<scalar_t>(x, b_ih, h0, c0, b_hh, bias, gx, sx, gh, sh, gc, sc, hist_x, hist_h, hist_c, kx, kh, kc,
-                           eps, save, grain, f);
+                           eps, save, grain, f, len);
   });
   Tensor cn = f.C.select(0, save ? Tn - 1 : (Tn - 1) % 2).clone();
-  Tensor hx = history_out(f.stx, kx, mx + Tn), hh = history_out(f.sth, kh, mh + Tn),
-         hc = history_out(f.stc, kc, mc + Tn);
+  const bool all = len != nullptr;
+  Tensor hx = history_out(f.stx, kx, mx + Tn, all), hh = history_out(f.sth, kh, mh + Tn, all),
+         hc = history_out(f.stc, kc, mc + Tn, all);
   if (!save) return {f.out, cn, hx, hh, hc};
   return {f.out, cn, hx, hh, hc, f.WX, f.AH, f.ACT, f.C, f.TY, f.stx, f.sth, f.stc, f.refs};
 }
@@ -389,7 +425,8 @@ template <typename T>
 void backward_impl(const Tensor& x, const Tensor& h0, const Tensor& c0, const OptT& gx, const OptT& gh,
                    const OptT& gc, const Tensor& out, const Tensor& WX, const Tensor& AH, const Tensor& ACT,
                    const Tensor& C, const Tensor& TY, const Tensor& stx, const Tensor& sth, const Tensor& stc,
-                   int64_t kx, int64_t kh, int64_t kc, bool need_dx, int64_t grain, BwdBufs& f) {
+                   int64_t kx, int64_t kh, int64_t kc, bool need_dx, int64_t grain, BwdBufs& f,
+                   const int64_t* len) {
   const int64_t Tn = x.size(0), B = x.size(1), D = x.size(2), H = h0.size(1), G = 4 * H;
   const int64_t mx = stx.size(0) - Tn, mh = sth.size(0) - Tn, mc = stc.size(0) - Tn;
   const auto opts = x.options();
@@ -405,7 +442,7 @@ void backward_impl(const Tensor& x, const Tensor& h0, const Tensor& c0, const Op
     tm.x = xsp + q * Tn * B * 2;
     tm.ra = rsp + 2 * q * B;
     tm.rb = rsp + (2 * q + 1) * B;
-    tm.L = std::min(k - 1, m + Tn);
+    tm.L = gout.defined() ? gout.size(0) : std::min(k - 1, m + Tn);  // a padded batch's: every step
     tm.gout = gout.defined() && tm.L > 0 ? gout.data_ptr<double>() : nullptr;
   };
   setup(tx, G, kx, mx, gx, stx, 0, f.ghx);
@@ -442,13 +479,23 @@ void backward_impl(const Tensor& x, const Tensor& h0, const Tensor& c0, const Op
   const int64_t slots = f.dW.size(0);
   const bool inloop = f.DAH.size(0) == 1;
   at::parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
-    const int64_t M = b1 - b0;
     const int64_t slot = std::min<int64_t>(at::get_thread_num(), slots - 1);
     T* dW = dWp + slot * G * H;   // this thread's dW_hh (G, H)
     T* dWi = dWip + slot * G * D;  // and dW_ih (G, D)
     for (int64_t t = Tn - 1; t >= 0; --t) {
       const int64_t tw = inloop ? 0 : t;  // where this step's dA_x, dA_h go
-      for (int64_t b = b0; b < b1; ++b) {
+      // Rows b0 + M.. are held (a padded batch, finished): their dh and dc pass straight to the
+      // step before, and nothing enters their gates (dA and dx: 0).
+      const int64_t M = running(len, b0, b1, t);
+      if (M < b1 - b0) {
+        std::fill(dwxp + (tw * B + b0 + M) * G, dwxp + (tw * B + b1) * G, T(0));
+        std::fill(dahp + (tw * B + b0 + M) * G, dahp + (tw * B + b1) * G, T(0));
+        if (dxp) std::fill(dxp + (t * B + b0 + M) * D, dxp + (t * B + b1) * D, T(0));
+        if (doutp)  // out is the held h (h_n its last step): its gradient reaches the last real step
+          for (int64_t b = b0 + M; b < b1; ++b)
+            for (int64_t i = 0; i < H; ++i) dhp[b * H + i] += doutp[(t * B + b) * H + i];
+      }
+      for (int64_t b = b0; b < b0 + M; ++b) {
         const T* act = actp + (t * B + b) * G;
         const T* ty = typ + (t * B + b) * H;
         T* dh = dhp + b * H;
@@ -515,8 +562,11 @@ std::vector<Tensor> norm_lstm_backward(const OptT& dout, const OptT& dcn, const 
                                        const OptT& gc, const Tensor& out, const Tensor& WX, const Tensor& AH,
                                        const Tensor& ACT, const Tensor& C, const Tensor& TY, const Tensor& stx,
                                        const Tensor& sth, const Tensor& stc, const Tensor& refs, int64_t kx,
-                                       int64_t kh, int64_t kc, double eps, bool need_dx, int64_t grain) {
+                                       int64_t kh, int64_t kc, double eps, bool need_dx, int64_t grain,
+                                       const OptT& lengths) {
   const int64_t Tn = x.size(0), B = x.size(1), D = x.size(2), H = h0.size(1), G = 4 * H;
+  const Tensor lens = checked_lengths(lengths, B, Tn);
+  const int64_t* len = lens.defined() ? lens.data_ptr<int64_t>() : nullptr;
   const int64_t mx = stx.size(0) - Tn, mh = sth.size(0) - Tn, mc = stc.size(0) - Tn;
   const auto opts = x.options();
   const auto dopts = opts.dtype(at::kDouble);
@@ -553,7 +603,7 @@ std::vector<Tensor> norm_lstm_backward(const OptT& dout, const OptT& dcn, const 
   f.dhist_c = at::zeros({mc, B, 2}, dopts);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "norm_lstm_backward", [&] {
     backward_impl<scalar_t>(x, h0, c0, gx, gh, gc, out, WX, AH, ACT, C, TY, stx, sth, stc, kx, kh, kc, need_dx,
-                            grain, f);
+                            grain, f, len);
   });
   if (!inloop) {
     Tensor dwx = f.DWX.reshape({Tn * B, G});
@@ -577,12 +627,13 @@ TORCH_LIBRARY(atnbench_fast, m) {
   m.def(
       "norm_lstm_forward(Tensor x, Tensor w_ih, Tensor? b_ih, Tensor h0, Tensor c0, Tensor w_hh, Tensor? b_hh, "
       "Tensor? bias, Tensor? gx, Tensor? sx, Tensor? gh, Tensor? sh, Tensor? gc, Tensor? sc, Tensor hist_x, "
-      "Tensor hist_h, Tensor hist_c, int kx, int kh, int kc, float eps, bool save, int grain) -> Tensor[]");
+      "Tensor hist_h, Tensor hist_c, int kx, int kh, int kc, float eps, bool save, int grain, "
+      "Tensor? lengths=None) -> Tensor[]");
   m.def(
       "norm_lstm_backward(Tensor? dout, Tensor? dcn, Tensor? dhx, Tensor? dhh, Tensor? dhc, Tensor x, Tensor w_ih, "
       "Tensor h0, Tensor c0, Tensor w_hh, Tensor? gx, Tensor? gh, Tensor? gc, Tensor out, Tensor WX, Tensor AH, "
       "Tensor ACT, Tensor C, Tensor TY, Tensor stx, Tensor sth, Tensor stc, Tensor refs, int kx, int kh, int kc, "
-      "float eps, bool need_dx, int grain) -> Tensor[]");
+      "float eps, bool need_dx, int grain, Tensor? lengths=None) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(atnbench_fast, CPU, m) {

@@ -3,7 +3,7 @@
 The Triton twin of ``csrc/norm_rnn.cpp``'s ``norm_forward`` / ``norm_backward`` (read that file and
 ``fastpath_rnn.py`` for the math): the same kinds (``none``, ``row``: LN/ATN-LN, ``col``: BN/ATN-BN,
 ``bln``, ``given``), the same per-step records ``st`` (m + T, S, 7) in float64
-(m_j, v_j, window mean, r = 1/sqrt(var + eps), clamped, var, shift) and BLN records ``bl`` (T,
+(m_j, v_j, window mean, r = 1/sqrt(var + eps), flag (1 clamped, 2 ATN-BN's flat window), var, shift) and BLN records ``bl`` (T,
 2n + 2B), so the Python side (running statistics, window states) is shared with the C++ path.
 
 A tile is a (BB rows, BQ gates, BH hidden units) block of a (B, NQ * H) term: feature ``q * H +
@@ -175,6 +175,8 @@ def term_forward(a, rows, feats, rmask, fmask, t, m, B, n, k, eps_ptr, gain, shi
         d = tl.where(m3, a - mu[None, :, :], 0.0)
         v = col_sum(d * d) / B
         mean, r = window_push(mu, v, feats, fmask, t, j, k, eps, n, st, ref, tot)
+        if k > 1:
+            mark_flat(a, m3, mu, v, feats, fmask, j, k, n, st)
         y = (a - mean.to(dt)[None, :, :]) * r.to(dt)[None, :, :]
     elif KIND == GIVEN:
         mt = tl.load(gmean + t * n + feats, mask=fmask, other=0.0)
@@ -190,6 +192,21 @@ def term_forward(a, rows, feats, rmask, fmask, t, m, B, n, k, eps_ptr, gain, shi
         if shift is not None:
             y = y + tl.load(shift + feats, mask=fmask, other=0.0)[None, :, :]
     return y
+
+
+@triton.jit
+def mark_flat(a, m3, mu, v, feats, fmask, j, k, n, st):
+    """ATN-BN's flat windows (csrc ``mark_flat``, ``functional.cut_flat`` says why): record field 4
+    = 2 where step j's rows are all equal and every earlier step of its window has this step's
+    moments (mu, v) bit for bit; a tile holds every row of its features."""
+    same = tl.max(tl.where(m3, a, float("-inf")), axis=0) == tl.min(tl.where(m3, a, float("inf")), axis=0)
+    mu = mu.to(tl.float64)
+    v = v.to(tl.float64)
+    flat = same & fmask
+    for p in range(tl.maximum(j - k + 1, 0), j):
+        o = st + (p * n + feats) * SW
+        flat = flat & (tl.load(o, mask=fmask, other=0.0) == mu) & (tl.load(o + 1, mask=fmask, other=0.0) == v)
+    tl.store(st + (j * n + feats) * SW + 4, tl.where(flat, 2.0, 0.0).to(tl.float64), mask=flat)
 
 
 @triton.jit
@@ -273,11 +290,13 @@ def term_backward(a, dy, rows, feats, rmask, fmask, t, step, Tn, m, B, n, k, eps
         mu = tl.load(e, mask=fmask, other=0.0).to(dt)[None, :, :]
         xh = (a - mt) * rt
         gi = tl.sum(g, axis=0)  # (BQ, BH)
-        dm, dv = window_adjoint(gi * col_sum(dy), gi * col_sum(dy * xh), feats, fmask, t, j, step, Tn, L, m, k, n,
-                                st, ref, xs, rs, gout)
+        flat = tl.load(e + 4, mask=fmask, other=0.0) == 2.0  # mark_flat: nothing passes back
+        dm, dv = window_adjoint(tl.where(flat, 0.0, gi * col_sum(dy)), tl.where(flat, 0.0, gi * col_sum(dy * xh)),
+                                feats, fmask, t, j, step, Tn, L, m, k, n, st, ref, xs, rs, gout)
         c1 = (dm / B).to(dt)[None, :, :]
         c2 = (2.0 * dv / B).to(dt)[None, :, :]
-        da = share_alike(a, dy * (g * rt) + c1 + c2 * (a - mu), m3, B)
+        direct = tl.where(flat[None, :, :], 0.0, dy * (g * rt))
+        da = share_alike(a, direct + c1 + c2 * (a - mu), m3, B)
         dgx = dy * xh
     elif KIND == GIVEN:
         mt = tl.load(gmean + t * n + feats, mask=fmask, other=0.0)[None, :, :]
