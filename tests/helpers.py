@@ -131,16 +131,21 @@ class CliProcess:
 
 
 def poll_store(db, condition, process, timeout: float = 120.0):
-    """Wait until ``condition(connection)`` holds on the (read-only) store; fail if the process ends first."""
+    """Wait until ``condition(connection)`` holds on the (read-only) store; fail if the process ends first.
+
+    Each connection is closed at once: ``with sqlite3.connect(...)`` only commits, and a connection left
+    to the garbage collector (Python 3.11's are in reference cycles) keeps this process's map of the
+    store's -shm file, a stale index the next connection here would read through."""
     import sqlite3
     import time
+    from contextlib import closing
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         assert process.poll() is None, "the process ended before it could be caught at work"
         if db.exists():
             try:
-                with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)) as conn:
                     if condition(conn):
                         return
             except sqlite3.Error:

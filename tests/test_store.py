@@ -372,3 +372,37 @@ def test_unusable_store_paths_are_one_line_naming_the_file(tmp_path):
             with pytest.raises(StoreError, match=problem) as caught:
                 opener(path)
             assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def _grow(path, prefix, sessions, runs):
+    """Another process: ``sessions`` times open the store, add ``runs`` runs, close it (as `sweep` does: its plan,
+    then its runs), each close being that process's last connection."""
+    for session in range(sessions):
+        with ResultsStore(path) as own:
+            for i in range(runs):
+                own.start_run(f"{prefix}{session}-{i}", config(seed=i), {"pad": "x" * 2000})
+
+
+def test_a_second_store_opened_and_closed_beside_an_open_one_keeps_its_view_of_the_file(tmp_path):
+    """A Ray driver holds its store open while it marks a lost run through another ResultsStore on the same
+    file (``mark_lost``). Closing any descriptor of that file drops every POSIX lock this process holds on it
+    (SQLite's own descriptors are kept open for that reason), so a Python ``open()``/``close()`` of it
+    here (the header check once did that) let another process's close believe it was the file's last user:
+    it folded the WAL into the file and deleted the -wal and -shm files under the open connection, whose
+    stale index then read "database disk image is malformed" (or missed rows)."""
+    path = tmp_path / "r.db"
+    with ResultsStore(path) as driver:
+        driver.start_run("d0", config(), {})
+        assert driver.runs()[0].run_id == "d0"  # the driver's connection has read the file: it holds its index
+        with ResultsStore(path) as beside:  # as mark_lost does, in the same process
+            beside.set_meta("note", {"seen": True})
+        other = mp.get_context("spawn").Process(target=_grow, args=(path, "o", 2, 40))
+        other.start()
+        other.join(timeout=60)
+        assert other.exitcode == 0
+        assert sorted(path.parent.iterdir()) == sorted(path.with_name(path.name + s) for s in ("", "-wal", "-shm"))
+        assert len(driver.runs()) == 81  # the other process's runs, read through an index that is current
+        driver.start_run("d1", config(seed=1), {})
+    with ResultsStore(path, create=False) as reader:
+        assert [tuple(row) for row in reader._conn.execute("PRAGMA integrity_check")] == [("ok",)]
+        assert len(reader.runs()) == 82

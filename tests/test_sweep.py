@@ -482,6 +482,49 @@ def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_referen
 
 
 @pytest.mark.ray
+def test_a_ray_task_asks_whether_to_stop_from_a_thread_of_its_own(monkeypatch):
+    """A task blocked in ray.get lends its CPU back and Ray starts another task beside it; so the
+    training loop only reads a flag, which a thread keeps current (``_StopPoll``)."""
+    import threading
+    import time
+
+    ray = pytest.importorskip("ray")
+    from atnbench.sweep.ray_backend import _StopPoll
+
+    asked_from, answers = [], {"stop": False}
+
+    class Monitor:  # the monitor actor's handle: .stopping.remote() -> a reference ray.get resolves
+        class stopping:
+            @staticmethod
+            def remote():
+                return "ref"
+
+    def get(ref):
+        asked_from.append(threading.current_thread())
+        if answers["stop"] == "gone":
+            raise ray.exceptions.RayActorError()
+        return answers["stop"]
+
+    monkeypatch.setattr(ray, "get", get)
+    with _StopPoll(Monitor(), interval=0.01) as should_stop:
+        assert asked_from and not should_stop()  # the first answer came before the block
+        asked = len(asked_from)
+        assert not any(should_stop() for _ in range(1000))
+        answers["stop"] = True
+        deadline = time.monotonic() + 10
+        while not should_stop():
+            assert time.monotonic() < deadline, "the stop request was never seen"
+            time.sleep(0.01)
+        poller = asked_from[-1]
+    assert threading.current_thread() not in asked_from and len(asked_from) > asked
+    assert not poller.is_alive()  # the thread ends with the block (a worker runs many tasks)
+
+    answers["stop"] = "gone"  # the monitor (with its driver) is gone: stop
+    with _StopPoll(Monitor(), interval=0.01) as should_stop:
+        assert should_stop()
+
+
+@pytest.mark.ray
 def test_a_ray_address_where_no_cluster_answers_fails_in_one_line(tmp_path, monkeypatch):
     import socket
 

@@ -13,8 +13,8 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 
 def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
     """One line naming the file and the problem, before SQLite sees the path: a folder, a path
-    under a file, a missing store (when not creating), unreadable, read-only (when writing), or a
-    file that is not an SQLite database at all."""
+    under a file, a missing store (when not creating), unreadable, read-only (when writing). A file
+    that is not an SQLite database at all is SQLite's to find (``not_sqlite``)."""
     path = Path(path)
     for parent in path.parents:
         if parent.exists():
@@ -35,7 +35,12 @@ def check_store_path(path: Path, create: bool = True, write: bool = True) -> Non
     if write and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         raise StoreError(f"results store {path} is read-only here; recording runs needs write access to it and "
                          f"its folder (report and plot can read it as it is)")
-    with open(path, "rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
-    if header and header != SQLITE_HEADER:
-        raise StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")
+    # The file is never opened here: closing any descriptor of it drops every POSIX lock this process
+    # holds on it, those of an open ResultsStore included, and another process's SQLite then takes
+    # itself for the last user and deletes the -wal and -shm files under that store. SQLite reads the
+    # header itself; ResultsStore turns its "file is not a database" into ``not_sqlite``.
+
+
+def not_sqlite(path: Path) -> StoreError:
+    """The one line for a file that SQLite finds is not a database (SQLITE_NOTADB)."""
+    return StoreError(f"{path} is not a results store: not an SQLite database (another kind of file, or damaged)")

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Optional, Union
 
 from atnbench.errors import UserError
 from atnbench.store.errors import MalformedRow, StoreError, UnknownRun
-from atnbench.store.files import DEFAULT_STORE, check_store_path
+from atnbench.store.files import DEFAULT_STORE, check_store_path, not_sqlite
 from atnbench.store.schema import _ROW_COLUMNS, _SCHEMA, FINAL_STATUSES, MIGRATIONS, MODEL_KINDS, STATUSES
 from atnbench.store.schema import RECORD_VERSION, SCHEMA_VERSION, STORE_TABLES
 
@@ -103,6 +103,8 @@ class ResultsStore:
                 self._setup()
         except BaseException as err:
             self._conn.close()
+            if _not_a_database(err):
+                raise not_sqlite(self.path) from None
             if isinstance(err, sqlite3.Error):
                 raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
             raise
@@ -513,6 +515,12 @@ class ResultsStore:
         with self._write() as conn:
             return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
 
+
+
+def _not_a_database(err: BaseException) -> bool:
+    """SQLite's SQLITE_NOTADB: the file's header is not an SQLite database's."""
+    return isinstance(err, sqlite3.DatabaseError) and (
+        getattr(err, "sqlite_errorname", None) == "SQLITE_NOTADB" or "file is not a database" in str(err))
 
 
 def _now() -> str:

@@ -8,7 +8,8 @@ driver sends its partial record, weights and checkpoint with the task. So no fil
 backend.
 
 Progress and stopping go through a small actor (``_Monitor``): tasks post their events to it
-and ask it, about twice a second, whether the sweep is stopping.
+and ask it, about twice a second and from a thread of their own (``_StopPoll``), whether the
+sweep is stopping.
 
 Set-up across machines: ``ray start --head`` on one, ``ray start --address HEAD:6379`` on the
 others (each with atnbench and torch installed), then ``atnbench sweep NAME --backend ray
@@ -42,7 +43,6 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -299,19 +299,46 @@ class _Monitor:
 
 
 class _StopPoll:
-    """Asks the monitor whether to stop, at most every ``interval`` seconds."""
+    """Whether the sweep is stopping, as the monitor last said; a thread of its own asks it every
+    ``interval`` seconds while in the block.
+
+    Not the task's own thread: a task blocked in ``ray.get`` (or ``ray.wait``) lends its CPU back to
+    Ray, which starts another task, in another worker process (importing torch), beside it: asked
+    from the task's thread, 6 one-CPU tasks on a 2-CPU cluster ran up to 4 at once in 4 workers;
+    asked from a thread, 2 at once in 2. A monitor that cannot be asked (its driver is gone) means stop.
+    """
 
     def __init__(self, monitor, interval: float = 0.5):
-        self.monitor, self.interval, self.last, self.value = monitor, interval, 0.0, False
+        self.monitor, self.interval = monitor, interval
+        self.stop, self.asked, self.done = threading.Event(), threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._ask, name="atnbench-stop-poll", daemon=True)
 
-    def __call__(self) -> bool:
+    def _ask(self) -> None:
         import ray
 
-        now = time.monotonic()
-        if not self.value and now - self.last >= self.interval:
-            self.last = now
-            self.value = ray.get(self.monitor.stopping.remote())
-        return self.value
+        while not self.done.is_set():
+            try:
+                stopping = ray.get(self.monitor.stopping.remote())
+            except Exception:  # noqa: BLE001 - the monitor (and so the driver) is gone
+                stopping = True
+            if stopping:
+                self.stop.set()
+            self.asked.set()
+            if stopping:
+                return
+            self.done.wait(self.interval)
+
+    def __enter__(self) -> "_StopPoll":
+        self.thread.start()
+        self.asked.wait()  # the first answer before the run starts: a stopping sweep starts nothing
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join(timeout=5)
+
+    def __call__(self) -> bool:
+        return self.stop.is_set()
 
 
 def _checkpoint_path(store: ResultsStore, run_id: str) -> Path:
@@ -341,10 +368,16 @@ def _ray_task(job: Job, record: Optional[dict], checkpoint: Optional[bytes], mod
     import torch
 
     torch.set_num_threads(threads)
-    should_stop = _StopPoll(monitor)
-    if should_stop():
-        return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None,
-                "models": {}}
+    with _StopPoll(monitor) as should_stop:
+        if should_stop():
+            return {"outcome": {"run_id": job.run_id, "status": NOT_STARTED}, "record": None, "checkpoint": None,
+                    "models": {}}
+        return _train_in_scratch(job, record, checkpoint, models, device, monitor, should_stop)
+
+
+def _train_in_scratch(job: Job, record: Optional[dict], checkpoint: Optional[bytes], models: Models, device: str,
+                      monitor, should_stop) -> dict:
+    """The task's run, trained into a scratch store; its checkpoints shipped to the monitor as they are made."""
 
     def emit(*event):
         monitor.emit.remote(*event)  # fire and forget; one caller's calls arrive in order
