@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -190,7 +191,7 @@ def test_a_ray_sweep_killed_with_sigkill_resumes_its_run_from_the_checkpoint_shi
     result = invoke("sweep", str(path), "--store", str(reference), "--workers", "1", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert numbers(store) == numbers(reference)
-    with sqlite3.connect(store) as conn:  # a fresh view of the file: SQLite finds it whole
+    with closing(sqlite3.connect(store)) as conn:  # closed here: none left open in this process
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     assert not checkpoints.exists()  # the finished run's checkpoint is gone from the driver's side too
 
