@@ -560,10 +560,10 @@ def _terminal_report(monkeypatch, store_path, width: int, *args) -> str:
     """`atnbench report` as printed in a terminal ``width`` columns wide."""
     from rich.console import Console
 
-    import atnbench.cli.report as report_cli
+    import atnbench.report.command as report_command
 
     terminal = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
-    monkeypatch.setattr(report_cli, "out", terminal)
+    monkeypatch.setattr(report_command, "out", terminal)
     result = invoke("report", "--store", store_path, *args)
     assert result.exit_code == 0, result.output
     return terminal.file.getvalue()
