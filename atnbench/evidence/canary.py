@@ -36,9 +36,16 @@ DRIVER = r"""
 import hashlib, io, json, sys, tempfile
 import torch
 from atnbench.config import build_config
-from atnbench.evidence.identity import code_fingerprint, run_id_of
 from atnbench.store import ResultsStore
-from atnbench.run.train import train
+try:
+    from atnbench.evidence.identity import code_fingerprint, run_id_of
+    from atnbench.run.train import train
+except ImportError:  # the runs' revision predates the layout of #41: the same functions at their old homes
+    from atnbench.identity import code_fingerprint
+    from atnbench.train import train
+
+    def run_id_of(config):
+        return config.run_id
 
 def digest(state):
     h = hashlib.sha256()
@@ -57,6 +64,16 @@ with tempfile.TemporaryDirectory() as folder:
             weights = digest(torch.load(io.BytesIO(final[1]), weights_only=True)) if final else None
             results.append({"status": record["status"], "curve": curve, "weights": weights})
 print(json.dumps({"code": code_fingerprint(), "results": results}))
+"""
+
+
+# the code fingerprint of a tree, at its module's home before the layout of #41 or after it
+FINGERPRINT = """
+try:
+    from atnbench.evidence.identity import code_fingerprint
+except ImportError:
+    from atnbench.identity import code_fingerprint
+print(code_fingerprint())
 """
 
 
@@ -140,7 +157,7 @@ def worktree(repo: Path, revision: str) -> Iterator[Path]:
 
 def fingerprint_of(tree: Path) -> str:
     """The code fingerprint of the atnbench in ``tree`` (computed by that tree's own code)."""
-    done = subprocess.run([sys.executable, "-c", "from atnbench.evidence.identity import code_fingerprint as f; print(f())"],
+    done = subprocess.run([sys.executable, "-c", FINGERPRINT],
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)}, cwd=tree)
     if done.returncode != 0:
         raise RuntimeError(f"cannot compute the code fingerprint in {tree}: {done.stderr.strip()[-200:]}")
