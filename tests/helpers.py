@@ -60,13 +60,16 @@ def tiny_sweep(name, norms, ks, steps, seeds=(0, 1), description="a tiny sweep f
             f"seeds: [{', '.join(map(str, seeds))}]\n")
 
 
-def fill_store(path, runs):
+def fill_store(path, runs, code=None):
     """A results store holding known numbers, built through ResultsStore (no training).
 
     ``runs``: (task, T, norm, k, seed, status, level, sweep) tuples. A run of level L has the
     curve train = [4L, L, 2L], validation = [4L, L/2, L] at steps 100, 200, 300; a 'running' run
     stops after the first point. Configs are the paper presets', so reports treat them as real.
+    With ``code`` the runs are made by the code of that fingerprint (their ids under it, and
+    ``env.code``); else they carry the running code's ids and no fingerprint.
     """
+    from atnbench.evidence.identity import run_id_under
     from atnbench.run.runspec import resolve_run
     from atnbench.store import ResultsStore
 
@@ -75,14 +78,16 @@ def fill_store(path, runs):
         for task, T, norm, k, seed, status, level, sweep in runs:
             flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
             config = resolve_run(task, flags, budget=0.01)
-            store.start_run(run_id_of(config), config.to_dict(), {"device": "cpu", "threads": 1}, sweep=sweep)
+            run_id = run_id_under(config.to_dict(), code) if code else run_id_of(config)
+            env = {"device": "cpu", "threads": 1, **({"code": code} if code else {})}
+            store.start_run(run_id, config.to_dict(), env, sweep=sweep)
             points = list(zip((100, 200, 300), (4 * level, level, 2 * level), (4 * level, level / 2, level)))
             for step, train, val in points[:1] if status == "running" else points:
-                store.log_eval(run_id_of(config), step, step / 100, train, val, {"accuracy": 1 - level})
+                store.log_eval(run_id, step, step / 100, train, val, {"accuracy": 1 - level})
             if status != "running":
-                store.finish_run(run_id_of(config), status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
-                                                          "min_val_loss": level / 2, "min_train_loss": level})
-            ids.append(run_id_of(config))
+                store.finish_run(run_id, status, {"wall_s": 10.0 + seed, "steps_per_s": 100.0 + seed,
+                                                  "min_val_loss": level / 2, "min_train_loss": level})
+            ids.append(run_id)
     return ids
 
 

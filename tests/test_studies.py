@@ -50,12 +50,13 @@ def k_ablation_runs(first, n):
                   overrides={"threads": 1, "device": "cpu"})
 
 
-def fill(db, levels: dict, seeds):
-    """Runs of k-ablation at budget 0.01 with min validation loss levels[model][i] / 2."""
+def fill(db, levels: dict, seeds, code=None):
+    """Runs of k-ablation at budget 0.01 with min validation loss levels[model][i] / 2 (made by
+    the code of fingerprint ``code`` where given)."""
     norms = {"atn": ("atn", 45), "ln": ("ln", None), "lstm": ("none", None)}
     rows = [("copying", 100, norms[model][0], norms[model][1], seed, "done", level, "k-ablation")
             for model, values in levels.items() for seed, level in zip(seeds, values)]
-    return fill_store(db, rows)
+    return fill_store(db, rows, code=code)
 
 
 def recorded_study(tmp_path, looks=(5, 10), first=20):
@@ -190,6 +191,48 @@ def test_the_sweep_runs_a_study_look_by_look_and_resumes(tmp_path):
     changed = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
                      "--store", db, "--looks", "6,12")
     assert changed.exit_code == 2 and "with other looks" in changed.stderr
+
+
+def test_a_study_planned_by_other_code_goes_on_where_a_canary_vouched_for_it(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from atnbench.evidence import equivalence
+    from atnbench.evidence.identity import code_fingerprint
+
+    planning = "a1" * 8  # the code that planned the study and ran its first seeds
+    family = read_family(claims_file(tmp_path))
+    study = confirm.plan("k-ablation", k_ablation_runs(20, 10), family, (5, 10), 20, 0.05, code=planning)
+    assert study.code == planning and study.run_ids["ln"][0] != k_ablation_runs(20, 1)[0].run_id
+    db = tmp_path / "r.db"
+    with ResultsStore(db) as store:  # as plans were recorded before they named their experiments
+        studies.save(store, replace(study, config_keys={}))
+    levels = {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}
+    fill(db, {model: values[:3] for model, values in levels.items()}, range(20, 23), code=planning)
+    fill(db, {model: values[3:] for model, values in levels.items()}, range(23, 25), code=code_fingerprint())
+    with ResultsStore(db) as store:  # no canary vouched for the planning code: the new runs cannot stand in
+        assert studies.take_look(store, study) is None
+    classes = sorted({equivalence.class_key(run.config.to_dict()) for run in k_ablation_runs(20, 1)})
+    records = tmp_path / "equivalence.json"
+    records.write_text(json.dumps({"records": [{"old_code": planning, "new_code": code_fingerprint(),
+                                                "identical": classes}]}))
+    monkeypatch.setattr(equivalence, "RECORDS_FILE", records)
+    result = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                    "--store", db, "--first-seed", "20")
+    assert result.exit_code == 0, result.output
+    assert "config keys recorded now" in result.stderr and "look 1 of 2 (5 seeds a side)" in result.stderr
+    assert "atn k=45 < ln: reproduced" in result.stderr
+    with ResultsStore(db) as store:
+        (kept,) = studies.load(store)
+        current_ids = {run.run_id for run in store.runs() if run.env.get("code") == code_fingerprint()}
+    assert kept.planned_at == study.planned_at and kept.config_keys == study.config_keys
+    used = kept.recorded[0]["runs"]["ln"]
+    assert used[:3] == study.run_ids["ln"][:3] and set(used[3:]) <= current_ids  # which run stood for which seed
+    report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    claims = {(c["id"], c["design"]): c for c in json.loads(report.stdout)["verdicts"]["claims"]}
+    shown = claims[("atn-ln", "study k-ablation")]["comparisons"][0]
+    assert shown["verdict"] == REPRODUCED and shown["code_fingerprints"][1] == sorted([planning, code_fingerprint()])
+    assert ("atn-ln", EXPLORATORY) not in claims  # the stand-ins belong to the study, not to an exploration
 
 
 def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):

@@ -110,8 +110,15 @@ def finished_equivalent(records, config: dict[str, Any]):
     from atnbench.evidence.identity import config_key
 
     wanted = config_key(config)
+    return stand_in([record for record in records if config_key(record.config) == wanted])
+
+
+def stand_in(records, made_by: Optional[str] = None):
+    """A finished run among ``records`` (runs of one experiment) made by code that counts as
+    current, on the data it was trained on; with ``made_by``, only where that code counts as
+    current too (the run then computes what ``made_by``'s would: a study's planning code)."""
     for record in records:
-        if record.status in ("done", "diverged") and config_key(record.config) == wanted \
-                and is_current((record.env or {}).get("code"), record.config) and on_its_data(record):
+        if record.status in ("done", "diverged") and is_current((record.env or {}).get("code"), record.config) \
+                and (made_by is None or is_current(made_by, record.config)) and on_its_data(record):
             return record
     return None

@@ -7,9 +7,17 @@ its plan is recorded in the store (``study:NAME`` in the ``meta`` table): the cl
 (Bonferroni: one share per declared comparison, so superiority and equivalence decisions of the
 whole file hold together at alpha), the looks (seeds per configuration at each), the fresh seeds,
 the spending function, the equivalence margins, the futility threshold, the processor class, and
-the exact run ids of every (configuration, seed). Each look is then recorded once, with its date,
-the seeds it used and, per comparison, the statistic, the boundary and the decision; a recorded
-look is never recomputed, so a decision stands whatever is run later.
+the exact run ids of every (configuration, seed) under the planning code, with their config keys
+(the same experiments under any code). Each look is then recorded once, with its date, the seeds
+it used, the run standing for each planned (configuration, seed) and, per comparison, the
+statistic, the boundary and the decision; a recorded look is never recomputed, so a decision
+stands whatever is run later.
+
+A planned run is an experiment, not a build of atnbench: where the planned id has not finished, a
+finished run of the same config key stands for it when a canary vouched that its code and the
+planning code compute the same numbers for its class (both count as current,
+``atnbench.evidence.equivalence``). So a study planned before a refactor goes on after it; a
+change that moves numbers leaves the planned ids waiting for the planning code's runs.
 
 At look j a comparison whose sides have n_a, n_b seeds is at information fraction
 t_j = harmonic mean(n_a, n_b) / N (N the planned maximum). Its Welch test crosses when the
@@ -45,6 +53,7 @@ MIN_SEEDS = 5  # no look before this many seeds a side (docs/reproducing.md says
 OPEN, REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED = (
     "open", "reproduced", "contradicted", "equivalent", "futile", "inconclusive")
 DECIDED = (REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED)
+FINISHED = ("done", "diverged")
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,7 @@ class Study:
     spending: str = SPENDING
     futility: float = FUTILITY
     recorded: tuple[dict, ...] = ()  # the looks taken
+    config_keys: dict = field(default_factory=dict)  # side text -> config keys of those seeds (empty: planned before)
 
     @property
     def alpha_each(self) -> float:
@@ -111,6 +121,20 @@ class Study:
         if len(self.recorded) >= len(self.looks) or not self.open_comparisons():
             return None
         return len(self.recorded)
+
+    def runs_used(self, side: str, n: int) -> list[str]:
+        """The runs that stood for the side's first n planned seeds at the last look that used as
+        many; the planned ids where no look recorded them."""
+        for look in reversed(self.recorded):
+            used = look.get("runs", {}).get(side)
+            if used is not None and len(used) >= n:
+                return list(used[:n])
+        return list(self.run_ids[side][:n])
+
+    def all_runs(self) -> set[str]:
+        """Every run id the study planned or a look used."""
+        ids = {run_id for ids in self.run_ids.values() for run_id in ids}
+        return ids | {run_id for look in self.recorded for used in look.get("runs", {}).values() for run_id in used}
 
     def line(self) -> str:
         taken = len(self.recorded)
@@ -222,14 +246,17 @@ def parse_looks(text: str) -> tuple[int, ...]:
 
 
 def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict, looks: tuple[int, ...],
-         first_seed: int, task: str, T, budget: float, variant, alpha: float) -> Study:
+         first_seed: int, task: str, T, budget: float, variant, alpha: float, config_keys: dict,
+         code: Optional[str] = None) -> Study:
+    """A new plan; ``code`` is the fingerprint its run ids are under (the running code's by default)."""
     from atnbench.evidence.identity import code_fingerprint
     from atnbench.evidence.machine import cpu_capability
 
     return Study(name=name, family=family.name, family_digest=family.digest, m=family.m, alpha=alpha,
                  looks=looks, first_seed=first_seed, processor=cpu_capability(), task=task, T=T, budget=budget,
                  variant=variant, comparisons=tuple(comparisons), run_ids=sides_runs,
-                 planned_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code=code_fingerprint())
+                 planned_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code=code or code_fingerprint(),
+                 config_keys=config_keys)
 
 
 def same_plan(kept: Study, new: Study) -> Optional[str]:
@@ -237,6 +264,8 @@ def same_plan(kept: Study, new: Study) -> Optional[str]:
     for what in ("family", "looks", "first_seed", "alpha", "m", "comparisons", "run_ids"):
         if getattr(kept, what) != getattr(new, what):
             return what.replace("_", " ")
+    if kept.config_keys and new.config_keys and kept.config_keys != new.config_keys:
+        return "config keys"
     return None
 
 
@@ -252,13 +281,13 @@ class SideData:
     diverged: int = 0
 
 
-def side_data(store, run_ids: Iterable[str], stat: str) -> SideData:
+def side_data(store, run_ids: Iterable[Optional[str]], stat: str) -> SideData:
     from atnbench.report.aggregate import RunData, run_values
 
     data = SideData()
     for run_id in run_ids:
-        record = store.get_run(run_id)
-        if record is None or record.status not in ("done", "diverged"):
+        record = store.get_run(run_id) if run_id is not None else None
+        if record is None or record.status not in FINISHED:
             data.missing += 1
             continue
         if record.status == "diverged":
@@ -272,6 +301,39 @@ def side_data(store, run_ids: Iterable[str], stat: str) -> SideData:
         data.classes.append(processor_class(record.env))
         data.codes.append(str(record.env.get("code") or "unknown"))
     return data
+
+
+def standing_runs(store, study: Study, side: str, n: int, experiments: dict) -> list[Optional[str]]:
+    """The run standing for each of the side's first n planned seeds: the planned run where it
+    finished, else a finished run of the same config key whose code and the planning code both
+    count as current (a canary vouched for them); None where none has finished. ``experiments``:
+    config key -> the store's runs of that experiment (filled on first need)."""
+    from atnbench.evidence.equivalence import stand_in
+
+    keys = study.config_keys.get(side, [])
+    found = []
+    for i, run_id in enumerate(study.run_ids[side][:n]):
+        record = store.get_run(run_id)
+        if record is not None and record.status in FINISHED:
+            found.append(run_id)
+            continue
+        if i >= len(keys):
+            found.append(None)
+            continue
+        if not experiments:
+            experiments.update(_experiments(store, study))
+        other = stand_in(experiments.get(keys[i], ()), made_by=study.code)
+        found.append(other.run_id if other is not None else None)
+    return found
+
+
+def _experiments(store, study: Study) -> dict[str, list]:
+    from atnbench.evidence.identity import config_key
+
+    grouped: dict[str, list] = {"": []}  # never empty once read
+    for record in store.runs(task=study.task, T=study.T):
+        grouped.setdefault(config_key(record.config), []).append(record)
+    return grouped
 
 
 def fraction(n_a: int, n_b: int, maximum: int) -> float:
@@ -352,10 +414,13 @@ def take_look(store, study: Study) -> Optional[dict]:
         return None
     n = study.looks[index]
     previous = study.decisions()
-    entries = []
+    entries, used, experiments = [], {}, {}
     for planned in study.open_comparisons():
-        a = side_data(store, study.run_ids[planned.lower][:n], planned.stat)
-        b = side_data(store, study.run_ids[planned.higher][:n], planned.stat)
+        for side in (planned.lower, planned.higher):
+            if side not in used:
+                used[side] = standing_runs(store, study, side, n, experiments)
+        a = side_data(store, used[planned.lower], planned.stat)
+        b = side_data(store, used[planned.higher], planned.stat)
         if a.missing or b.missing:
             return None
         history = tuple(look["fractions"][f"{planned.lower} < {planned.higher}"] for look in study.recorded
@@ -376,7 +441,7 @@ def take_look(store, study: Study) -> Optional[dict]:
         entries.append(entry)
     look = {"look": index + 1, "seeds": n, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "fractions": {f"{e['lower']} < {e['higher']}": e.get("fraction", 0.0) for e in entries},
-            "comparisons": entries}
+            "comparisons": entries, "runs": used}
     save(store, replace(study, recorded=study.recorded + (look,)))
     return look
 

@@ -458,7 +458,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
         family = Family("claims", claims, "")
     groups = list(groups)
     studies = [s for s in studies if s.family == family.name]
-    in_studies = {run_id for study in studies for ids in study.run_ids.values() for run_id in ids}
+    in_studies = {run_id for study in studies for run_id in study.all_runs()}
     results, not_run = [], []
     for claim in family.claims:
         found = False
@@ -524,7 +524,7 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         if entry is None:
             continue
         n = study.looks[entry["look"] - 1]
-        sides = [_run_numbers([runs[i] for i in study.run_ids[side][:n] if i in runs], planned.stat)
+        sides = [_run_numbers([runs[i] for i in study.runs_used(side, n) if i in runs], planned.stat)
                  for side in (planned.lower, planned.higher)]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
                     baseline=group.baseline, margin=margin, m=study.m, alpha=study.alpha,

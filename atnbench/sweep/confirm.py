@@ -4,6 +4,7 @@ the configurations still undecided, each look recorded, stop at a decision or fo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -36,8 +37,21 @@ def kept(store_path: Path, name: str) -> Optional[studies.Study]:
     return found[0] if found else None
 
 
-def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float) -> studies.Study:
-    """The study of ``runs`` (the sweep's runs for seeds first_seed .. first_seed + max - 1)."""
+def planned_id(run, code: str) -> str:
+    """The id a sweep's run has under the code of fingerprint ``code`` (a plan's run ids)."""
+    from atnbench.evidence.identity import run_id_under
+
+    return run_id_under(run.config.to_dict(), code)
+
+
+def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float,
+         code: Optional[str] = None) -> studies.Study:
+    """The study of ``runs`` (the sweep's runs for seeds first_seed .. first_seed + max - 1), its
+    run ids under ``code`` (a kept plan's code, so plans by other code compare; the running
+    code's by default)."""
+    from atnbench.evidence.identity import config_key
+    from atnbench.report.claims import parse_side
+
     comparisons = studies.claims_of(family, runs)
     if not comparisons:
         config = runs[0].config
@@ -45,19 +59,20 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
                         f"({config.task} T={config.T}, budget {config.budget:g}{', variant ' + config.variant if config.variant else ''}); "
                         f"a study tests claims (--claims FILE for your own, with budget: if not the full protocol)")
     seeds = list(range(first_seed, first_seed + looks[-1]))
-    run_ids = {}
+    run_ids, keys = {}, {}
     for side in sorted({s for c in comparisons for s in (c.lower, c.higher)}):
-        from atnbench.report.claims import parse_side
-
         wanted = parse_side(side)
-        by_seed = {run.config.seed: run.run_id for run in runs if studies.side_matches(wanted, run.config)}
-        run_ids[side] = [by_seed[s] for s in seeds if s in by_seed]
-        if len(run_ids[side]) != len(seeds):
-            raise UserError(f"side {side!r} matches {len(set(by_seed.values()))} runs per seed in this sweep; "
+        matching = [run for run in runs if studies.side_matches(wanted, run.config)]
+        by_seed = {run.config.seed: run for run in matching}
+        chosen = [by_seed[s] for s in seeds if s in by_seed]
+        if len(chosen) != len(seeds) or len(matching) != len(seeds):
+            raise UserError(f"side {side!r} matches {len(matching) / len(seeds):g} runs per seed in this sweep; "
                             f"a study needs exactly one configuration per side")
+        run_ids[side] = [planned_id(run, code) if code else run.run_id for run in chosen]
+        keys[side] = [config_key(run.config.to_dict()) for run in chosen]
     config = runs[0].config
     return studies.make(name, family, comparisons, run_ids, looks, first_seed, config.task, config.T, config.budget,
-                        config.variant, alpha)
+                        config.variant, alpha, keys, code)
 
 
 def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tuple[studies.Study, str]:
@@ -72,6 +87,11 @@ def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tupl
             raise UserError(f"{store_path} records study {old.name} (planned {old.planned_at[:10]}) with other "
                             f"{differs}; a plan is fixed before its runs: run it as recorded (its looks "
                             f"{','.join(map(str, old.looks))}, from seed {old.first_seed}), or use another --store")
+        if not old.config_keys and not dry_run:  # planned before plans named their experiments
+            old = replace(old, config_keys=new.config_keys)
+            with ResultsStore(store_path) as results:
+                studies.save(results, old)
+            return old, "reused: the plan recorded before its runs (its runs' config keys recorded now)"
         return old, "reused: the plan recorded before its runs"
     if dry_run:
         return new, "dry run: not recorded"
@@ -113,12 +133,13 @@ def prepare(name: str, task: str, expand_seeds: Callable, store: Path, family: F
     else:
         looks = DEFAULT_LOOKS
     runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
-    study, note = record_or_reuse(store, plan(name, runs, family, looks, first_seed, ALPHA), dry_run)
+    new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None)
+    study, note = record_or_reuse(store, new, dry_run)
     for line in plan_lines(study):
         say(line)
     say(f"  plan {note}")
     planned = {run_id for ids in study.run_ids.values() for run_id in ids}
-    return study, [run for run in runs if run.run_id in planned]
+    return study, [run for run in runs if planned_id(run, study.code) in planned]
 
 
 def plan_lines(study: studies.Study) -> list[str]:
@@ -151,7 +172,7 @@ def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable,
     recorded. Returns the exit code of the last sweep of runs (0 when every look could be taken)."""
     from atnbench.store import ResultsStore
 
-    by_id = {run.run_id: run for run in runs}
+    by_id = {planned_id(run, study.code): run for run in runs}  # the plan's ids, under its code
     while (index := study.next_look()) is not None:
         n = study.looks[index]
         wanted = [rid for side in sorted(studies.needed_sides(study)) for rid in study.run_ids[side][:n]]
