@@ -104,3 +104,21 @@ def test_reproduce_makes_each_part_with_claims_a_study(tmp_path):
     assert "note: part k-ablation: no claim" in reduced.stderr and "keeps seeds 0,1,2" in reduced.stderr
     both = invoke("reproduce", "--until-decided", "--seeds", "0-2", "--dry-run", "--store", db)
     assert both.exit_code == 2 and "not both" in both.stderr
+    assert not db.exists()  # a dry run records nothing
+
+
+def test_reproduce_plan_only_records_one_study_per_length_each_comparison_once(tmp_path):
+    from atnbench.report import study as studies
+    from atnbench.store import ResultsStore
+
+    db = tmp_path / "r.db"
+    result = invoke("reproduce", "--until-decided", "--plan-only", "--store", db, "--only",
+                    "table2-adding,bias-placement")
+    assert result.exit_code == 0, result.output
+    assert "recorded in the store before any of its runs" in result.stderr and "cost (1 thread)" in result.stdout
+    assert "every comparison is tested in study table2-adding-T100" in result.stderr  # bias-placement's one claim
+    with ResultsStore(db) as store:
+        assert sorted(s.name for s in studies.load(store)) == ["table2-adding-T100", "table2-adding-T200"]
+        assert store.runs() == []  # nothing ran
+    alone = invoke("reproduce", "--plan-only", "--store", db)
+    assert alone.exit_code == 2 and "--until-decided" in alone.stderr

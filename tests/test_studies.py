@@ -235,6 +235,35 @@ def test_a_study_planned_by_other_code_goes_on_where_a_canary_vouched_for_it(tmp
     assert ("atn-ln", EXPLORATORY) not in claims  # the stand-ins belong to the study, not to an exploration
 
 
+def test_a_sweep_over_lengths_makes_one_study_per_length_and_tests_a_comparison_once(tmp_path):
+    data = {"claims": CLAIMS["claims"] + [
+        {"id": "t200", "claim": "ATN < LN at T=200", "task": "copying", "T": 200, "budget": 0.01,
+         "order": ["atn k=45", "ln"]}]}
+    claims = claims_file(tmp_path, data)
+    db = tmp_path / "r.db"
+    first = invoke("sweep", "k-ablation", "--until-decided", "--plan-only", "--claims", claims, "--budget", "0.01",
+                   "--store", db, "--looks", "5,10")
+    assert first.exit_code == 0, first.output
+    result = invoke("sweep", "table1-copying", "--until-decided", "--plan-only", "--claims", claims, "--budget",
+                    "0.01", "--store", db, "--looks", "5,10")
+    assert result.exit_code == 0, result.output
+    assert "no study for T=100: every comparison is tested in study k-ablation" in result.stderr
+    with ResultsStore(db) as store:
+        found = {study.name: study for study in studies.load(store)}
+        assert sorted(found) == ["k-ablation", "table1-copying-T200"]
+        t200 = found["table1-copying-T200"]
+    assert t200.T == 200
+    by_id = {run.run_id: run for run in expand(load_sweep("table1-copying"), budget=0.01, seeds=tuple(range(10)),
+                                               overrides={"threads": 1, "device": "cpu"})}
+    assert {by_id[i].config.T for ids in t200.run_ids.values() for i in ids} == {200}  # each study one length
+    assert [f"{c.lower} < {c.higher}" for c in t200.comparisons] == ["atn k=45 < ln"]
+    again = invoke("sweep", "table1-copying", "--until-decided", "--plan-only", "--claims", claims_file(tmp_path),
+                   "--budget", "0.01", "--store", tmp_path / "other.db", "--looks", "5,10", "--T", "100")
+    assert again.exit_code == 0, again.output
+    with ResultsStore(tmp_path / "other.db") as store:
+        assert [study.name for study in studies.load(store)] == ["table1-copying-T100"]  # named alike when picked
+
+
 def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):
     result = invoke("sweep", "k-ablation", "--until-decided", "--budget", "0.01", "--store", tmp_path / "r.db",
                     "--dry-run")

@@ -10,7 +10,7 @@ import typer
 
 from atnbench.cli import options
 from atnbench.cli.app import app, finite, user_errors
-from atnbench.cli.sweep import Backend, Workers
+from atnbench.cli.sweep import Backend, PlanOnly, Workers
 from atnbench.reproduce.command import ReproduceRequest, reproduce_command
 from atnbench.reproduce.parts import PARTS
 
@@ -48,7 +48,7 @@ def reproduce(seeds: options.Seeds = None, until_decided: UntilDecided = False, 
               workers: Workers = None, threads: options.Threads = options.THREADS, backend: Backend = "local",
               address: Address = None, device: options.Device = options.DEVICE, store: options.Store = options.STORE,
               out_dir: OutDir = Path("atnbench-results") / "report", dry_run: DryRun = False,
-              report_only: ReportOnly = False, keep_stale: KeepStale = False, quiet: options.Quiet = False):
+              plan_only: PlanOnly = False, report_only: ReportOnly = False, keep_stale: KeepStale = False, quiet: options.Quiet = False):
     """Run the ATN paper's evaluation (Tables 1-3, the k-ablation, the normalization comparison,
     the bias placement; Table 4 and Fig. 5 where their data is prepared) and write a report
     folder: Markdown with figures and one self-contained HTML file, the paper's values beside
@@ -63,7 +63,8 @@ def reproduce(seeds: options.Seeds = None, until_decided: UntilDecided = False, 
     code = reproduce_command(ReproduceRequest(
         store=store, out_dir=out_dir, seeds=seeds, until_decided=until_decided, looks=looks,
         seeds_for_power=seeds_for_power, max_seeds=max_seeds, budget=budget, only=only, workers=workers,
-        threads=threads, backend=backend, address=address, device=device, dry_run=dry_run, report_only=report_only,
+        threads=threads, backend=backend, address=address, device=device, dry_run=dry_run, plan_only=plan_only,
+        report_only=report_only,
         keep_stale=keep_stale, quiet=quiet))
     if code:
         raise typer.Exit(code)

@@ -38,6 +38,7 @@ class ReproduceRequest:
     address: Optional[str] = None
     device: str = "auto"
     dry_run: bool = False
+    plan_only: bool = False
     report_only: bool = False
     keep_stale: bool = False
     quiet: bool = False
@@ -49,7 +50,7 @@ def reproduce_command(request: ReproduceRequest) -> int:
     from atnbench.report.document import write_report
 
     planned, studies = _plan(request)
-    if request.dry_run:
+    if request.dry_run or request.plan_only:
         _dry_run(planned, request.store)
         return 0
     failed = 0
@@ -77,8 +78,10 @@ def _plan(request: ReproduceRequest):
     until_decided = request.until_decided or request.seeds_for_power is not None
     if until_decided and request.seeds is not None:
         raise UserError("--until-decided runs each study's own fresh seeds; give it or --seeds, not both")
-    if request.looks is not None and not until_decided:
-        raise UserError("--looks plans a study: give it with --until-decided")
+    if (request.looks is not None or request.plan_only) and not until_decided:
+        raise UserError("--looks and --plan-only plan a study: give them with --until-decided")
+    if request.plan_only and request.report_only:
+        raise UserError("--plan-only records plans; --report-only writes the report: give one")
     seed_list = parse_seeds(request.seeds if request.seeds is not None else DEFAULT_SEEDS)
     default_budget, per_part = parse_budgets(request.budget)
     selected = select_parts(request.only)
@@ -124,8 +127,11 @@ def _run_parts(request: ReproduceRequest, planned, studies) -> tuple[int, int]:
         if item.part.name in studies:
             from atnbench.sweep import confirm
 
-            code = confirm.run(studies[item.part.name], item.runs, Path(request.store), run_these,
-                               lambda line: err.print(Text(line), soft_wrap=True))
+            code = confirm.run_all(studies[item.part.name], Path(request.store), run_these,
+                                   lambda line: err.print(Text(line), soft_wrap=True))
+            if code >= 128:
+                err.print("stopped: run the same command again to resume")
+                return failed, code
             failed += bool(code)
             continue
         result = run_these(item.runs)
@@ -150,17 +156,18 @@ def _as_studies(planned: list, store: Path, looks: Optional[str], power: Optiona
         def expand_seeds(seeds, part=item.part):
             return [run for part_plan in replan(part, tuple(seeds)) for run in part_plan.runs]
 
+        spec = load_sweep(item.part.name)
         try:
-            study, runs = confirm.prepare(item.part.name, load_sweep(item.part.name).task, expand_seeds, store,
-                                          paper_family(), looks, None, power, max_seeds, dry_run,
-                                          lambda line, name=item.part.name: err.print(Text(f"{name}: {line}"),
-                                                                                      soft_wrap=True))
+            found = confirm.prepare(item.part.name, spec.task, spec.varied, expand_seeds, store, paper_family(), looks,
+                                    None, power, max_seeds, dry_run,
+                                    lambda line, name=item.part.name: err.print(Text(f"{name}: {line}"),
+                                                                                soft_wrap=True))
         except UserError as error:
             say(err, f"part {item.part.name}: {error}; it keeps seeds {DEFAULT_SEEDS}", prefix="note: ")
             out.append(item)
             continue
-        studies[item.part.name] = study
-        out.append(replace(item, runs=runs))
+        studies[item.part.name] = found
+        out.append(replace(item, runs=[run for _, runs in found for run in runs]))
     return out, studies
 
 

@@ -236,13 +236,14 @@ def _summary(spec, result, store: Path) -> FitTable:
 
 def _study(spec, expand_picked, store: Path, claims_file: Optional[Path], looks_text: Optional[str],
            first_seed: Optional[int], power: Optional[float], max_seeds: int, dry_run: bool):
-    """The sweep's study (atnbench.sweep.confirm), its plan said on stderr."""
+    """The sweep's studies, one per protocol with claims (atnbench.sweep.confirm), their plans said
+    on stderr: [(study, its runs)]."""
     from atnbench.report.claims import paper_family, read_family
     from atnbench.sweep import confirm
 
     family = read_family(claims_file) if claims_file is not None else paper_family()
-    return confirm.prepare(spec.name, spec.task, expand_picked, store, family, looks_text, first_seed, power,
-                           max_seeds, dry_run, lambda line: err.print(Text(line), soft_wrap=True))
+    return confirm.prepare(spec.name, spec.task, spec.varied, expand_picked, store, family, looks_text, first_seed,
+                           power, max_seeds, dry_run, lambda line: err.print(Text(line), soft_wrap=True))
 
 
 def sweep_command(request: SweepRequest) -> int:
@@ -261,7 +262,7 @@ def sweep_command(request: SweepRequest) -> int:
     if request.name is None:
         raise UserError("give a sweep name or file (atnbench sweep --list shows the presets)")
     spec, overrides, picks, local_device = _resolve(request)
-    study, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
+    planned_studies, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
     _check_sizes(request, spec, runs, local_device)
     if dry_run:
         _dry_run(spec, runs, request.store, request.json_out)
@@ -270,11 +271,11 @@ def sweep_command(request: SweepRequest) -> int:
     sweep_run = lambda chosen: run_sweep(  # noqa: E731 - the one call both ways of running make
         spec, chosen, request.store, backend=request.backend, workers=request.workers, threads=request.threads,
         device=request.device, address=request.address, quiet=request.quiet, keep_stale=request.keep_stale)
-    if study is not None:
+    if planned_studies is not None:
         from atnbench.sweep import confirm
 
-        return confirm.run(study, runs, Path(request.store), sweep_run,
-                           lambda line: err.print(Text(line), soft_wrap=True))
+        return confirm.run_all(planned_studies, Path(request.store), sweep_run,
+                               lambda line: err.print(Text(line), soft_wrap=True))
     result = sweep_run(runs)
     _say_result(spec, runs, request, result)
     return result.exit_code
@@ -314,7 +315,7 @@ def _resolve(request: SweepRequest):
 
 
 def _plan(request: SweepRequest, spec, overrides: dict, picks: dict, seed_list):
-    """(the study or None, the runs, whether to run nothing): a study's looks or the asked seeds."""
+    """(the studies or None, the runs, whether to run nothing): the studies' looks or the asked seeds."""
     from atnbench.sweep import expand
     from atnbench.sweep.expand import pick
 
@@ -334,10 +335,10 @@ def _plan(request: SweepRequest, spec, overrides: dict, picks: dict, seed_list):
     if request.until_decided or request.seeds_for_power is not None:
         if request.seeds is not None:
             raise UserError("--until-decided runs the study's own fresh seeds; give it or --seeds, not both")
-        study, runs = _study(spec, expand_picked, request.store, request.claims_file, request.looks,
-                             request.first_seed, request.seeds_for_power, request.max_seeds,
-                             request.dry_run and not request.plan_only)
-        return study, runs, request.dry_run or request.plan_only
+        found = _study(spec, expand_picked, request.store, request.claims_file, request.looks,
+                       request.first_seed, request.seeds_for_power, request.max_seeds,
+                       request.dry_run and not request.plan_only)
+        return found, [run for _, runs in found for run in runs], request.dry_run or request.plan_only
     if request.looks is not None or request.first_seed is not None or request.claims_file is not None \
             or request.plan_only:
         raise UserError("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")

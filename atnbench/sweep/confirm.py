@@ -45,10 +45,10 @@ def planned_id(run, code: str) -> str:
 
 
 def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float,
-         code: Optional[str] = None) -> studies.Study:
-    """The study of ``runs`` (the sweep's runs for seeds first_seed .. first_seed + max - 1), its
-    run ids under ``code`` (a kept plan's code, so plans by other code compare; the running
-    code's by default)."""
+         code: Optional[str] = None, taken: Optional[dict] = None) -> studies.Study:
+    """The study of ``runs`` (one protocol of a sweep, seeds first_seed .. first_seed + max - 1),
+    its run ids under ``code`` (a kept plan's code, so plans by other code compare; the running
+    code's by default); without the comparisons ``taken`` by other studies (``planned_elsewhere``)."""
     from atnbench.evidence.identity import config_key
     from atnbench.report.claims import parse_side
 
@@ -58,6 +58,14 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
         raise UserError(f"no claim of {family.name} compares two configurations of this sweep at its protocol "
                         f"({config.task} T={config.T}, budget {config.budget:g}{', variant ' + config.variant if config.variant else ''}); "
                         f"a study tests claims (--claims FILE for your own, with budget: if not the full protocol)")
+    config = runs[0].config
+    where = {(config.task, config.T, config.budget, config.variant, c.lower, c.higher): c for c in comparisons}
+    elsewhere = {key: (taken or {})[key] for key in where if key in (taken or {})}
+    if elsewhere and len(elsewhere) == len(where):
+        raise UserError(f"every comparison of study {name} is tested in study "
+                        f"{', '.join(sorted(set(elsewhere.values())))} of {family.name} already; a comparison is "
+                        f"tested once (a second study would spend its alpha twice)")
+    comparisons = [c for key, c in where.items() if key not in elsewhere]
     seeds = list(range(first_seed, first_seed + looks[-1]))
     run_ids, keys = {}, {}
     for side in sorted({s for c in comparisons for s in (c.lower, c.higher)}):
@@ -70,7 +78,6 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
                             f"a study needs exactly one configuration per side")
         run_ids[side] = [planned_id(run, code) if code else run.run_id for run in chosen]
         keys[side] = [config_key(run.config.to_dict()) for run in chosen]
-    config = runs[0].config
     return studies.make(name, family, comparisons, run_ids, looks, first_seed, config.task, config.T, config.budget,
                         config.variant, alpha, keys, code)
 
@@ -100,13 +107,66 @@ def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tupl
     return new, "recorded in the store before any of its runs"
 
 
-def prepare(name: str, task: str, expand_seeds: Callable, store: Path, family: Family, looks_text: Optional[str],
-            first_seed: Optional[int], power: Optional[float], max_seeds: int, dry_run: bool,
-            say: Callable[[str], None]) -> tuple[studies.Study, list]:
-    """The study named ``name`` (a sweep's, a reproduce part's): the one the store records, else
-    planned now from ``looks_text``, a pilot sizing (``power``) or the default looks, and recorded
-    unless ``dry_run``. ``expand_seeds(seeds)`` gives the sweep's runs for those seeds. Returns the
-    study and the runs of every seed it may run."""
+def protocol_of(config) -> tuple:
+    """What a study holds fixed: one task's length, budget and variant (a claim names them)."""
+    return (config.T, config.budget, config.variant)
+
+
+def study_name(name: str, varied, config) -> str:
+    """The study of one protocol of sweep ``name``: the sweep's name, with the length and variant
+    where the sweep varies them (table1-copying-T100), so each study keeps its name whatever
+    runs a flag picks."""
+    return "-".join([name] + ([f"T{config.T}"] if "T" in varied else [])
+                    + ([config.variant or "default"] if "variant" in varied else []))
+
+
+def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, family: Family,
+            looks_text: Optional[str], first_seed: Optional[int], power: Optional[float], max_seeds: int,
+            dry_run: bool, say: Callable[[str], None]) -> list[tuple[studies.Study, list]]:
+    """The studies of sweep ``name`` (a reproduce part's): one per protocol (length, variant) the
+    family has claims about, each the one the store records, else planned now and recorded unless
+    ``dry_run``. ``expand_seeds(seeds)`` gives the sweep's runs for those seeds; ``varied``, the
+    settings the sweep varies (they name the studies). Returns each study with the runs of every
+    seed it may run."""
+    probe = expand_seeds((0,))
+    found, skipped = [], []
+    for protocol in sorted({protocol_of(run.config) for run in probe}, key=str):
+        same = [run for run in probe if protocol_of(run.config) == protocol]
+        this = study_name(name, varied, same[0].config)
+        where = f"T={protocol[0]}" + (f", variant {protocol[2]}" if protocol[2] else "")
+        comparisons = studies.claims_of(family, same)
+        if not comparisons:
+            skipped.append((f"{where}: no claim of {family.name}", same))
+            continue
+        elsewhere = planned_elsewhere(store, this, family) if kept(store, this) is None else {}
+        config = same[0].config
+        others = {elsewhere.get((config.task, config.T, config.budget, config.variant, c.lower, c.higher))
+                  for c in comparisons}
+        if None not in others:
+            skipped.append((f"{where}: every comparison is tested in study {', '.join(sorted(others))}", None))
+            continue
+
+        def expand_protocol(seeds, protocol=protocol):
+            return [run for run in expand_seeds(seeds) if protocol_of(run.config) == protocol]
+
+        found.append(_prepare_one(this, task, expand_protocol, store, family, looks_text, first_seed, power,
+                                  max_seeds, dry_run, say))
+    if not found:
+        unclaimed = [runs for _, runs in skipped if runs is not None]
+        if len(unclaimed) == len(skipped):
+            plan(name, unclaimed[0], family, DEFAULT_LOOKS, 0, 0.05)  # raises: no claim is about its runs
+        raise UserError("no study: " + "; ".join(why for why, _ in skipped) + " (a comparison is tested in one "
+                        "study: a second would spend its alpha twice)")
+    for why, _ in skipped:
+        say(f"no study for {why}")
+    return found
+
+
+def _prepare_one(name: str, task: str, expand_seeds: Callable, store: Path, family: Family,
+                 looks_text: Optional[str], first_seed: Optional[int], power: Optional[float], max_seeds: int,
+                 dry_run: bool, say: Callable[[str], None]) -> tuple[studies.Study, list]:
+    """The study of one protocol: the one the store records, else planned now from
+    ``looks_text``, a pilot sizing (``power``) or the default looks."""
     from atnbench.report import plan as sizing
     from atnbench.report.verdicts import ALPHA
 
@@ -133,13 +193,31 @@ def prepare(name: str, task: str, expand_seeds: Callable, store: Path, family: F
     else:
         looks = DEFAULT_LOOKS
     runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
-    new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None)
+    taken = {} if old is not None else planned_elsewhere(store, name, family)
+    new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None, taken=taken)
     study, note = record_or_reuse(store, new, dry_run)
     for line in plan_lines(study):
         say(line)
+    config = probe[0].config
+    for c in studies.claims_of(family, probe):
+        other = taken.get((config.task, config.T, config.budget, config.variant, c.lower, c.higher))
+        if other is not None:
+            say(f"  {c.lower} < {c.higher}: tested in study {other}, not here")
     say(f"  plan {note}")
     planned = {run_id for ids in study.run_ids.values() for run_id in ids}
     return study, [run for run in runs if planned_id(run, study.code) in planned]
+
+
+def planned_elsewhere(store: Path, name: str, family: Family) -> dict[tuple, str]:
+    """(task, T, budget, variant, lower, higher) -> the study of the family that already tests it.
+    A comparison is tested in one study: a second would spend its share of alpha twice."""
+    from atnbench.store import ResultsStore
+
+    if not Path(store).is_file():
+        return {}
+    with ResultsStore.open_read_only(store) as results:
+        others = [s for s in studies.load(results) if s.name != name and s.family == family.name]
+    return {(s.task, s.T, s.budget, s.variant, c.lower, c.higher): s.name for s in others for c in s.comparisons}
 
 
 def plan_lines(study: studies.Study) -> list[str]:
@@ -193,3 +271,14 @@ def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable,
     decided = study.decisions()
     say(f"study {study.name}: over; " + "; ".join(f"{k[0]} < {k[1]}: {v['decision']}" for k, v in decided.items()))
     return 0
+
+
+def run_all(planned: list[tuple[studies.Study, list]], store_path: Path, run_sweep: Callable, say: Callable) -> int:
+    """Each study's looks in turn (``run``); stops at a signal's exit code, else the worst code."""
+    worst = 0
+    for study, runs in planned:
+        code = run(study, runs, store_path, run_sweep, say)
+        if code >= 128:
+            return code
+        worst = max(worst, code)
+    return worst
