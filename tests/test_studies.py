@@ -318,8 +318,13 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     with ResultsStore(db) as store:
         (study,) = studies.load(store)
         assert store.runs() == []  # nothing ran
+    assert study.sweep == "k-ablation" and confirm.left_to_run(study, db).runs == 30  # 3 sides x 10 seeds
     fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
               "lstm": [0.3, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    assert confirm.left_to_run(study, db).runs == 15
+    from atnbench.report.prose import render_studies
+
+    assert "| 15 runs, ~" in render_studies(db)
     with ResultsStore(db) as store:
         studies.take_look(store, study)
     out = invoke("store", "export", tmp_path / "runs.jsonl", "--store", db, "--studies", tmp_path / "studies.json")

@@ -91,9 +91,15 @@ def render_studies(store: Optional[Path]) -> str:
     found = _studies(store)
     if not found:
         return "No study (`sweep --until-decided`) is recorded yet.\n"
-    lines = ["| study | comparison | claims | looks taken | state | at seeds a side | next look |",
-             "|---|---|---|---|---|---|---|"]
+    from atnbench.sweep.estimate import cpu_time_text
+    from atnbench.sweep.confirm import left_to_run
+
+    lines = ["| study | comparison | claims | looks taken | state | at seeds a side | next look | left to its last look "
+             "(1 thread) |", "|---|---|---|---|---|---|---|---|"]
     for study in found:
+        cost = left_to_run(study, store)
+        left = "-" if study.next_look() is None else "?" if cost is None else (
+            f"{cost.runs} runs, {cpu_time_text(cost.seconds)}" + ("" if cost.measured == cost.runs else " (rough)"))
         decided = study.decisions()
         for planned in study.comparisons:
             entry = decided.get((planned.lower, planned.higher))
@@ -104,7 +110,7 @@ def render_studies(store: Optional[Path]) -> str:
                 str(study.looks[len(study.recorded)]) if len(study.recorded) < len(study.looks) else "-")
             lines.append(f"| `{study.name}` ({study.processor}, from seed {study.first_seed}, planned "
                          f"{study.planned_at[:10]}) | {planned.lower} < {planned.higher} | {', '.join(planned.claims)} "
-                         f"| {taken} | {state} | {at} | {nxt} |")
+                         f"| {taken} | {state} | {at} | {nxt} | {left} |")
     return "\n".join(lines) + "\n"
 
 

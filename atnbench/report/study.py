@@ -92,6 +92,7 @@ class Study:
     futility: float = FUTILITY
     recorded: tuple[dict, ...] = ()  # the looks taken
     config_keys: dict = field(default_factory=dict)  # side text -> config keys of those seeds (empty: planned before)
+    sweep: str = ""  # the sweep it was planned from (empty: planned before it was recorded)
 
     @property
     def alpha_each(self) -> float:
@@ -247,7 +248,7 @@ def parse_looks(text: str) -> tuple[int, ...]:
 
 def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict, looks: tuple[int, ...],
          first_seed: int, task: str, T, budget: float, variant, alpha: float, config_keys: dict,
-         code: Optional[str] = None) -> Study:
+         code: Optional[str] = None, sweep: str = "") -> Study:
     """A new plan; ``code`` is the fingerprint its run ids are under (the running code's by default)."""
     from atnbench.evidence.identity import code_fingerprint
     from atnbench.evidence.machine import cpu_capability
@@ -256,7 +257,7 @@ def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict
                  looks=looks, first_seed=first_seed, processor=cpu_capability(), task=task, T=T, budget=budget,
                  variant=variant, comparisons=tuple(comparisons), run_ids=sides_runs,
                  planned_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code=code or code_fingerprint(),
-                 config_keys=config_keys)
+                 config_keys=config_keys, sweep=sweep)
 
 
 def same_plan(kept: Study, new: Study) -> Optional[str]:

@@ -188,7 +188,8 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
 
 
 def _dry_run(planned, store: Path) -> None:
-    from atnbench.sweep.command import _duration, _store_statuses
+    from atnbench.sweep.command import _store_statuses
+    from atnbench.sweep.estimate import cpu_time_text
     from atnbench.sweep import estimate, measured_rates
 
     rates = measured_rates(store)
@@ -204,7 +205,7 @@ def _dry_run(planned, store: Path) -> None:
         cost = estimate(left, rates)
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
                       str(len(item.runs) - len(left)), str(len(left)),
-                      _duration(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
+                      cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
     overall = estimate(every_left, rates)
-    table.caption = f"left to run: {_duration(overall.seconds)} of single-thread CPU time ({overall.note()})"
+    table.caption = f"left to run: {cpu_time_text(overall.seconds)} of single-thread CPU time ({overall.note()})"
     out.print(table)

@@ -17,6 +17,7 @@ from atnbench.errors import UserError
 from atnbench.run.runspec import check_budget
 from atnbench.settings import SWEEP_SETTINGS, flag_names
 from atnbench.store import ResultsStore
+from atnbench.sweep.estimate import cpu_time_text
 from atnbench.tables import FitTable, err, out
 
 
@@ -54,15 +55,6 @@ class SweepRequest:
 FLAG_NAMES = flag_names(SWEEP_SETTINGS)
 # settings a flag can pick a sweep's runs by, where the sweep varies them
 SELECTABLE = frozenset(FLAG_NAMES) - {"epochs", "steps", "options"}
-
-
-def _duration(seconds: float) -> str:
-    if seconds <= 0:
-        return "none"
-    hours = seconds / 3600
-    if hours >= 1:
-        return f"~{hours:.1f} CPU-h"
-    return f"~{max(seconds / 60, 0.1):.1f} CPU-min"
 
 
 def _k_text(config) -> str:
@@ -127,7 +119,7 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
         table.add_column(column, no_wrap=column == "sweep", justify="right" if column == "runs" else "left")
     for row in rows:
         what = row["description"] + (f"\n[dim]{row['citation']}[/]" if row["citation"] else "")
-        table.add_row(row["name"], str(row["runs"]), _duration(row["cpu_hours"] * 3600), what)
+        table.add_row(row["name"], str(row["runs"]), cpu_time_text(row["cpu_hours"] * 3600), what)
     out.print(table)
 
 
@@ -175,7 +167,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     cost = estimate([r.config for r in left], measured_rates(store))
     table = FitTable(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
                      caption=f"{escape(spec.description)}\n{escape(str(spec.source))}; left to run: "
-                             f"{_duration(cost.seconds)} ({cost.note()})", key_columns=2)
+                             f"{cpu_time_text(cost.seconds)} ({cost.note()})", key_columns=2)
     for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
         table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left",
                          no_wrap=column == "run id")

@@ -45,7 +45,7 @@ def planned_id(run, code: str) -> str:
 
 
 def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float,
-         code: Optional[str] = None, taken: Optional[dict] = None) -> studies.Study:
+         code: Optional[str] = None, taken: Optional[dict] = None, sweep: Optional[str] = None) -> studies.Study:
     """The study of ``runs`` (one protocol of a sweep, seeds first_seed .. first_seed + max - 1),
     its run ids under ``code`` (a kept plan's code, so plans by other code compare; the running
     code's by default); without the comparisons ``taken`` by other studies (``planned_elsewhere``)."""
@@ -79,7 +79,7 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
         run_ids[side] = [planned_id(run, code) if code else run.run_id for run in chosen]
         keys[side] = [config_key(run.config.to_dict()) for run in chosen]
     return studies.make(name, family, comparisons, run_ids, looks, first_seed, config.task, config.T, config.budget,
-                        config.variant, alpha, keys, code)
+                        config.variant, alpha, keys, code, sweep or name)
 
 
 def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tuple[studies.Study, str]:
@@ -94,11 +94,11 @@ def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tupl
             raise UserError(f"{store_path} records study {old.name} (planned {old.planned_at[:10]}) with other "
                             f"{differs}; a plan is fixed before its runs: run it as recorded (its looks "
                             f"{','.join(map(str, old.looks))}, from seed {old.first_seed}), or use another --store")
-        if not old.config_keys and not dry_run:  # planned before plans named their experiments
-            old = replace(old, config_keys=new.config_keys)
+        if not (old.config_keys and old.sweep) and not dry_run:  # planned before plans named their experiments
+            old = replace(old, config_keys=old.config_keys or new.config_keys, sweep=old.sweep or new.sweep)
             with ResultsStore(store_path) as results:
                 studies.save(results, old)
-            return old, "reused: the plan recorded before its runs (its runs' config keys recorded now)"
+            return old, "reused: the plan recorded before its runs (its sweep and its runs' config keys recorded now)"
         return old, "reused: the plan recorded before its runs"
     if dry_run:
         return new, "dry run: not recorded"
@@ -149,7 +149,7 @@ def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, f
         def expand_protocol(seeds, protocol=protocol):
             return [run for run in expand_seeds(seeds) if protocol_of(run.config) == protocol]
 
-        found.append(_prepare_one(this, task, expand_protocol, store, family, looks_text, first_seed, power,
+        found.append(_prepare_one(this, name, task, expand_protocol, store, family, looks_text, first_seed, power,
                                   max_seeds, dry_run, say))
     if not found:
         unclaimed = [runs for _, runs in skipped if runs is not None]
@@ -162,7 +162,7 @@ def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, f
     return found
 
 
-def _prepare_one(name: str, task: str, expand_seeds: Callable, store: Path, family: Family,
+def _prepare_one(name: str, sweep: str, task: str, expand_seeds: Callable, store: Path, family: Family,
                  looks_text: Optional[str], first_seed: Optional[int], power: Optional[float], max_seeds: int,
                  dry_run: bool, say: Callable[[str], None]) -> tuple[studies.Study, list]:
     """The study of one protocol: the one the store records, else planned now from
@@ -194,7 +194,8 @@ def _prepare_one(name: str, task: str, expand_seeds: Callable, store: Path, fami
         looks = DEFAULT_LOOKS
     runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
     taken = {} if old is not None else planned_elsewhere(store, name, family)
-    new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None, taken=taken)
+    new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None, taken=taken,
+               sweep=old.sweep if old and old.sweep else sweep)
     study, note = record_or_reuse(store, new, dry_run)
     for line in plan_lines(study):
         say(line)
@@ -282,3 +283,30 @@ def run_all(planned: list[tuple[studies.Study, list]], store_path: Path, run_swe
             return code
         worst = max(worst, code)
     return worst
+
+
+def left_to_run(study: studies.Study, store_path: Path):
+    """The single-thread CPU time (``sweep.estimate.Estimate``) of the planned runs the study may
+    still need: every seed up to its maximum of the configurations its open comparisons compare,
+    less those finished (or stood in for by vouched code); None where the plan cannot be expanded
+    again here (planned before plans named their sweep, or from a sweep file not here)."""
+    from atnbench.evidence.identity import config_key
+    from atnbench.store import ResultsStore
+    from atnbench.sweep import estimate, expand, load_sweep, measured_rates
+
+    if not (study.sweep and study.config_keys):
+        return None
+    try:
+        runs = expand(load_sweep(study.sweep), budget=study.budget, seeds=tuple(study.seeds(study.max_seeds)),
+                      overrides={"threads": 1, "device": "cpu"})
+    except (UserError, OSError):  # a ConfigError is a UserError
+        return None
+    by_key = {config_key(run.config.to_dict()): run for run in runs}
+    needed, experiments = [], {}
+    with ResultsStore.open_read_only(store_path) as results:
+        for side in sorted(studies.needed_sides(study)):
+            standing = studies.standing_runs(results, study, side, study.max_seeds, experiments)
+            needed += [by_key.get(key) for key, found in zip(study.config_keys[side], standing) if found is None]
+    if None in needed:
+        return None
+    return estimate([run.config for run in needed], measured_rates(store_path))

@@ -108,3 +108,13 @@ def estimate(configs: list[RunConfig], rates: dict[Signature, float]) -> Estimat
 def estimate_seconds(configs: list[RunConfig]) -> float:
     """The rough model alone (``sweep --list``: no store to measure from)."""
     return sum(rough_seconds(config) for config in configs)
+
+
+def cpu_time_text(seconds: float) -> str:
+    """A price as tables show it: ~N CPU-h, ~N CPU-min, or none."""
+    if seconds <= 0:
+        return "none"
+    hours = seconds / 3600
+    if hours >= 1:
+        return f"~{hours:.1f} CPU-h"
+    return f"~{max(seconds / 60, 0.1):.1f} CPU-min"
