@@ -207,3 +207,21 @@ def numbers(store: Path) -> list:
         return [(run.run_id, run.status, [(p.step, p.train_loss, p.val_loss) for p in results.curve(run.run_id)],
                  {key: value for key, value in run.summary.items() if key not in ("wall_s", "steps_per_s")})
                 for run in results.runs()]
+
+
+def test_the_scratch_folder_of_a_killed_ray_task_is_removed_by_the_next_task(tmp_path):
+    import subprocess
+    import sys
+
+    from atnbench.sweep.ray_backend import SCRATCH_PREFIX, remove_orphaned_scratch
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"{SCRATCH_PREFIX}{gone.pid}-abc"  # its task process no longer exists
+    live = tmp_path / f"{SCRATCH_PREFIX}{os.getpid()}-def"  # a task still running (this process)
+    other = tmp_path / "atnbench-ray-check"  # not a scratch folder's name: left alone
+    for folder in (orphan, live, other):
+        folder.mkdir()
+        (folder / "scratch.db").write_bytes(b"x")
+    assert remove_orphaned_scratch(tmp_path) == 1
+    assert not orphan.exists() and live.exists() and other.exists()

@@ -57,6 +57,7 @@ CONNECT_TIMEOUT_S = 30.0
 LOGS_ENV = "ATNBENCH_RAY_LOGS"  # set (1, yes, true) to see Ray's own log lines
 DOCS = "docs/ray.md"
 TOKEN_PLACES = "~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN"
+SCRATCH_PREFIX = "atnbench-ray-"  # + the task process id + "-": a killed task's folder is found and removed
 
 Models = dict[str, tuple[int, bytes]]  # a run's kept weights: kind (best, final) -> (step, torch.save bytes)
 
@@ -382,7 +383,8 @@ def _train_in_scratch(job: Job, record: Optional[dict], checkpoint: Optional[byt
     def emit(*event):
         monitor.emit.remote(*event)  # fire and forget; one caller's calls arrive in order
 
-    with tempfile.TemporaryDirectory(prefix="atnbench-ray-") as scratch:
+    remove_orphaned_scratch()
+    with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-") as scratch:
         with ResultsStore(Path(scratch) / "scratch.db") as store:
             if record is not None:
                 store.import_record(record)
@@ -403,6 +405,31 @@ def _train_in_scratch(job: Job, record: Optional[dict], checkpoint: Optional[byt
             path = _checkpoint_path(store, job.run_id)
             saved = path.read_bytes() if path.exists() else None
     return {"outcome": outcome, "record": exported, "checkpoint": saved, "models": kept}
+
+
+def remove_orphaned_scratch(root: Optional[Path] = None) -> int:
+    """Remove the scratch folders of Ray tasks whose process is gone (a task killed with SIGKILL
+    cannot remove its own); the folder's name carries its process id. Returns how many."""
+    import shutil
+
+    removed = 0
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
+        pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _keep(store: ResultsStore, job: Job, result: dict) -> None:
