@@ -324,7 +324,7 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     assert confirm.left_to_run(study, db).runs == 15
     from atnbench.report.prose import render_studies
 
-    assert "| 15 runs, ~" in render_studies(db)
+    assert "| 15 runs, ~" in render_studies(db) and "at the most: 15 runs" in render_studies(db)
     with ResultsStore(db) as store:
         studies.take_look(store, study)
     out = invoke("store", "export", tmp_path / "runs.jsonl", "--store", db, "--studies", tmp_path / "studies.json")

@@ -87,21 +87,30 @@ def _studies(store: Optional[Path]) -> list:
 
 
 def render_studies(store: Optional[Path]) -> str:
-    """Every recorded study: its plan in one line, and each comparison's state after its last look."""
+    """Every recorded study: its plan in one line, each comparison's state after its last look,
+    and what the study has left to run to its last look at the most (on its first row)."""
     found = _studies(store)
     if not found:
         return "No study (`sweep --until-decided`) is recorded yet.\n"
     from atnbench.sweep.estimate import cpu_time_text
     from atnbench.sweep.confirm import left_to_run
 
-    lines = ["| study | comparison | claims | looks taken | state | at seeds a side | next look | left to its last look "
-             "(1 thread) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| study | comparison | claims | looks taken | state | at seeds a side | next look | study left to its "
+             "last look (1 thread) |", "|---|---|---|---|---|---|---|---|"]
+    runs = seconds = 0.0
+    unpriced = []
     for study in found:
-        cost = left_to_run(study, store)
-        left = "-" if study.next_look() is None else "?" if cost is None else (
-            f"{cost.runs} runs, {cpu_time_text(cost.seconds)}" + ("" if cost.measured == cost.runs else " (rough)"))
+        cost = left_to_run(study, store) if study.next_look() is not None else None
+        if study.next_look() is None:
+            left = "over"
+        elif cost is None:
+            left = "?"
+            unpriced.append(study.name)
+        else:
+            left = f"{cost.runs} runs, {cpu_time_text(cost.seconds)}" + ("" if cost.measured == cost.runs else " (rough)")
+            runs, seconds = runs + cost.runs, seconds + cost.seconds
         decided = study.decisions()
-        for planned in study.comparisons:
+        for i, planned in enumerate(study.comparisons):
             entry = decided.get((planned.lower, planned.higher))
             state = "no look yet" if entry is None else entry["decision"]
             at = "-" if entry is None else str(study.looks[entry["look"] - 1])
@@ -110,7 +119,10 @@ def render_studies(store: Optional[Path]) -> str:
                 str(study.looks[len(study.recorded)]) if len(study.recorded) < len(study.looks) else "-")
             lines.append(f"| `{study.name}` ({study.processor}, from seed {study.first_seed}, planned "
                          f"{study.planned_at[:10]}) | {planned.lower} < {planned.higher} | {', '.join(planned.claims)} "
-                         f"| {taken} | {state} | {at} | {nxt} | {left} |")
+                         f"| {taken} | {state} | {at} | {nxt} | {left if i == 0 else '″'} |")
+    lines += ["", f"Left to every study's last look, at the most: {runs:.0f} runs, {cpu_time_text(seconds)} of "
+                  f"single-thread CPU time (priced from the measured runs of the same experiments where the runs "
+                  f"hold them, else by the rough model){'; not priced here: ' + ', '.join(unpriced) if unpriced else ''}."]
     return "\n".join(lines) + "\n"
 
 
