@@ -337,6 +337,14 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     assert copy == studies.load(ResultsStore(db))[0] and len(copy.recorded) == 1
     again = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "studies.json")
     assert "0 studies added or extended, 1 already there" in again.stderr
+    older = json.loads((tmp_path / "studies.json").read_text())
+    older[0].update(config_keys={}, sweep="")  # as exported before plans named their sweep and experiments
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    third = tmp_path / "third.db"
+    for source in ("older.json", "studies.json"):  # the older copy first, then one that names them
+        invoke("store", "import", tmp_path / "runs.jsonl", "--store", third, "--studies", tmp_path / source)
+    with ResultsStore(third) as store:
+        assert studies.load(store)[0] == copy  # the names filled in, nothing else changed
     changed = json.loads((tmp_path / "studies.json").read_text())
     changed[0]["looks"] = [6, 12]
     (tmp_path / "bad.json").write_text(json.dumps(changed))

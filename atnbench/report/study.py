@@ -475,7 +475,8 @@ def to_records(store) -> list[dict]:
 
 def bring_in(store, records, source: str) -> tuple[int, int]:
     """The studies of ``records`` into ``store``: a new one added, the same plan with more looks
-    taken extended, the same plan and looks kept. A study of the same name with another plan, or
+    taken extended (or with its sweep and config keys, where the kept copy lacks them), the same
+    plan and looks kept. A study of the same name with another plan, or
     looks that disagree, is a UserError naming it (nothing written)."""
     if not isinstance(records, list):
         raise UserError(f"{source}: expected a JSON list of studies (atnbench store export --studies)")
@@ -497,8 +498,11 @@ def bring_in(store, records, source: str) -> tuple[int, int]:
         shorter, longer = sorted((old[0].recorded, study.recorded), key=len)
         if list(longer[:len(shorter)]) != list(shorter):
             raise UserError(f"{source}: study {study.name}'s recorded looks disagree with {store.path}'s")
-        if len(study.recorded) > len(old[0].recorded):
-            changes.append(study)
+        newer = study if len(study.recorded) > len(old[0].recorded) else old[0]
+        # a plan recorded before plans named their sweep and experiments gets them from a copy that has them
+        filled = replace(newer, config_keys=old[0].config_keys or study.config_keys, sweep=old[0].sweep or study.sweep)
+        if filled != old[0]:
+            changes.append(filled)
     for study in changes:
         save(store, study)
     return len(changes), len(incoming) - len(changes)
