@@ -100,7 +100,7 @@ def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypat
     # time would train nothing (the skipping itself is test_sweep's); its plan says so
     again = invoke(*args, "--dry-run")
     assert again.exit_code == 0, again.output
-    assert "left to run: none" in again.stdout.replace("\n", " "), again.stdout  # no part has a run left
+    assert "left to run: none" in " ".join(again.stdout.split()), again.stdout  # no part has a run left
     with ResultsStore(tmp_path / "s.db", create=False) as store:
         assert {run.run_id: run.updated_at for run in store.runs()} == {run.run_id: run.updated_at for run in runs}
 

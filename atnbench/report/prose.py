@@ -101,14 +101,14 @@ def render_studies(store: Optional[Path]) -> str:
     unpriced = []
     for study in found:
         cost = left_to_run(study, store) if study.next_look() is not None else None
-        if study.next_look() is None:
-            left = "over"
-        elif cost is None:
-            left = "?"
-            unpriced.append(study.name)
-        else:
+        if cost is not None:
             left = f"{cost.runs} runs, {cpu_time_text(cost.seconds)}" + ("" if cost.measured == cost.runs else " (rough)")
             runs, seconds = runs + cost.runs, seconds + cost.seconds
+        elif study.next_look() is None:
+            left = "over"
+        else:
+            left = "?"
+            unpriced.append(study.name)
         decided = study.decisions()
         for i, planned in enumerate(study.comparisons):
             entry = decided.get((planned.lower, planned.higher))

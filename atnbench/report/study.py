@@ -32,11 +32,12 @@ stays open and the next look runs the seeds its sides need.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from scipy import stats
 
@@ -136,6 +137,11 @@ class Study:
         """Every run id the study planned or a look used."""
         ids = {run_id for ids in self.run_ids.values() for run_id in ids}
         return ids | {run_id for look in self.recorded for used in look.get("runs", {}).values() for run_id in used}
+
+    def named_from(self, other: "Study") -> "Study":
+        """This plan with the sweep and config keys ``other`` (the same plan) records, where this
+        copy was recorded before plans named them."""
+        return replace(self, config_keys=self.config_keys or other.config_keys, sweep=self.sweep or other.sweep)
 
     def line(self) -> str:
         taken = len(self.recorded)
@@ -304,11 +310,11 @@ def side_data(store, run_ids: Iterable[Optional[str]], stat: str) -> SideData:
     return data
 
 
-def standing_runs(store, study: Study, side: str, n: int, experiments: dict) -> list[Optional[str]]:
+def standing_runs(store, study: Study, side: str, n: int, experiments: Callable[[], dict]) -> list[Optional[str]]:
     """The run standing for each of the side's first n planned seeds: the planned run where it
     finished, else a finished run of the same config key whose code and the planning code both
-    count as current (a canary vouched for them); None where none has finished. ``experiments``:
-    config key -> the store's runs of that experiment (filled on first need)."""
+    count as current (a canary vouched for them); None where none has finished. ``experiments()``:
+    config key -> the store's runs of that experiment (``experiments_of``; read on first need)."""
     from atnbench.evidence.equivalence import stand_in
 
     keys = study.config_keys.get(side, [])
@@ -321,20 +327,23 @@ def standing_runs(store, study: Study, side: str, n: int, experiments: dict) -> 
         if i >= len(keys):
             found.append(None)
             continue
-        if not experiments:
-            experiments.update(_experiments(store, study))
-        other = stand_in(experiments.get(keys[i], ()), made_by=study.code)
+        other = stand_in(experiments().get(keys[i], ()), made_by=study.code)
         found.append(other.run_id if other is not None else None)
     return found
 
 
-def _experiments(store, study: Study) -> dict[str, list]:
+def experiments_of(store, study: Study) -> Callable[[], dict[str, list]]:
+    """config key -> the store's runs of the study's task and length, read once on first call."""
     from atnbench.evidence.identity import config_key
 
-    grouped: dict[str, list] = {"": []}  # never empty once read
-    for record in store.runs(task=study.task, T=study.T):
-        grouped.setdefault(config_key(record.config), []).append(record)
-    return grouped
+    @functools.cache
+    def read() -> dict[str, list]:
+        grouped: dict[str, list] = {}
+        for record in store.runs(task=study.task, T=study.T):
+            grouped.setdefault(config_key(record.config), []).append(record)
+        return grouped
+
+    return read
 
 
 def fraction(n_a: int, n_b: int, maximum: int) -> float:
@@ -415,7 +424,7 @@ def take_look(store, study: Study) -> Optional[dict]:
         return None
     n = study.looks[index]
     previous = study.decisions()
-    entries, used, experiments = [], {}, {}
+    entries, used, experiments = [], {}, experiments_of(store, study)
     for planned in study.open_comparisons():
         for side in (planned.lower, planned.higher):
             if side not in used:
@@ -499,8 +508,7 @@ def bring_in(store, records, source: str) -> tuple[int, int]:
         if list(longer[:len(shorter)]) != list(shorter):
             raise UserError(f"{source}: study {study.name}'s recorded looks disagree with {store.path}'s")
         newer = study if len(study.recorded) > len(old[0].recorded) else old[0]
-        # a plan recorded before plans named their sweep and experiments gets them from a copy that has them
-        filled = replace(newer, config_keys=old[0].config_keys or study.config_keys, sweep=old[0].sweep or study.sweep)
+        filled = newer.named_from(study if newer is old[0] else old[0])
         if filled != old[0]:
             changes.append(filled)
     for study in changes:

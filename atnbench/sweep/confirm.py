@@ -4,7 +4,6 @@ the configurations still undecided, each look recorded, stop at a decision or fo
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -48,7 +47,8 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
          code: Optional[str] = None, taken: Optional[dict] = None, sweep: Optional[str] = None) -> studies.Study:
     """The study of ``runs`` (one protocol of a sweep, seeds first_seed .. first_seed + max - 1),
     its run ids under ``code`` (a kept plan's code, so plans by other code compare; the running
-    code's by default); without the comparisons ``taken`` by other studies (``planned_elsewhere``)."""
+    code's by default); without the comparisons ``taken`` by other studies (``planned_elsewhere``;
+    ``prepare`` plans no study whose every comparison is taken)."""
     from atnbench.evidence.identity import config_key
     from atnbench.report.claims import parse_side
 
@@ -59,13 +59,7 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
                         f"({config.task} T={config.T}, budget {config.budget:g}{', variant ' + config.variant if config.variant else ''}); "
                         f"a study tests claims (--claims FILE for your own, with budget: if not the full protocol)")
     config = runs[0].config
-    where = {(config.task, config.T, config.budget, config.variant, c.lower, c.higher): c for c in comparisons}
-    elsewhere = {key: (taken or {})[key] for key in where if key in (taken or {})}
-    if elsewhere and len(elsewhere) == len(where):
-        raise UserError(f"every comparison of study {name} is tested in study "
-                        f"{', '.join(sorted(set(elsewhere.values())))} of {family.name} already; a comparison is "
-                        f"tested once (a second study would spend its alpha twice)")
-    comparisons = [c for key, c in where.items() if key not in elsewhere]
+    comparisons = [c for c in comparisons if place(config, c) not in (taken or {})]
     seeds = list(range(first_seed, first_seed + looks[-1]))
     run_ids, keys = {}, {}
     for side in sorted({s for c in comparisons for s in (c.lower, c.higher)}):
@@ -95,7 +89,7 @@ def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tupl
                             f"{differs}; a plan is fixed before its runs: run it as recorded (its looks "
                             f"{','.join(map(str, old.looks))}, from seed {old.first_seed}), or use another --store")
         if not (old.config_keys and old.sweep) and not dry_run:  # planned before plans named their experiments
-            old = replace(old, config_keys=old.config_keys or new.config_keys, sweep=old.sweep or new.sweep)
+            old = old.named_from(new)
             with ResultsStore(store_path) as results:
                 studies.save(results, old)
             return old, "reused: the plan recorded before its runs (its sweep and its runs' config keys recorded now)"
@@ -138,10 +132,9 @@ def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, f
         if not comparisons:
             skipped.append((f"{where}: no claim of {family.name}", same))
             continue
-        elsewhere = planned_elsewhere(store, this, family) if kept(store, this) is None else {}
-        config = same[0].config
-        others = {elsewhere.get((config.task, config.T, config.budget, config.variant, c.lower, c.higher))
-                  for c in comparisons}
+        old = kept(store, this)
+        taken = {} if old is not None else planned_elsewhere(store, this, family)
+        others = {taken.get(place(same[0].config, c)) for c in comparisons}
         if None not in others:
             skipped.append((f"{where}: every comparison is tested in study {', '.join(sorted(others))}", None))
             continue
@@ -149,8 +142,8 @@ def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, f
         def expand_protocol(seeds, protocol=protocol):
             return [run for run in expand_seeds(seeds) if protocol_of(run.config) == protocol]
 
-        found.append(_prepare_one(this, name, task, expand_protocol, store, family, looks_text, first_seed, power,
-                                  max_seeds, dry_run, say))
+        found.append(_prepare_one(this, name, old, taken, task, expand_protocol, store, family, looks_text,
+                                  first_seed, power, max_seeds, dry_run, say))
     if not found:
         unclaimed = [runs for _, runs in skipped if runs is not None]
         if len(unclaimed) == len(skipped):
@@ -162,15 +155,16 @@ def prepare(name: str, task: str, varied, expand_seeds: Callable, store: Path, f
     return found
 
 
-def _prepare_one(name: str, sweep: str, task: str, expand_seeds: Callable, store: Path, family: Family,
-                 looks_text: Optional[str], first_seed: Optional[int], power: Optional[float], max_seeds: int,
-                 dry_run: bool, say: Callable[[str], None]) -> tuple[studies.Study, list]:
-    """The study of one protocol: the one the store records, else planned now from
-    ``looks_text``, a pilot sizing (``power``) or the default looks."""
+def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dict, task: str, expand_seeds: Callable,
+                 store: Path, family: Family, looks_text: Optional[str], first_seed: Optional[int],
+                 power: Optional[float], max_seeds: int, dry_run: bool,
+                 say: Callable[[str], None]) -> tuple[studies.Study, list]:
+    """The study of one protocol: ``old``, the one the store records, else planned now from
+    ``looks_text``, a pilot sizing (``power``) or the default looks, without the comparisons
+    ``taken`` by other studies."""
     from atnbench.report import plan as sizing
     from atnbench.report.verdicts import ALPHA
 
-    old = kept(store, name)
     probe = expand_seeds((0,))
     Ts = {run.config.T for run in probe}
     if first_seed is None:
@@ -193,15 +187,13 @@ def _prepare_one(name: str, sweep: str, task: str, expand_seeds: Callable, store
     else:
         looks = DEFAULT_LOOKS
     runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
-    taken = {} if old is not None else planned_elsewhere(store, name, family)
     new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None, taken=taken,
                sweep=old.sweep if old and old.sweep else sweep)
     study, note = record_or_reuse(store, new, dry_run)
     for line in plan_lines(study):
         say(line)
-    config = probe[0].config
     for c in studies.claims_of(family, probe):
-        other = taken.get((config.task, config.T, config.budget, config.variant, c.lower, c.higher))
+        other = taken.get(place(probe[0].config, c))
         if other is not None:
             say(f"  {c.lower} < {c.higher}: tested in study {other}, not here")
     say(f"  plan {note}")
@@ -209,8 +201,14 @@ def _prepare_one(name: str, sweep: str, task: str, expand_seeds: Callable, store
     return study, [run for run in runs if planned_id(run, study.code) in planned]
 
 
+def place(config, comparison) -> tuple:
+    """Where a comparison is tested: (task, T, budget, variant, lower, higher); ``config`` a run's
+    config or a study (both have the four)."""
+    return (config.task, config.T, config.budget, config.variant, comparison.lower, comparison.higher)
+
+
 def planned_elsewhere(store: Path, name: str, family: Family) -> dict[tuple, str]:
-    """(task, T, budget, variant, lower, higher) -> the study of the family that already tests it.
+    """``place`` -> the study of the family that already tests it.
     A comparison is tested in one study: a second would spend its share of alpha twice."""
     from atnbench.store import ResultsStore
 
@@ -218,7 +216,7 @@ def planned_elsewhere(store: Path, name: str, family: Family) -> dict[tuple, str
         return {}
     with ResultsStore.open_read_only(store) as results:
         others = [s for s in studies.load(results) if s.name != name and s.family == family.name]
-    return {(s.task, s.T, s.budget, s.variant, c.lower, c.higher): s.name for s in others for c in s.comparisons}
+    return {place(s, c): s.name for s in others for c in s.comparisons}  # a study has a config's task, T, budget, variant
 
 
 def plan_lines(study: studies.Study) -> list[str]:
@@ -302,8 +300,9 @@ def left_to_run(study: studies.Study, store_path: Path):
     except (UserError, OSError):  # a ConfigError is a UserError
         return None
     by_key = {config_key(run.config.to_dict()): run for run in runs}
-    needed, experiments = [], {}
+    needed = []
     with ResultsStore.open_read_only(store_path) as results:
+        experiments = studies.experiments_of(results, study)
         for side in sorted(studies.needed_sides(study)):
             standing = studies.standing_runs(results, study, side, study.max_seeds, experiments)
             needed += [by_key.get(key) for key, found in zip(study.config_keys[side], standing) if found is None]

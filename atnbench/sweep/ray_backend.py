@@ -412,24 +412,16 @@ def remove_orphaned_scratch(root: Optional[Path] = None) -> int:
     cannot remove its own); the folder's name carries its process id. Returns how many."""
     import shutil
 
+    import psutil
+
     removed = 0
     for folder in Path(root or tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*-*"):
         pid = folder.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or psutil.pid_exists(int(pid)):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
 
 
 def _keep(store: ResultsStore, job: Job, result: dict) -> None:
