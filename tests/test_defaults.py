@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke as shared_invoke
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +23,7 @@ def _no_user_folders(monkeypatch):
 
 
 def invoke(*args, env=None):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200, env=env)
+    return shared_invoke(*args, terminal_width=200, env=env)
 
 
 def ok(result):

@@ -8,9 +8,8 @@ import csv
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke
 from atnbench.report.aggregate import RunData, aggregate
 from atnbench.report.export import to_markdown
 from atnbench.report.render import column_scale, group_view, header_caption, number
@@ -37,8 +36,7 @@ def test_every_mae_and_mse_column_shares_the_views_scale(tmp_path):
         "  split: {validation: 0.25, test: 0.25, seed: 0}\n"
         "defaults: {hidden: 4, batch_size: 8, steps: 4, eval_every: 2}\n")
     store = tmp_path / "s.db"
-    result = CliRunner().invoke(app, ["run", "small", "--include", str(folder), "--norm", "ln", "--store", str(store),
-                                      "-q"])
+    result = invoke("run", "small", "--include", folder, "--norm", "ln", "--store", store, "-q")
     assert result.exit_code == 0, result.output
     with ResultsStore(store) as results:
         runs = [RunData(r, tuple(results.curve(r.run_id))) for r in results.runs()]

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,7 +45,7 @@ def test_a_table_without_pyarrow_is_one_line_naming_the_install(tmp_path, monkey
         monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed: `import pyarrow` fails
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     for command in (["run", "wide", "--store", tmp_path / "s.db"], ["tasks", "check", "wide"]):
-        result = CliRunner().invoke(app, [str(a) for a in [*command, "--include", folder]])
+        result = invoke(*command, "--include", folder)
         lines = [line for line in result.output.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(lines) == 1, result.output
         assert lines[0].startswith("error: ") and f"wide{suffix}" in lines[0], lines

@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke as shared_invoke
 from atnbench.evidence.identity import run_id_of
 
 HEADER = '''import os, sys, torch
@@ -98,7 +97,7 @@ def _task(folder: Path, code: str) -> Path:
 
 
 def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=200)
+    return shared_invoke(*args, terminal_width=200)
 
 
 def one_error(result, code: int = 2) -> str:

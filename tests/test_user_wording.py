@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from atnbench.cli import app
+from helpers import invoke as shared_invoke
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +15,7 @@ def _no_user_folders(monkeypatch):
 
 
 def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=240)
+    return shared_invoke(*args, terminal_width=240)
 
 
 def ok(result):
