@@ -192,3 +192,24 @@ def test_bench_says_each_model_and_workload_as_it_goes():
     assert "…" not in result.stdout and "×LN" in result.stdout  # piped: the table is not cut at 80 columns
     quiet = _bench("--workload", "adding", "--models", "lstm-fused", "--quiet", *TINY)
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_a_bench_cut_short_keeps_the_records_of_each_workload_it_finished(tmp_path, monkeypatch):
+    """A GPU lent for minutes: `timeout` may stop the bench in its second workload; the first's
+    records are in --output already (written whole, never half a file)."""
+    import atnbench.bench.timing as timing
+
+    real = timing.time_workload
+
+    def stopped_in_copying(workload, *args, **kwargs):
+        if workload.name == "copying":
+            raise KeyboardInterrupt  # as a signal would, mid-workload
+        return real(workload, *args, **kwargs)
+
+    monkeypatch.setattr(timing, "time_workload", stopped_in_copying)
+    target = tmp_path / "bench.json"
+    result = _bench("--workload", "adding,copying", "--models", "lstm-fused", "--output", str(target), *TINY)
+    assert result.exit_code != 0
+    kept = json.loads(target.read_text())
+    assert sorted((r["workload"], r["model"]) for r in kept) == [("adding", "ln"), ("adding", "lstm-fused")]
+    assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no partial file left beside it

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -63,9 +64,6 @@ def bench_command(request: BenchRequest) -> None:
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
            "cpu": cpu_model(), "dtype": "float32"}
     records = _time(request, workloads, entries, torch_device, env)
-    if request.output is not None:
-        request.output.parent.mkdir(parents=True, exist_ok=True)
-        request.output.write_text(json.dumps(records, indent=2) + "\n")
     if request.fmt == "json":
         print(json.dumps(records))
     elif request.fmt == "csv":
@@ -93,11 +91,21 @@ def _time(request: BenchRequest, workloads, entries, torch_device, env: dict) ->
                           f"warm-up and {request.reps} timed steps each, interleaved")
             found = time_workload(w, entries, torch_device, request.reps, request.warmup, progress=progress.advance)
             records.extend({**r, **env} for r in found)
+            if request.output is not None:  # each workload's records kept as it ends: a bench cut short keeps them
+                _write_records(request.output, records)
             for r in found:  # models are interleaved: each one's numbers are known when its workload ends
                 progress.note(model_line(w.name, r))
     finally:
         progress.close()
     return records
+
+
+def _write_records(path: Path, records: list[dict]) -> None:
+    """The records so far, replacing the file whole (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(records, indent=2) + "\n")
+    os.replace(partial, path)
 
 
 BASELINES = ("lstm-fused", "ln")
