@@ -64,6 +64,16 @@ def test_ptb_char_files_are_mikolovs_spelling_with_the_documented_counts(root):
     assert [line.split() for line in chars] == [list("_".join(w.split())) for w in words]
 
 
+def test_a_word_file_passed_off_as_the_character_file_is_named(tmp_path):
+    from atnbench.data.catalog import check_ptb_char
+
+    for split in PTB_CHARS:
+        (tmp_path / f"ptb.char.{split}.txt").write_text("a b c\nd e\n")
+    assert not any("longer than one character" in p for p in check_ptb_char(tmp_path))
+    (tmp_path / "ptb.char.valid.txt").write_text("a b c\nthe cat\n")
+    assert "ptb.char.valid.txt: tokens longer than one character (not a character file)" in check_ptb_char(tmp_path)
+
+
 def test_ptb_char_vocabulary_is_49_characters_plus_eos_per_line(root):
     from atnbench.data.ptb import load_ptb_char
 

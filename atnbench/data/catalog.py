@@ -109,7 +109,7 @@ def check_ptb_char(folder: Path) -> list[str]:
         tokens = text.split()
         problems += _count(f"ptb.char.{split}.txt", text.count("\n"), lines, "lines")
         problems += _count(f"ptb.char.{split}.txt", len(tokens), count, "characters")
-        if any(len(tok) != 1 for tok in tokens):
+        if len("".join(tokens)) != len(tokens):  # every token is >= 1 character: all are exactly 1
             problems.append(f"ptb.char.{split}.txt: tokens longer than one character (not a character file)")
         alphabet.update(tokens)
     problems += _count("ptb.char.*.txt", len(alphabet), PTB_ALPHABET, "distinct characters")
