@@ -1,6 +1,7 @@
 """On a CUDA GPU: the Triton path against the loop at the paper's sizes, and issue 33's targets.
 
     python benchmarks/cuda_check.py equal --output check.json    # values and gradients, every norm, LSTM and GRU
+    python benchmarks/cuda_check.py equal --sizes adding          # one size only (the loop on a GPU is slow)
     python benchmarks/cuda_check.py targets bench.json           # the speed targets, from `atnbench bench --device cuda`
 
 ``equal``: each norm x cell at the adding and copying sizes (ptb-char's too with ``--ptb``) in
@@ -39,7 +40,7 @@ def _run(model, x):
 
 def equal(args) -> int:
     device = torch.device("cuda")
-    sizes = [s for s in SIZES if s != "ptb-char" or args.ptb]
+    sizes = [s for s in args.sizes.split(",") if s != "ptb-char" or args.ptb]
     rows, worst_ok = [], True
     for size in sizes:
         B, D, H, T = SIZES[size]
@@ -58,10 +59,16 @@ def equal(args) -> int:
                     rows.append({"size": size, "cell": cell, "norm": norm, **opts, "dtype": str(dtype),
                                  "worst_relative": worst, "ok": ok, "path": fast.last_paths[0]})
                     print(f"{size:>9} {cell} {norm:>8} {opts} {str(dtype):>13}: {worst:.2e} {'ok' if ok else 'OFF'}")
-    if args.output:
-        Path(args.output).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-                                                 "rows": rows}, indent=2) + "\n")
+                    if args.output:  # after every case: a check stopped by its time limit keeps what it did
+                        _write(Path(args.output), {"device": torch.cuda.get_device_name(),
+                                                   "torch": torch.__version__, "rows": rows})
     return 0 if worst_ok else 1
+
+
+def _write(path: Path, record: dict) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=2) + "\n")
+    partial.replace(path)
 
 
 def targets(args) -> int:
@@ -98,10 +105,13 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     eq = sub.add_parser("equal")
     eq.add_argument("--output")
+    eq.add_argument("--sizes", default="adding,copying", help="comma list of " + ", ".join(SIZES))
     eq.add_argument("--ptb", action="store_true", help="also ptb-char's sizes (H=1000: slow on the loop)")
     tg = sub.add_parser("targets")
     tg.add_argument("bench")
     args = parser.parse_args()
+    if args.command == "equal" and set(args.sizes.split(",")) - set(SIZES):
+        parser.error(f"--sizes: unknown {sorted(set(args.sizes.split(',')) - set(SIZES))}; known: {', '.join(SIZES)}")
     if args.command == "equal" and not torch.cuda.is_available():
         print("error: no CUDA GPU here", file=sys.stderr)
         return 2
