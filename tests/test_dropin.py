@@ -441,3 +441,27 @@ def test_fused_padded_with_lengths_equals_loop(cell, batch_first):
     close(out_f, out_l, 1e-12)
     for a, b in zip(final_states(cell, state_f), final_states(cell, state_l)):
         close(a, b, 1e-12)
+
+
+@pytest.mark.parametrize("backend", ("loop", "auto"))
+@pytest.mark.parametrize("norm", PER_SAMPLE + BATCH)
+@pytest.mark.parametrize("cell", CELLS)
+def test_an_empty_batch_is_answered_as_torch_answers_it(cell, norm, backend):
+    """B = 0: empty outputs and states of nn.LSTM's / nn.GRU's shapes, in the graph (every
+    gradient 0), no statistic changed (torch's BatchNorm leaves its running statistics alike), and
+    the state goes into the next call. Before, the batch norms failed on the loop and C++ paths."""
+    ours, theirs = make(cell, norm, backend=backend), CELLS[cell][1](D, H, 2, bidirectional=True).to(DT)
+    x = torch.zeros(4, 0, D, dtype=DT, requires_grad=True)
+    buffers = [b.clone() for b in ours.buffers()]
+    out, state = ours(x)
+    want_out, want_state = theirs(x.detach())
+    assert out.shape == want_out.shape
+    states = [state] if cell == "gru" else list(state)
+    wanted = [want_state] if cell == "gru" else list(want_state)
+    assert [tuple(s.shape) for s in states] == [tuple(s.shape) for s in wanted]
+    (out.sum() + sum(s.sum() for s in states)).backward()
+    assert all(p.grad is not None and not p.grad.any() for p in ours.parameters())
+    assert x.grad is not None and x.grad.shape == x.shape
+    assert all(torch.equal(a, b) for a, b in zip(buffers, ours.buffers()))
+    again, _ = ours(x.detach(), state)
+    assert again.shape == out.shape

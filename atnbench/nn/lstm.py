@@ -89,7 +89,8 @@ class NormLSTM(NormRecurrent):
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
       Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not);
       ``"triton"`` the Triton kernels (CUDA, or a CPU under ``TRITON_INTERPRET=1``: tests).
-      ``last_paths`` records the path each layer took in the last forward.
+      ``last_paths`` records the path each layer took in the last forward (``"empty"``: a batch of
+      no sequences, answered as ``nn.LSTM`` answers it, with no statistic changed).
 
     ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a
     ``PackedSequence`` (the output is one then), or a padded batch with ``lengths`` (B,): each

@@ -358,6 +358,9 @@ class NormRecurrent(nn.Module):
                 for w in ws:
                     if isinstance(w, Tensor):
                         check_history(w)
+        if batch == 0:
+            self.last_paths = ("empty",) * len(self.layers)
+            return self._empty_batch(x, carries, windows)
         path = fastpath.select(self, x, windows, lengths)
         self.last_paths = (path,) * len(self.layers)
         finals: list[list[Tensor]] = [[] for _ in carries]
@@ -377,6 +380,17 @@ class NormRecurrent(nn.Module):
             y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
             y = self._dropout(y, i)
         return y, [torch.stack(c) for c in finals], tuple(new_windows)
+
+    def _empty_batch(self, x: Tensor, carries: list[Tensor], windows):
+        """A batch of no sequences, answered as ``nn.LSTM`` answers it: an empty output and states,
+        in the graph (every parameter's gradient 0). Nothing is normalized, so no statistic
+        changes: running statistics and windows stay as they were (torch's BatchNorm leaves its
+        running statistics alike on an empty batch)."""
+        anchor = x.sum() * 0  # the sums of empty tensors: 0, but they keep x and the weights in the graph
+        for parameter in self.parameters():
+            anchor = anchor + parameter.sum() * 0
+        y = x.new_zeros(x.shape[0], 0, self.num_directions * self.hidden_size) + anchor
+        return y, [carry + anchor for carry in carries], windows
 
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         """One layer on the loop path: ``(output, *final carries, windows)``; cells with a fast
