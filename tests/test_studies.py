@@ -350,3 +350,27 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     (tmp_path / "bad.json").write_text(json.dumps(changed))
     refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "bad.json")
     assert refused.exit_code == 2 and "differs" in refused.stderr
+
+
+def test_a_planned_seed_run_by_other_code_before_its_look_is_not_exploratory(tmp_path):
+    """Seeds of a study's next look, made by (vouched) code other than the planning code, wait
+    for their look: their ids are not the planned ones, but their experiments are, so they stay
+    out of the exploratory rows (before, a half-made look was pooled with the seeds added without a
+    plan, and counted again at its look)."""
+    from atnbench.evidence.identity import code_fingerprint
+
+    planning = "a1" * 8
+    study = confirm.plan("k-ablation", k_ablation_runs(20, 10), read_family(claims_file(tmp_path)), (5, 10), 20,
+                         0.05, code=planning)
+    db = tmp_path / "r.db"
+    confirm.record_or_reuse(db, study, dry_run=False)
+    fill(db, {"atn": [0.1, 0.11], "ln": [0.2, 0.21], "lstm": [0.3, 0.31]}, range(20, 22), code=code_fingerprint())
+    with ResultsStore(db) as store:
+        assert not {run.run_id for run in store.runs()} & study.all_runs()  # not the planned ids
+    report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    assert report.exit_code == 0, report.output
+    designs = {(c["id"], c["design"]) for c in json.loads(report.stdout)["verdicts"]["claims"]}
+    assert ("atn-ln", EXPLORATORY) not in designs and ("ln-lstm", EXPLORATORY) not in designs
+    fill(db, {"atn": [0.1], "ln": [0.2]}, range(40, 41), code=code_fingerprint())  # a seed the plan does not hold
+    again = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    assert ("atn-ln", EXPLORATORY) in {(c["id"], c["design"]) for c in json.loads(again.stdout)["verdicts"]["claims"]}

@@ -138,6 +138,11 @@ class Study:
         ids = {run_id for ids in self.run_ids.values() for run_id in ids}
         return ids | {run_id for look in self.recorded for used in look.get("runs", {}).values() for run_id in used}
 
+    def planned_experiments(self) -> set[str]:
+        """The config keys of every planned seed: a run of one of them is this study's, whichever
+        (vouched) code made it, looked at yet or not."""
+        return {key for keys in self.config_keys.values() for key in keys}
+
     def named_from(self, other: "Study") -> "Study":
         """This plan with the sweep and config keys ``other`` (the same plan) records, where this
         copy was recorded before plans named them."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
 from atnbench.errors import UserError
+from atnbench.evidence.identity import config_key
 from atnbench.evidence.machine import processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
 from atnbench.report.welch import LEVEL, welch_test
@@ -459,6 +460,10 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
     groups = list(groups)
     studies = [s for s in studies if s.family == family.name]
     in_studies = {run_id for study in studies for run_id in study.all_runs()}
+    planned = {key for study in studies for key in study.planned_experiments()}
+    if planned:  # a planned seed's run not yet in a look (another code's stand-in) is the study's too
+        in_studies |= {r.record.run_id for group in groups for runs in group.runs.values() for r in runs
+                       if config_key(r.record.config) in planned}
     results, not_run = [], []
     for claim in family.claims:
         found = False
