@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from atnbench.nn import NormGRU, NormLSTM
+from atnbench.run.checkpoint import write_atomic
 
 SIZES = {"adding": (50, 2, 60, 200), "copying": (128, 10, 68, 220), "ptb-char": (32, 50, 1000, 220)}
 NORMS = [("ln", {}), ("atn", {"k": 5}), ("atn", {"k": 45}), ("bn", {}), ("bn-input", {}), ("bln", {}),
@@ -60,15 +61,10 @@ def equal(args) -> int:
                                  "worst_relative": worst, "ok": ok, "path": fast.last_paths[0]})
                     print(f"{size:>9} {cell} {norm:>8} {opts} {str(dtype):>13}: {worst:.2e} {'ok' if ok else 'OFF'}")
                     if args.output:  # after every case: a check stopped by its time limit keeps what it did
-                        _write(Path(args.output), {"device": torch.cuda.get_device_name(),
-                                                   "torch": torch.__version__, "rows": rows})
+                        record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+                        write_atomic(Path(args.output),
+                                     lambda handle: handle.write((json.dumps(record, indent=2) + "\n").encode()))
     return 0 if worst_ok else 1
-
-
-def _write(path: Path, record: dict) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(record, indent=2) + "\n")
-    partial.replace(path)
 
 
 def targets(args) -> int:

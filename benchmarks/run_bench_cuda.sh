@@ -5,8 +5,9 @@
 # The bench comes first and every step writes its record as it goes (the bench after each
 # workload, the check after each case): a GPU lent for minutes, stopped by `timeout`, keeps what
 # was measured (on an H200 the bench did one workload and part of the next in 190-250 s, the
-# check 11 cases in 180 s). Writes benchmarks/results/<date>-cuda-<host>-{bench,check}.json and -targets.txt. Needs
-# Triton (`pip install -e '.[gpu]'` after the CUDA build of torch). Extra arguments go to the bench.
+# check 11 cases in 180 s). Writes benchmarks/results/<date>-cuda-<host>-{bench,check}.json and
+# -targets.txt. Needs Triton (`pip install -e '.[gpu]'` after the CUDA build of torch). Extra
+# arguments go to the bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p benchmarks/results

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -102,10 +101,9 @@ def _time(request: BenchRequest, workloads, entries, torch_device, env: dict) ->
 
 def _write_records(path: Path, records: list[dict]) -> None:
     """The records so far, replacing the file whole (a reader never sees half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(records, indent=2) + "\n")
-    os.replace(partial, path)
+    from atnbench.run.checkpoint import write_atomic
+
+    write_atomic(path, lambda handle: handle.write((json.dumps(records, indent=2) + "\n").encode()))
 
 
 BASELINES = ("lstm-fused", "ln")
