@@ -112,6 +112,7 @@ def kill_mid_build(proc: subprocess.Popen, sig: int) -> None:
     proc.stderr.close()
 
 
+@pytest.mark.slow
 def test_kills_during_the_build_do_not_block_the_next_process(tmp_path, spin_source):
     ext_root = tmp_path / "ext"
     killed = []
@@ -136,6 +137,7 @@ def test_kills_during_the_build_do_not_block_the_next_process(tmp_path, spin_sou
     assert not list(lib.parent.glob("tmp-*"))  # the killed builds' folders were removed
 
 
+@pytest.mark.slow
 def test_two_processes_started_together_build_once_and_both_run(tmp_path, spin_source):
     ext_root = tmp_path / "ext"
     first, second = start(ext_root, spin_source), start(ext_root, spin_source)
@@ -155,6 +157,7 @@ def clone(tmp_path: Path, name: str) -> Path:
     return target
 
 
+@pytest.mark.slow
 def test_two_clones_used_alternately_build_once_each(tmp_path):
     ext_root = tmp_path / "ext"
     clones = [clone(tmp_path, "clone_a"), clone(tmp_path, "clone_b")]

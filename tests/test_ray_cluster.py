@@ -30,7 +30,7 @@ import pytest
 from atnbench.store import ResultsStore
 from helpers import CliProcess, invoke, poll_store
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 pytest.importorskip("ray")
 
 START_S = 90  # a loaded 2-core machine takes ~7 s to start a head, sometimes 20 s

@@ -186,6 +186,7 @@ def unigram_bits(path) -> float:
     return -sum(n / total * math.log2(n / total) for n in counts.values())
 
 
+@pytest.mark.slow
 def test_tiny_ptb_char_run_on_the_real_text_beats_the_unigram_entropy(root, tmp_path):
     entropy = unigram_bits(root / "ptb" / "ptb.char.train.txt")
     assert 4.2 < entropy < 4.5  # PTB's characters: about 4.33 bits each
@@ -199,6 +200,7 @@ def test_tiny_ptb_char_run_on_the_real_text_beats_the_unigram_entropy(root, tmp_
         assert math.isfinite(record[f"{split}_bpc"]) and record[f"{split}_bpc"] < entropy - 0.5
 
 
+@pytest.mark.slow
 def test_mnist_subset_prepared_and_learned(root, tmp_path):
     import numpy as np
 
@@ -217,6 +219,7 @@ def test_mnist_subset_prepared_and_learned(root, tmp_path):
     assert record["test_loss"] < math.log(10) and record["test_accuracy"] > 0.3  # chance: 0.1
 
 
+@pytest.mark.slow
 def test_tiny_ptb_word_run_on_the_real_text_beats_a_uniform_guess(root, tmp_path):
     config = tmp_path / "small.yaml"
     config.write_text("options:\n  embedding: 16\n  eval_batch_size: 200\n")  # a tied 16-wide embedding

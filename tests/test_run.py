@@ -188,6 +188,7 @@ def uninterrupted(tmp_path_factory):
     return run_id, curve_and_minima(store, run_id)
 
 
+@pytest.mark.slow
 def test_sigterm_records_the_run_as_failed_and_the_same_command_resumes_it(tmp_path, uninterrupted):
     import signal
 

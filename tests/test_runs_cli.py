@@ -216,6 +216,7 @@ def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled)
     assert _rows(store, "evals", ids[3]) == 3  # the others keep their curves
 
 
+@pytest.mark.slow
 def test_a_run_that_is_training_is_not_deleted_and_finishes(tmp_path):
     from helpers import CliProcess, poll_store
 

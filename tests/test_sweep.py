@@ -271,6 +271,7 @@ def kept_weights(store: Path) -> dict:
     return kept
 
 
+@pytest.mark.slow
 def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
     path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
     result = run_json(path, "--store", store, "--workers", "2")
@@ -332,6 +333,7 @@ def kill_reference(tmp_path_factory):
     return serial_reference(tmp_path_factory, "kill", KILL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, workers", [(signal.SIGINT, 1), (signal.SIGTERM, 2)], ids=["SIGINT-serial", "SIGTERM-workers"])
 def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_reference, signum, workers):
     path, store = write(tmp_path, "kill.yaml", KILL), tmp_path / "r.db"
@@ -398,6 +400,7 @@ def interrupted_with_checkpoint(store: Path, norms: tuple[str, ...]) -> None:
                 assert (results.checkpoint_dir(run.run_id) / "checkpoint.pt").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     path, store = write(tmp_path, "two-long.yaml", TWO_LONG), tmp_path / "r.db"
     with CliProcess(["sweep", path, "--store", store, "--workers", 2, "--device", "cpu"], tmp_path) as sweep:
@@ -410,6 +413,7 @@ def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     interrupted_with_checkpoint(store, ("ln", "atn"))
 
 
+@pytest.mark.slow
 def test_an_idle_worker_ends_on_sigterm(tmp_path):
     import os
 
@@ -437,6 +441,7 @@ def test_an_idle_worker_ends_on_sigterm(tmp_path):
 
 # --- Ray -------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_reference, tiny_reference_store):
     ray = pytest.importorskip("ray")

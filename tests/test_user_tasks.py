@@ -408,6 +408,7 @@ def test_include_of_a_missing_folder_is_one_line(tmp_path):
     assert result.exit_code == 2 and "no such folder" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_shipped_example_runs_as_its_readme_says(tmp_path):
     """examples/japanese-vowels: the README's commands, on a copy of the folder, at 1 seed and a
     small budget (the data come out of the aeon package: real, not generated)."""
