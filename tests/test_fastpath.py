@@ -316,7 +316,16 @@ def test_paths_not_covered_fall_back_to_the_loop(cpp):
     half = NormLSTM(3, 4, norm="ln").to(torch.bfloat16)
     half(x.to(torch.bfloat16))
     assert half.last_paths == ("loop",)
-    assert NormLSTM(3, 4, norm="none").fused  # nn.LSTM's kernel, as before
+    for cell in (NormLSTM, NormGRU):  # norm none: torch's own kernel, named like every other path
+        plain = cell(3, 4, 2, norm="none", bidirectional=True)
+        assert plain.fused and plain.last_paths == ()
+        plain(x)
+        assert plain.last_paths == ("fused", "fused")
+        plain(x, lengths=torch.tensor([5, 3]))
+        assert plain.last_paths == ("fused", "fused")
+        looped = cell(3, 4, 2, norm="none", backend="loop")
+        looped(x)
+        assert not looped.fused and looped.last_paths == ("loop", "loop")
     function = NormLSTM(3, 4, norm="atn", backend="function")
     function.layers[0].norm_c.eps = 1e-3  # one eps per layer is the norm_lstm kernel's; "function" has no other
     assert fastpath.select(function, x) == "loop"

@@ -182,7 +182,8 @@ class NormRecurrent(nn.Module):
                              f"not norm={norm!r}; use 'auto' or 'loop'")
         self.norm = norm
         self.backend = backend
-        self.last_paths: tuple[str, ...] = ()  # the path each layer took in the last forward
+        # the path each layer took in the last forward: a backend's name, or "empty" (a batch of 0)
+        self.last_paths: tuple[str, ...] = ()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
@@ -321,6 +322,7 @@ class NormRecurrent(nn.Module):
         return y, self._pack(carries)
 
     def _fused_forward(self, x, state, lengths):
+        self.last_paths = ("fused",) * self.num_layers
         hx = None
         if state is not None:
             carries = self._carries(state)
