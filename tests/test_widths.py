@@ -280,6 +280,37 @@ def test_help_cuts_no_option_and_breaks_no_sentence_at_80_columns():
             assert room < len(nxt.strip("│ ").split()[0]) + 1, (this, nxt)
 
 
+def command_paths() -> list[tuple[str, ...]]:
+    """Every command of atnbench, as the words that call it (``("runs", "list")``)."""
+    import typer.main
+
+    paths = []
+
+    def walk(command, path):
+        if hasattr(command, "commands"):  # a group
+            for name, sub in command.commands.items():
+                walk(sub, (*path, name))
+        else:
+            paths.append(path)
+
+    walk(typer.main.get_command(app), ())
+    return paths
+
+
+def test_every_command_description_wraps_only_where_the_next_word_does_not_fit():
+    """typer's rich mode kept a docstring's line breaks ("picks the sweep's" alone on a line):
+    each paragraph of a command's description reads as one, wrapped at the terminal's width."""
+    paths = command_paths()
+    assert len(paths) > 20 and ("sweep",) in paths and ("runs", "list") in paths
+    for path in paths:
+        text = output_at((*path, "--help"), 80)
+        description = text.split("╭")[0].splitlines()[3:]  # below the usage line, above the panels
+        for this, nxt in zip(description, description[1:]):
+            if this.strip() and nxt.strip() and not nxt.lstrip().startswith(("- ", "* ")):
+                room = 79 - len(this.rstrip()) - 1  # a margin of one column each side
+                assert room < len(nxt.split()[0]), (path, this, nxt)
+
+
 def test_notes_wrap_between_words_at_80_columns_and_stay_one_line_piped(tmp_path, monkeypatch):
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))
     args = ("reproduce", "--dry-run", "--only", "table1-copying,table4-ptb-char", "--store", tmp_path / "s.db")

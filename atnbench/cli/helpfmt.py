@@ -5,11 +5,13 @@ typer draws options as one table row each, its name column as wide as the widest
 names such as ``--checkpoint-every`` to ``--checkpoint-eve…`` and ran ``run --help`` to 198 lines.
 Below :data:`STACKED_BELOW` columns each option is drawn on its own line instead (its flags and
 value type, whole) with its description underneath, across the full width. A command's line in a
-group's list is its help's first paragraph joined into one (rich markup mode keeps a docstring's
-line breaks, which broke those lines mid-sentence).
+group's list is its help's first paragraph joined into one, and so is each paragraph of a
+command's description (rich markup mode keeps a docstring's line breaks, which broke those lines
+mid-sentence: "picks the sweep's" alone on a line); a line that starts a list item ("- ") or a
+paragraph marked ``\b`` (click's "keep my line breaks") keeps its break.
 
-typer has no setting for either, so its two drawing functions are replaced here, once, keeping
-typer's own for wide terminals.
+typer has no setting for these, so its drawing functions are replaced here, once, keeping
+typer's own option table for wide terminals.
 """
 
 from __future__ import annotations
@@ -48,8 +50,25 @@ def _stacked_panel(rich_utils, *, name, params, ctx, markup_mode, console) -> No
                             title_align=rich_utils.ALIGN_OPTIONS_PANEL))
 
 
+def joined_paragraphs(paragraphs: list[str], markup_mode=None) -> str:
+    """Paragraphs with each one's line breaks joined (list items and ``\b`` paragraphs kept)."""
+    joined = []
+    for paragraph in paragraphs:
+        if paragraph.lstrip().startswith("\b"):
+            joined.append(paragraph)
+            continue
+        lines: list[str] = []
+        for line in paragraph.splitlines():
+            if lines and not line.lstrip().startswith(("- ", "* ")):
+                lines[-1] = f"{lines[-1].rstrip()} {line.strip()}"
+            else:
+                lines.append(line.rstrip())
+        joined.append("\n".join(lines))
+    return "\n\n".join(joined)
+
+
 def install() -> None:
-    """Replace typer's option panel (narrow terminals) and command summary (always)."""
+    """Replace typer's option panel (narrow terminals), command summary and paragraph joining."""
     try:
         from typer import rich_utils
     except ImportError:  # pragma: no cover - typer without rich: its plain help wraps anyway
@@ -69,4 +88,6 @@ def install() -> None:
         return summary(help_text=" ".join(first.split()), markup_mode=markup_mode)
 
     rich_utils._print_options_panel, rich_utils._make_command_help = options_panel, command_help
+    if hasattr(rich_utils, "_fix_linebreaks"):  # typer >= 0.13; older ones join single breaks themselves
+        rich_utils._fix_linebreaks = joined_paragraphs
     rich_utils._atnbench_help = True
