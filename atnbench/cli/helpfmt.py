@@ -88,6 +88,6 @@ def install() -> None:
         return summary(help_text=" ".join(first.split()), markup_mode=markup_mode)
 
     rich_utils._print_options_panel, rich_utils._make_command_help = options_panel, command_help
-    if hasattr(rich_utils, "_fix_linebreaks"):  # typer >= 0.13; older ones join single breaks themselves
+    if hasattr(rich_utils, "_fix_linebreaks"):  # typer 0.29 has it; versions without it join the breaks themselves
         rich_utils._fix_linebreaks = joined_paragraphs
     rich_utils._atnbench_help = True
