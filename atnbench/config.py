@@ -103,6 +103,13 @@ def check_values(values: dict[str, Any], where: str) -> None:
                 raise ConfigError(f"{where}: {explain(err, key)}") from None
 
 
+def check_budget(budget: float) -> float:
+    """``budget`` if it is a fraction of the protocol, in (0, 1]; the one message for every command."""
+    if not 0 < budget <= 1:  # NaN fails this too
+        raise ConfigError(f"--budget must be in (0, 1], got {budget:g}")
+    return budget
+
+
 def build_config(values: dict[str, Any]) -> RunConfig:
     """A RunConfig from a dict of field values; unknown keys are an error naming the key."""
     unknown = sorted(str(key) for key in set(values) - FIELDS)

@@ -61,6 +61,30 @@ def test_version_completion_and_python_dash_m():
     assert module.returncode == 0 and module.stdout == result.stdout
 
 
+# what a command line that only answers (help, version, completion, a refused flag) may import:
+# torch alone takes seconds to import, and shell completion runs the program on every TAB
+STARTS_WITHOUT_TORCH = """
+import os, sys
+from typer.testing import CliRunner
+from atnbench.cli import app
+runner = CliRunner()
+for args in (["--help"], ["--version"], ["sweep", "--help"], ["report", "--help"], ["run", "adding", "--lr", "nan"],
+             ["runs", "list", "--status", "nonsense"]):
+    result = runner.invoke(app, args)
+    assert result.exit_code in (0, 2) and "Traceback" not in result.output, (args, result.output)
+os.environ.update(_ATNBENCH_COMPLETE="complete_bash", COMP_WORDS="atnbench ru", COMP_CWORD="1")
+completion = runner.invoke(app, [], prog_name="atnbench", env=dict(os.environ))
+assert "run" in completion.output.split(), completion.output
+print(sorted(name for name in ("torch", "numpy", "scipy", "matplotlib") if name in sys.modules))
+"""
+
+
+def test_help_version_completion_and_refusals_start_without_torch():
+    result = subprocess.run([sys.executable, "-c", STARTS_WITHOUT_TORCH], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 # -- --norm gru, models, the run summary ---------------------------------------------------------
 
 def test_norm_gru_is_refused_naming_cell_gru(tmp_path):

@@ -1,4 +1,10 @@
-"""The ``atnbench`` command line. Each command lives in its own module and registers on ``app``."""
+"""The ``atnbench`` command line. Each command lives in its own module and registers on ``app``.
+
+A command imports the package that does its work (and torch with it) when it runs, not when the
+command line is built: ``--help``, ``--version``, shell completion (the program runs on every
+TAB) and a refused flag answer in a fraction of a second instead of torch's seconds of import.
+``tests/test_cli.py`` holds every module here to that.
+"""
 
 from atnbench.cli import run as _run  # noqa: F401  (registers run, models)
 from atnbench.cli import tasks as _tasks  # noqa: F401  (registers tasks, tasks new|check)

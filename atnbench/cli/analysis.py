@@ -12,7 +12,6 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.app import app, finite, out, user_errors
 from atnbench.errors import UserError
-from atnbench.analysis.command import StatsRequest, stats_command
 from atnbench.tables import FitTable
 
 
@@ -41,6 +40,8 @@ def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
 
     Example: [bold]atnbench stats --k 5,25,55 --T 75 --iters 100[/]
     """
+    from atnbench.analysis.command import StatsRequest, stats_command
+
     options.check_threads(threads)
     stats_command(StatsRequest(
         windows=options.whole_numbers(k, "--k"), T=T, iters=iters, seed=seed, hidden=hidden, batch_size=batch_size,

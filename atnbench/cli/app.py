@@ -122,11 +122,11 @@ class Commands(TyperGroup):
     def get_command(self, ctx, name):
         command = super().get_command(ctx, name)
         if command is not None:
-            from atnbench.cli.help_lists import fill_param_help
+            from atnbench.cli.help_lists import fill_when_shown
 
             for param in command.get_params(ctx):
                 _metavar(param, ctx)
-                fill_param_help(param)  # lists the registries know, as they are now
+            fill_when_shown(command)  # lists the registries know, as they are when the help is drawn
         return command
 
     def resolve_command(self, ctx, args):

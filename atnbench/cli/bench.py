@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from atnbench.bench.command import BenchRequest, bench_command
 from atnbench.cli import options
 from atnbench.cli.app import app, user_errors
 from atnbench.errors import UserError
@@ -45,6 +44,8 @@ def bench(
 
     Example: [bold]atnbench bench --workload adding,copying --models lstm-fused,ln,atn --k 5,45 --reference[/]
     """
+    from atnbench.bench.command import BenchRequest, bench_command
+
     if json_old and csv_old:
         raise UserError("choose one of --json and --csv")
     fmt = options.deprecated("csv" if csv_old else None, "--csv", "--format csv",

@@ -42,6 +42,21 @@ def fill(text: str) -> str:
     return PLACEHOLDER.sub(lambda match: HELP_LISTS[match[1]](), text)
 
 
+def fill_when_shown(command) -> None:
+    """Fill ``command``'s option help when its help is drawn, not when it is merely looked up: the
+    registries import torch, which a run that is refused, or a shell completion, need not wait for."""
+    if "format_help" in vars(command):  # already set up (a command is looked up again and again)
+        return
+    draw = command.format_help
+
+    def format_help(ctx, formatter):
+        for param in command.get_params(ctx):
+            fill_param_help(param)
+        return draw(ctx, formatter)
+
+    command.format_help = format_help
+
+
 def fill_param_help(param) -> None:
     """Fill a click parameter's help from the template it was declared with (kept on the
     parameter, so the next help shows the registries as they are then)."""

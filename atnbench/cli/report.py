@@ -12,9 +12,7 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.app import app, out, user_errors
 from atnbench.cli.run_flags import with_filters
-from atnbench.report.command import ReportRequest, is_k_sweep, report_command, write_figures
-from atnbench.report.load import load_groups
-from atnbench.report.verdicts import RULE
+from atnbench.report.rule import RULE
 
 Paper = Annotated[bool, typer.Option(
     "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper.")]
@@ -56,6 +54,8 @@ def report(paper: Paper = False, by_k: ByK = False, final: Final = False, fmt: F
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --out-dir figs[/]
     """
+    from atnbench.report.command import ReportRequest, report_command
+
     report_command(ReportRequest(
         store=store, filters=filters, paper=paper, by_k=by_k, final=final, fmt=fmt, output=output,
         plots=options.deprecated(plots_old, "--plots", "--out-dir", plots_dir),
@@ -86,6 +86,8 @@ def plot(
     """
     task, T, sweep, norm, since = (filters[key] for key in ("task", "T", "sweep", "norm", "since"))
     from atnbench.run.outputs import check_output_dir
+    from atnbench.report.command import is_k_sweep, write_figures
+    from atnbench.report.load import load_groups
     from atnbench.report.plots import cost_figure, read_bench_records
 
     out_dir = options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "plots"

@@ -11,11 +11,8 @@ import typer
 from atnbench.cli import options
 from atnbench.cli.app import app, out, sigterm_interrupts, user_errors
 from atnbench.cli.run_flags import config_flags, with_settings
-from atnbench.run.command import RunRequest, run_command
 from atnbench.settings import RUN_SETTINGS
 from atnbench.tables import FitTable
-from atnbench.tasks import get_task
-from atnbench.zoo import models as all_models
 
 Task = Annotated[str, typer.Argument(help="Task to train on (see `atnbench tasks`).")]
 Resume = Annotated[bool, typer.Option(
@@ -39,6 +36,7 @@ def task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
     """The real-data flags as ``options`` (merged over the preset's key by key); paths made absolute."""
     from atnbench.config import ConfigError
     from atnbench.data import parse_data_files
+    from atnbench.tasks import get_task
 
     if (data_dir, data_files, permute) != (None, None, None) and get_task(task).make_source is None:
         raise ConfigError(f"{task} generates its data: --data-dir, --data-files and --permute are for real-data tasks")
@@ -65,6 +63,8 @@ def run(task: Task, config: options.Config = None, device: options.Device = opti
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
+    from atnbench.run.command import RunRequest, run_command
+
     fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                ("table", "json"))
     out_file = options.deprecated(out_old, "--out", "--output", output)
@@ -87,7 +87,7 @@ def run(task: Task, config: options.Config = None, device: options.Device = opti
 @user_errors
 def models():
     """List the model zoo: each model, the flags that select it, what it is and its paper."""
-    from atnbench.zoo import model_flags
+    from atnbench.zoo import model_flags, models as all_models
 
     # two lines per model (name over its flags, description over its paper): readable at 80 columns
     table = FitTable(title="atnbench models", show_lines=True, lift=False)

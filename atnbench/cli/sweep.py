@@ -14,7 +14,6 @@ from atnbench.cli.app import app, finite, user_errors
 from atnbench.cli.run import task_options
 from atnbench.cli.run_flags import config_flags, with_settings
 from atnbench.settings import SWEEP_SETTINGS
-from atnbench.sweep.command import SweepRequest, sweep_command
 
 Name = Annotated[Optional[str], typer.Argument(help="Sweep preset name (see --list) or path to a sweep YAML file.")]
 List = Annotated[bool, typer.Option("--list", help="List the sweep presets with their size and a rough cost.")]
@@ -82,6 +81,8 @@ def sweep(name: Name = None, list_: List = False, task: Task = None, include: op
     Examples: [bold]atnbench sweep --list[/];  [bold]atnbench sweep k-ablation --budget 0.01 --dry-run[/];
     [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
     """
+    from atnbench.sweep.command import SweepRequest, sweep_command
+
     fmt = options.deprecated("json" if json_old else None, "--json", "--format json", fmt)
     options.check_backend(backend, address, workers)
     options.check_threads(threads)

@@ -45,12 +45,12 @@ from atnbench.errors import UserError
 from atnbench.report import sequential
 from atnbench.evidence.machine import processor_class
 from atnbench.report.claims import Family, Side, comparison_key
+from atnbench.report.rule import MIN_SEEDS
 from atnbench.report.welch import welch_test
 
 PREFIX = "study:"
 SPENDING = "Lan-DeMets O'Brien-Fleming-type alpha spending, two-sided (Welch's t-test at each look)"
 FUTILITY = 0.10
-MIN_SEEDS = 5  # no look before this many seeds a side (docs/reproducing.md says why)
 OPEN, REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED = (
     "open", "reproduced", "contradicted", "equivalent", "futile", "inconclusive")
 DECIDED = (REPRODUCED, CONTRADICTED, EQUIVALENT, FUTILE, UNDECIDED)

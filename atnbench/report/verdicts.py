@@ -37,6 +37,7 @@ from atnbench.errors import UserError
 from atnbench.evidence.identity import config_key
 from atnbench.evidence.machine import processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
+from atnbench.report.rule import ALPHA, MIN_SEEDS, RULE  # noqa: F401 - re-exported for the tables
 from atnbench.report.welch import LEVEL, welch_test
 from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-exported for callers
     CLAIMS_FILE,
@@ -51,8 +52,6 @@ from atnbench.report.claims import (  # noqa: F401 - the claims' home; re-export
 )
 
 DEFAULT_MARGIN = 0.05
-ALPHA = 0.05
-MIN_SEEDS = 5
 BASELINE_STATS = ("min_val_loss", "min_train_loss")  # what "at baseline" looks at, first present
 
 UNINFORMATIVE = "uninformative (no model learned)"
@@ -68,13 +67,6 @@ TEST_NAME = "Welch's t-test, two-sided; alpha / m per comparison (m: the claims 
 POWER = 0.8
 MAX_PLANNED_SEEDS = 10_000
 BOOTSTRAP_RESAMPLES = 2000
-RULE = ("Each claims file is one family: its m distinct comparisons get alpha/m = 0.05/m each. Decided only in a "
-        "study planned before its runs (sweep --until-decided): Welch's t-test at planned looks with "
-        "Lan-DeMets O'Brien-Fleming-type alpha spending; reproduced / contradicted when a look's boundary is "
-        "crossed on the claimed / other side; equivalent when the repeated interval (two one-sided tests at "
-        "alpha/m) lies inside the claim's margin; inconclusive when not decided by the last look or futile. "
-        f"Seeds added without a plan: exploratory (numbers only). Fewer than {MIN_SEEDS} seeds a side: too few "
-        "seeds. Both rows at the no-memory baseline: uninformative.")
 
 
 # -- cells and the baseline ------------------------------------------------------------------------

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from atnbench.config import ConfigError
-from atnbench.run.runspec import check_budget
+from atnbench.config import ConfigError, check_budget
 
 
 @dataclass(frozen=True)

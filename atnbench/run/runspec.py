@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 
-from atnbench.config import ConfigError, RunConfig, build_config, check_values
+from atnbench.config import ConfigError, RunConfig, build_config, check_budget, check_values
 from atnbench.evidence.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
 from atnbench.nn.schemes import get_scheme
@@ -96,13 +96,6 @@ def _epochs_to_steps(values: dict[str, Any]) -> dict[str, Any]:
 # Metrics of tasks that score whole text splits (language models): their validation set is the
 # whole validation text, which a budget cannot shrink (val_samples does not apply).
 WHOLE_SPLIT_METRICS = ("bpc", "ppl")
-
-
-def check_budget(budget: float) -> float:
-    """``budget`` if it is a fraction of the protocol, in (0, 1]; the one message for every command."""
-    if not 0 < budget <= 1:  # NaN fails this too
-        raise ConfigError(f"--budget must be in (0, 1], got {budget:g}")
-    return budget
 
 
 def apply_budget(values: dict[str, Any], budget: float, whole_splits: bool = False) -> dict[str, Any]:

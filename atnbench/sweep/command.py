@@ -12,9 +12,8 @@ from typing import Callable, Optional
 from rich.markup import escape
 from rich.text import Text
 
-from atnbench.config import ConfigError
+from atnbench.config import ConfigError, check_budget
 from atnbench.errors import UserError
-from atnbench.run.runspec import check_budget
 from atnbench.settings import SWEEP_SETTINGS, flag_names
 from atnbench.store import ResultsStore
 from atnbench.sweep.estimate import cpu_time_text
