@@ -374,3 +374,36 @@ def test_a_planned_seed_run_by_other_code_before_its_look_is_not_exploratory(tmp
     fill(db, {"atn": [0.1], "ln": [0.2]}, range(40, 41), code=code_fingerprint())  # a seed the plan does not hold
     again = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
     assert ("atn-ln", EXPLORATORY) in {(c["id"], c["design"]) for c in json.loads(again.stdout)["verdicts"]["claims"]}
+
+
+def test_the_report_draws_a_studys_runs_apart_from_the_exploratory_ones(tmp_path, monkeypatch):
+    """A part whose sweep has a study with looks gets figures of the runs its looks used alone
+    (files tagged ``study-NAME``), and its pooled figures say they pool."""
+    from atnbench.report import document
+    from atnbench.report.aggregate import RunData
+
+    db, study = recorded_study(tmp_path)
+    levels = {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}
+    looked = set(fill(db, levels, range(20, 25)))
+    explored = set(fill(db, {model: values[:3] for model, values in levels.items()}, range(3)))
+    with ResultsStore(db) as store:
+        assert studies.take_look(store, study)["look"] == 1
+    drawn = []
+    monkeypatch.setattr(document, "write_plots", lambda groups, out_dir, subset=None: drawn.append(
+        ({run.record.run_id for group in groups for runs in group.runs.values() for run in runs}, subset)) or [])
+    with ResultsStore(db) as store:
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs(sweep="k-ablation")]
+        document.part_figures(store, "k-ablation", runs, document.aggregate(runs), tmp_path / "figures")
+        document.part_figures(store, "table1-copying", runs, document.aggregate(runs), tmp_path / "other")
+    (pooled_ids, pooled), (study_ids, alone), (other_ids, other) = drawn
+    assert pooled_ids == other_ids == looked | explored and study_ids == looked
+    assert pooled.tag == "" and "0-2, 20-24" in pooled.title and "pooled" in pooled.title
+    assert alone.tag == "study-k-ablation" and "seeds 20-24" in alone.title and "1 look used" in alone.title
+    assert other is None  # no study of that sweep: the figures as always
+    monkeypatch.undo()
+    with ResultsStore(db) as store:
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs(sweep="k-ablation")]
+        written = document.part_figures(store, "k-ablation", runs, document.aggregate(runs), tmp_path / "real")
+    assert sorted(p.name for p in written if p.suffix == ".png") == [
+        "curves_copying_T100_budget0.01.png", "curves_copying_T100_budget0.01_study-k-ablation.png"]

@@ -20,7 +20,7 @@ from typing import Optional
 
 from atnbench.report.aggregate import RunData, aggregate, k_ablations
 from atnbench.report.export import to_markdown
-from atnbench.report.plots import NothingToPlot, write_plots
+from atnbench.report.plots import NothingToPlot, Subset, seed_ranges, write_plots
 from atnbench.report.render import group_view, k_ablation_view
 from atnbench.store import ResultsStore, environment
 
@@ -82,12 +82,41 @@ def part_sections(store: ResultsStore, planned_parts: list, figures_dir: Path) -
         views = [group_view(group, with_paper=True) for group in groups]
         views += [k_ablation_view(view, with_paper=True) for view in k_ablations(groups)
                   if len({row.k for row in view.rows}) > 1]
-        try:
-            figures = [p for p in write_plots(groups, figures_dir / part.name) if p.suffix == ".png"]
-        except NothingToPlot:
-            figures = []
+        figures = [p for p in part_figures(store, part.name, runs, groups, figures_dir / part.name)
+                   if p.suffix == ".png"]
         sections.append(Section(part.name, part.what, to_markdown(views), figures))
     return sections
+
+
+def part_figures(store: ResultsStore, sweep: str, runs: list, groups: list, out_dir: Path) -> list[Path]:
+    """A part's figures over every stored run; where a confirmatory study of its sweep has taken
+    looks, also over the runs those looks used, alone (the pooled figures then say they pool)."""
+    from atnbench.report import study
+
+    looked = [s for s in study.load(store) if (s.sweep or s.name) == sweep and s.recorded]
+    pooled = None
+    if looked:
+        seeds = seed_ranges(r.record.seed for r in runs)
+        pooled = Subset("", f"every stored seed ({seeds}): exploratory and confirmatory runs pooled")
+    figures = _figures(groups, out_dir, pooled)
+    for kept in looked:
+        used = kept.runs_looked_at()
+        chosen = [r for r in runs if r.record.run_id in used]
+        elsewhere = sorted(used - {r.record.run_id for r in chosen})  # made outside the part's sweep
+        chosen += [RunData(record, tuple(store.curve(run_id))) for run_id in elsewhere
+                   if (record := store.get_run(run_id)) is not None]
+        looks = len(kept.recorded)
+        title = (f"confirmatory study {kept.name}: only the runs its {looks} look{'s' if looks > 1 else ''} used "
+                 f"(seeds {seed_ranges(r.record.seed for r in chosen)})")
+        figures += _figures(aggregate(chosen), out_dir, Subset(f"study-{kept.name}", title))
+    return figures
+
+
+def _figures(groups: list, out_dir: Path, subset: Optional[Subset]) -> list[Path]:
+    try:
+        return write_plots(groups, out_dir, subset=subset)
+    except NothingToPlot:
+        return []
 
 
 def provenance(commands: list[str]) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
@@ -106,6 +107,34 @@ def _budget_text(group: Group) -> str:
     if steps:
         text += f", {'/'.join(f'{s:,}' for s in steps)} steps"
     return text
+
+
+@dataclass(frozen=True)
+class Subset:
+    """Figures of some of the stored runs (a confirmatory study's seeds, drawn apart from the
+    exploratory ones): ``tag`` ends the files' names, ``title`` is the figures' second title line."""
+
+    tag: str
+    title: str
+
+
+def _tag(subset: Optional[Subset]) -> str:
+    return f"_{subset.tag}" if subset and subset.tag else ""
+
+
+def _subtitle(subset: Optional[Subset]) -> str:
+    return f"\n{subset.title}" if subset else ""
+
+
+def seed_ranges(seeds: Iterable[Optional[int]]) -> str:
+    """Seeds as ranges: [0, 1, 2, 5] -> "0-2, 5"."""
+    ranges: list[list[int]] = []
+    for seed in sorted({seed for seed in seeds if seed is not None}):
+        if ranges and seed == ranges[-1][1] + 1:
+            ranges[-1][1] = seed
+        else:
+            ranges.append([seed, seed])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in ranges)
 
 
 def _save(fig: Optional[Figure], out_dir: Path, stem: str) -> list[Path]:
@@ -198,12 +227,12 @@ def _series(runs, attr: str) -> tuple[list[int], list[float], list[float], list[
     return steps, means, [min(by_step[s]) for s in steps], [max(by_step[s]) for s in steps]
 
 
-def curve_figure(group: Group, out_dir: Path) -> list[Path]:
+def curve_figure(group: Group, out_dir: Path, subset: Optional[Subset] = None) -> list[Path]:
     """The loss curves of ``group`` (:func:`draw_curves`) as files; [] when no run has a curve."""
-    return _save(draw_curves(group), out_dir, f"curves_{_slug(group)}")
+    return _save(draw_curves(group, subset), out_dir, f"curves_{_slug(group)}{_tag(subset)}")
 
 
-def draw_curves(group: Group) -> Optional[Figure]:
+def draw_curves(group: Group, subset: Optional[Subset] = None) -> Optional[Figure]:
     """Training and validation loss against step, one line per model (mean over seeds) with a
     min-max band, the task's no-memory baseline dotted, the paper's attained minimum of each
     model as a star at the right edge. None when no run has a curve."""
@@ -256,7 +285,7 @@ def draw_curves(group: Group) -> Optional[Figure]:
         if group.baseline is not None:
             handles.append(_baseline_handle(group))
         _legend(fig, handles)
-        fig.suptitle(f"{_where(group)}: loss curves, mean over seeds", fontweight="bold")
+        fig.suptitle(f"{_where(group)}: loss curves, mean over seeds" + _subtitle(subset), fontweight="bold")
         _footer(fig, f"{_budget_text(group)} · {_seeds_text(group, labels)}")
     return fig
 
@@ -264,12 +293,12 @@ def draw_curves(group: Group) -> Optional[Figure]:
 # -- k-ablation ------------------------------------------------------------------------------------
 
 
-def k_ablation_figure(view: KAblation, out_dir: Path) -> list[Path]:
+def k_ablation_figure(view: KAblation, out_dir: Path, subset: Optional[Subset] = None) -> list[Path]:
     """The k-ablation of ``view`` (:func:`draw_k_ablation`) as files; [] without numbers."""
-    return _save(draw_k_ablation(view), out_dir, f"kablation_{view.model}_{_slug(view.group)}")
+    return _save(draw_k_ablation(view, subset), out_dir, f"kablation_{view.model}_{_slug(view.group)}{_tag(subset)}")
 
 
-def draw_k_ablation(view: KAblation) -> Optional[Figure]:
+def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optional[Figure]:
     """Min and final validation loss against k (mean ± std over seeds), the models without a
     window as horizontal lines with a ±std band, the no-memory baseline, and the paper's
     values (ATN at the paper's k, LSTM and LN as lines) on the minimum panel. None without a
@@ -344,7 +373,8 @@ def draw_k_ablation(view: KAblation) -> Optional[Figure]:
         seeds = f"{_n_seeds(counts.pop())} per k" if len(counts) == 1 else \
             "seeds " + ", ".join(f"k={row.k}: {row.n}" for row in rows)
         refs = ", ".join(f"{row.label}: {row.n}" for row in view.references)
-        fig.suptitle(f"k-ablation of {view.model}: {_where(group)} — loss against the window k", fontweight="bold")
+        fig.suptitle(f"k-ablation of {view.model}: {_where(group)} — loss against the window k" + _subtitle(subset),
+                     fontweight="bold")
         _footer(fig, f"{_budget_text(group)} · {seeds}" + (f"; {refs}" if refs else "")
                 + " · paper values: full protocol, minimum only")
     return fig
@@ -441,19 +471,21 @@ def draw_cost(records: list[dict]) -> Optional[Figure]:
 # -- all of them -----------------------------------------------------------------------------------
 
 
-def write_plots(groups: list[Group], out_dir: Path, k_ablation: Optional[bool] = None) -> list[Path]:
+def write_plots(groups: list[Group], out_dir: Path, k_ablation: Optional[bool] = None,
+                subset: Optional[Subset] = None) -> list[Path]:
     """Every figure for the groups: curves per group, and the k-ablation where a
-    windowed model has several k (always, when ``k_ablation`` is True). Raises NothingToPlot,
-    writing nothing, when no group has a finished run with a curve."""
+    windowed model has several k (always, when ``k_ablation`` is True); of a ``subset`` of the
+    runs, its files and titles say so. Raises NothingToPlot, writing nothing, when no group has
+    a finished run with a curve."""
     if not any(any(run.curve for runs in group.runs.values() for run in runs) for group in groups):
         raise NothingToPlot("nothing to plot: no finished run with a loss curve matches the selection")
     out_dir = Path(out_dir)
     paths: list[Path] = []
     for group in groups:
-        paths += curve_figure(group, out_dir)
+        paths += curve_figure(group, out_dir, subset)
         views = k_ablations([group])
         for view in views:
             several = len({row.k for row in view.rows}) > 1
             if k_ablation or (k_ablation is None and several):
-                paths += k_ablation_figure(view, out_dir)
+                paths += k_ablation_figure(view, out_dir, subset)
     return paths

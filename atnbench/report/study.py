@@ -135,8 +135,12 @@ class Study:
 
     def all_runs(self) -> set[str]:
         """Every run id the study planned or a look used."""
-        ids = {run_id for ids in self.run_ids.values() for run_id in ids}
-        return ids | {run_id for look in self.recorded for used in look.get("runs", {}).values() for run_id in used}
+        return {run_id for ids in self.run_ids.values() for run_id in ids} | self.runs_looked_at()
+
+    def runs_looked_at(self) -> set[str]:
+        """Every run a recorded look used: the study's evidence so far."""
+        return {run_id for look in self.recorded for used in look.get("runs", {}).values() for run_id in used
+                if run_id}
 
     def planned_experiments(self) -> set[str]:
         """The config keys of every planned seed: a run of one of them is this study's, whichever
