@@ -311,6 +311,16 @@ def test_every_command_description_wraps_only_where_the_next_word_does_not_fit()
                 assert room < len(nxt.split()[0]), (path, this, nxt)
 
 
+@pytest.mark.parametrize("path, usage", [(("run",), "[OPTIONS] TASK"), (("sweep",), "[OPTIONS] [NAME]"),
+                                         (("store", "merge"), "[OPTIONS] OUTPUT SOURCES...")])
+def test_usage_lines_name_arguments_as_click_does(path, usage):
+    """typer >= 0.2x writes a required argument as {task} in the usage line, which reads as
+    literal braces; atnbench writes click's TASK (optional: [NAME], several: NAME...)."""
+    text = output_at((*path, "--help"), 100)
+    line = next(line for line in text.splitlines() if "Usage:" in line)
+    assert line.split("Usage:")[1].split(maxsplit=1)[1].strip() == f"{' '.join(path)} {usage}"  # after the program
+
+
 def test_notes_wrap_between_words_at_80_columns_and_stay_one_line_piped(tmp_path, monkeypatch):
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))
     args = ("reproduce", "--dry-run", "--only", "table1-copying,table4-ptb-char", "--store", tmp_path / "s.db")

@@ -102,6 +102,9 @@ def _metavar(param, ctx) -> None:
         param.metavar = word
     else:  # an argument's metavar is its name in help; only its type column changes
         param.display_type_rich = lambda ctx: word
+        # and in the usage line click's TASK / [TASK], where typer >= 0.2x writes {task} / [task]
+        name = param.name.upper() + ("..." if param.nargs != 1 else "")
+        param._usage_display_name = lambda: name if param.required else f"[{name}]"
 
 
 class Commands(TyperGroup):
