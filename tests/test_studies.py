@@ -387,6 +387,7 @@ def test_the_report_draws_a_studys_runs_apart_from_the_exploratory_ones(tmp_path
               "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}
     looked = set(fill(db, levels, range(20, 25)))
     explored = set(fill(db, {model: values[:3] for model, values in levels.items()}, range(3)))
+    longer = set(fill_store(db, [("copying", 200, "ln", None, seed, "done", 0.2, "k-ablation") for seed in range(3)]))
     with ResultsStore(db) as store:
         assert studies.take_look(store, study)["look"] == 1
     drawn = []
@@ -396,14 +397,17 @@ def test_the_report_draws_a_studys_runs_apart_from_the_exploratory_ones(tmp_path
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs(sweep="k-ablation")]
         document.part_figures(store, "k-ablation", runs, document.aggregate(runs), tmp_path / "figures")
         document.part_figures(store, "table1-copying", runs, document.aggregate(runs), tmp_path / "other")
-    (pooled_ids, pooled), (study_ids, alone), (other_ids, other) = drawn
-    assert pooled_ids == other_ids == looked | explored and study_ids == looked
+    by_ids = {frozenset(ids): subset for ids, subset in drawn[:3]}  # the k-ablation part's
+    assert len(drawn) == 5  # per sweep: T=100 pooled, T=200, and (k-ablation only) the study's runs
+    pooled, apart = by_ids[frozenset(looked | explored)], by_ids[frozenset(looked)]
     assert pooled.tag == "" and "0-2, 20-24" in pooled.title and "pooled" in pooled.title
-    assert alone.tag == "study-k-ablation" and "seeds 20-24" in alone.title and "1 look used" in alone.title
-    assert other is None  # no study of that sweep: the figures as always
+    assert apart.tag == "study-k-ablation" and "seeds 20-24" in apart.title and "1 look used" in apart.title
+    assert by_ids[frozenset(longer)] is None  # a group the study did not draw from: as always
+    assert [subset for ids, subset in drawn[3:]] == [None, None]  # no study of that sweep: as always
     monkeypatch.undo()
     with ResultsStore(db) as store:
         runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs(sweep="k-ablation")]
         written = document.part_figures(store, "k-ablation", runs, document.aggregate(runs), tmp_path / "real")
     assert sorted(p.name for p in written if p.suffix == ".png") == [
-        "curves_copying_T100_budget0.01.png", "curves_copying_T100_budget0.01_study-k-ablation.png"]
+        "curves_copying_T100_budget0.01.png", "curves_copying_T100_budget0.01_study-k-ablation.png",
+        "curves_copying_T200_budget0.01.png"]

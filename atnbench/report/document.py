@@ -94,11 +94,14 @@ def part_figures(store: ResultsStore, sweep: str, runs: list, groups: list, out_
     from atnbench.report import study
 
     looked = [s for s in study.load(store) if (s.sweep or s.name) == sweep and s.recorded]
-    pooled = None
-    if looked:
-        seeds = seed_ranges(r.record.seed for r in runs)
-        pooled = Subset("", f"every stored seed ({seeds}): exploratory and confirmatory runs pooled")
-    figures = _figures(groups, out_dir, pooled)
+    in_a_study = set().union(*(kept.runs_looked_at() for kept in looked))
+    figures = []
+    for group in groups:  # a group a study drew from says that it pools; the others are drawn as always
+        ids = {run.record.run_id for group_runs in group.runs.values() for run in group_runs}
+        seeds = seed_ranges(run.record.seed for group_runs in group.runs.values() for run in group_runs)
+        pooled = Subset("", f"every stored seed ({seeds}): exploratory and confirmatory runs pooled") \
+            if ids & in_a_study else None
+        figures += _figures([group], out_dir, pooled)
     for kept in looked:
         used = kept.runs_looked_at()
         chosen = [r for r in runs if r.record.run_id in used]
