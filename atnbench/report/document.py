@@ -20,8 +20,8 @@ from typing import Optional
 
 from atnbench.report.aggregate import RunData, aggregate, k_ablations
 from atnbench.report.export import to_markdown
-from atnbench.report.plots import NothingToPlot, Subset, seed_ranges, write_plots
-from atnbench.report.render import group_view, k_ablation_view
+from atnbench.report.plots import NothingToPlot, Subset, write_plots
+from atnbench.report.render import group_view, k_ablation_view, seed_ranges
 from atnbench.store import ResultsStore, environment
 
 CSS = """
@@ -94,7 +94,8 @@ def part_figures(store: ResultsStore, sweep: str, runs: list, groups: list, out_
     from atnbench.report import study
 
     looked = [s for s in study.load(store) if (s.sweep or s.name) == sweep and s.recorded]
-    in_a_study = set().union(*(kept.runs_looked_at() for kept in looked))
+    used_by = {kept.name: kept.runs_looked_at() for kept in looked}
+    in_a_study = set().union(*used_by.values())
     figures = []
     for group in groups:  # a group a study drew from says that it pools; the others are drawn as always
         ids = {run.record.run_id for group_runs in group.runs.values() for run in group_runs}
@@ -103,7 +104,7 @@ def part_figures(store: ResultsStore, sweep: str, runs: list, groups: list, out_
             if ids & in_a_study else None
         figures += _figures([group], out_dir, pooled)
     for kept in looked:
-        used = kept.runs_looked_at()
+        used = used_by[kept.name]
         chosen = [r for r in runs if r.record.run_id in used]
         elsewhere = sorted(used - {r.record.run_id for r in chosen})  # made outside the part's sweep
         chosen += [RunData(record, tuple(store.curve(run_id))) for run_id in elsewhere

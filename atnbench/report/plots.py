@@ -126,17 +126,6 @@ def _subtitle(subset: Optional[Subset]) -> str:
     return f"\n{subset.title}" if subset else ""
 
 
-def seed_ranges(seeds: Iterable[Optional[int]]) -> str:
-    """Seeds as ranges: [0, 1, 2, 5] -> "0-2, 5"."""
-    ranges: list[list[int]] = []
-    for seed in sorted({seed for seed in seeds if seed is not None}):
-        if ranges and seed == ranges[-1][1] + 1:
-            ranges[-1][1] = seed
-        else:
-            ranges.append([seed, seed])
-    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in ranges)
-
-
 def _save(fig: Optional[Figure], out_dir: Path, stem: str) -> list[Path]:
     """Write ``fig`` as PNG and SVG (under the rc settings: some, as svg.hashsalt, are read
     when saving); [] for no figure."""
@@ -295,7 +284,8 @@ def draw_curves(group: Group, subset: Optional[Subset] = None) -> Optional[Figur
 
 def k_ablation_figure(view: KAblation, out_dir: Path, subset: Optional[Subset] = None) -> list[Path]:
     """The k-ablation of ``view`` (:func:`draw_k_ablation`) as files; [] without numbers."""
-    return _save(draw_k_ablation(view, subset), out_dir, f"kablation_{view.model}_{_slug(view.group)}{_tag(subset)}")
+    stem = f"kablation_{view.model}_{_slug(view.group)}{_tag(subset)}"
+    return _save(draw_k_ablation(view, subset), out_dir, stem)
 
 
 def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optional[Figure]:

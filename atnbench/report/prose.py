@@ -128,6 +128,7 @@ def render_studies(store: Optional[Path]) -> str:
 
 def render_inventory(store: Path) -> str:
     from atnbench.nn.schemes import is_windowed
+    from atnbench.report.render import seed_ranges
     from atnbench.store import ResultsStore
     from atnbench.zoo import model_name
 
@@ -142,21 +143,9 @@ def render_inventory(store: Path) -> str:
             seeds = sorted({r.seed for r in runs})
             budgets = sorted({r.budget if r.budget is not None else 1.0 for r in runs})
             codes = sorted({(r.env or {}).get("code", "?") for r in runs})
-            lines.append(f"| `{sweep}` | {len(runs)} | {', '.join(models)} | {_ranges(seeds)} | "
+            lines.append(f"| `{sweep}` | {len(runs)} | {', '.join(models)} | {seed_ranges(seeds)} | "
                          f"{', '.join(f'{b:g}' for b in budgets)} | {', '.join(f'`{c}`' for c in codes)} |")
     return "\n".join(lines) + "\n"
-
-
-def _ranges(values: list[int]) -> str:
-    """0, 1, 2, 5, 6 -> 0-2, 5-6."""
-    parts, start = [], None
-    for i, v in enumerate(values):
-        if start is None:
-            start = v
-        if i == len(values) - 1 or values[i + 1] != v + 1:
-            parts.append(str(start) if start == v else f"{start}-{v}")
-            start = None
-    return ", ".join(parts)
 
 
 def fill(text: str, groups, store: Optional[Path] = None) -> str:

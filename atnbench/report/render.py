@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable, Optional
 
 from rich import box
 from rich.console import Group as RichGroup
@@ -424,6 +424,17 @@ def column_scale(view: TableView, column: Column) -> float:
 
 def number(value: Optional[float], scale: float, digits: int = 3) -> str:
     return "-" if value is None else f"{value / scale:.{digits}f}"
+
+
+def seed_ranges(seeds: Iterable[Optional[int]]) -> str:
+    """Seeds as ranges: [0, 1, 2, 5] -> "0-2, 5"."""
+    ranges: list[list[int]] = []
+    for seed in sorted({seed for seed in seeds if seed is not None}):
+        if ranges and seed == ranges[-1][1] + 1:
+            ranges[-1][1] = seed
+        else:
+            ranges.append([seed, seed])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in ranges)
 
 
 def mean_pm_std(mean: Optional[float], std: Optional[float], scale: float, pm: str = "±", n: Optional[int] = None) -> str:

@@ -7,7 +7,7 @@ them here (the help without importing the statistics).
 ALPHA = 0.05  # the family's level: each claims file's comparisons share it
 MIN_SEEDS = 5  # no verdict, and no look of a study, below this many seeds a side (docs/reproducing.md says why)
 
-RULE = ("Each claims file is one family: its m distinct comparisons get alpha/m = 0.05/m each. Decided only in a "
+RULE = (f"Each claims file is one family: its m distinct comparisons get alpha/m = {ALPHA:g}/m each. Decided only in a "
         "study planned before its runs (sweep --until-decided): Welch's t-test at planned looks with "
         "Lan-DeMets O'Brien-Fleming-type alpha spending; reproduced / contradicted when a look's boundary is "
         "crossed on the claimed / other side; equivalent when the repeated interval (two one-sided tests at "
