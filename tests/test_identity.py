@@ -341,14 +341,72 @@ def package(tmp_path, monkeypatch):
     for name, text in sources.items():
         (root / name).write_text(text)
     monkeypatch.setattr(identity, "PACKAGE", root)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     identity.code_fingerprint.cache_clear()
     yield root
     identity.code_fingerprint.cache_clear()
 
 
 def fingerprint() -> str:
+    """Computed afresh: neither this process's value nor the one kept on disk."""
+    identity.code_fingerprint.cache_clear()
+    identity._cache_file().unlink(missing_ok=True)
+    return identity.code_fingerprint()
+
+
+def cached_fingerprint() -> str:
+    """What a new process gets: the value kept on disk where there is one."""
     identity.code_fingerprint.cache_clear()
     return identity.code_fingerprint()
+
+
+def test_a_kept_fingerprint_answers_only_for_the_same_bytes(package, monkeypatch):
+    first = fingerprint()
+    assert json.loads(identity._cache_file().read_text()) != {}
+    computed = identity._source_digest
+    monkeypatch.setattr(identity, "_source_digest", lambda path: pytest.fail("parsed although kept"))
+    assert cached_fingerprint() == first  # answered from the file: nothing parsed
+    monkeypatch.setattr(identity, "_source_digest", computed)
+    train = package / "run/train.py"
+    train.write_text("a = 2\n")
+    edited = cached_fingerprint()
+    assert edited != first  # an edited byte is another key: computed again
+    monkeypatch.setattr(identity, "_source_digest", lambda path: pytest.fail("parsed although kept"))
+    train.write_text("a = 1\n")
+    assert cached_fingerprint() == first  # both versions are kept
+    train.write_text("a = 2\n")
+    assert cached_fingerprint() == edited
+    monkeypatch.setattr(identity.sys, "version", "3.99.0 (another parser)")
+    with pytest.raises(pytest.fail.Exception, match="parsed although kept"):
+        cached_fingerprint()  # another Python writes other trees: its own entry
+
+
+@pytest.mark.parametrize("damage", ["garbage", "a list", "a bad value", "a folder in the way"])
+def test_a_damaged_or_unwritable_fingerprint_file_only_costs_a_parse(package, damage):
+    expected = fingerprint()
+    kept = identity._cache_file()
+    if damage == "garbage":
+        kept.write_bytes(b"\x80{not json")
+    elif damage == "a list":
+        kept.write_text("[1, 2]")
+    elif damage == "a bad value":
+        kept.write_text(json.dumps({key: "not a fingerprint" for key in json.loads(kept.read_text())}))
+    else:  # the cache folder cannot be made: a file stands where it would be
+        kept.unlink()
+        kept.parent.rmdir()
+        kept.parent.write_text("")
+    assert cached_fingerprint() == expected
+    assert cached_fingerprint() == expected
+    if damage != "a folder in the way":
+        assert list(json.loads(kept.read_text()).values()) == [expected]  # written again, whole
+        assert [p.name for p in kept.parent.iterdir()] == [kept.name]  # no temporary file left
+
+
+def test_the_fingerprint_file_keeps_the_last_few_trees(package):
+    for value in range(identity.FINGERPRINT_CACHE_ENTRIES + 3):
+        (package / "zoo.py").write_text(f"c = {value}\n")
+        cached_fingerprint()
+    assert len(json.loads(identity._cache_file().read_text())) == identity.FINGERPRINT_CACHE_ENTRIES
 
 
 @pytest.mark.parametrize("name", ["nn/csrc/k.cpp", "nn/k.h", "nn/sub/m.py", "tasks/t.py", "data/d.py", "run/train.py",

@@ -37,7 +37,10 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import re
+import sys
+import tempfile
 import typing
 from pathlib import Path
 from typing import Any
@@ -276,12 +279,67 @@ def _file_digest(path: str, size: int, mtime_ns: int) -> str:
 
 @functools.lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """16 hex digits over the code that computes a run's numbers (see the module docstring)."""
+    """16 hex digits over the code that computes a run's numbers (see the module docstring).
+
+    Parsing and dumping the syntax trees of the code's files costs ~0.45 s, paid by every process
+    that starts a run; so the value is kept in ``fingerprints.json`` beside the data cache, under a
+    hash of the files' bytes and the Python version (whose parser writes the trees). Any edited
+    byte is another key: the cache can miss, never answer for other code."""
+    files = _code_files()
+    key = _bytes_key(files)
+    cached = _read_cache().get(key)
+    if isinstance(cached, str) and re.fullmatch(r"[0-9a-f]{16}", cached):
+        return cached
     digest = hashlib.sha256()
-    for path in _code_files():
+    for path in files:
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
         digest.update(_source_digest(path).encode())
-    return digest.hexdigest()[:16]
+    value = digest.hexdigest()[:16]
+    _write_cache(key, value)
+    return value
+
+
+FINGERPRINT_CACHE_ENTRIES = 8  # installs, clones and worktrees used alternately on one machine
+
+
+def _bytes_key(files: list[Path]) -> str:
+    digest = hashlib.sha256(sys.version.encode() + b"\0")
+    for path in files:
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _cache_file() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "atnbench" / "fingerprints.json"
+
+
+def _read_cache() -> dict:
+    try:
+        found = json.loads(_cache_file().read_text())
+    except (OSError, ValueError, RuntimeError):  # none yet, unreadable, or no home folder
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write_cache(key: str, value: str) -> None:
+    """Best effort: a read-only or missing home only means the next process parses again. Written
+    whole and renamed into place, so a reader never sees half a file."""
+    entries = {k: v for k, v in _read_cache().items() if k != key}
+    entries[key] = value
+    kept = dict(list(entries.items())[-FINGERPRINT_CACHE_ENTRIES:])
+    written = None
+    try:
+        target = _cache_file()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".fingerprints-", delete=False) as handle:
+            written = Path(handle.name)
+            json.dump(kept, handle)
+        os.replace(written, target)
+    except (OSError, RuntimeError):
+        if written is not None:
+            written.unlink(missing_ok=True)
 
 
 def _code_files() -> list[Path]:
