@@ -72,6 +72,14 @@ for args in (["--help"], ["--version"], ["sweep", "--help"], ["report", "--help"
              ["runs", "list", "--status", "nonsense"]):
     result = runner.invoke(app, args)
     assert result.exit_code in (0, 2) and "Traceback" not in result.output, (args, result.output)
+import tempfile
+folder = tempfile.mkdtemp()
+for args, said in ((["report", "--store", os.path.join(folder, "missing.db")], "no results store at"),
+                   (["sweep", "k-ablation", "--store", folder], "is a folder"),
+                   (["run", "adding", "--store", folder], "is a folder"),
+                   (["reproduce", "--store", folder], "is a folder")):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and said in result.output, (args, result.output)
 os.environ.update(_ATNBENCH_COMPLETE="complete_bash", COMP_WORDS="atnbench ru", COMP_CWORD="1")
 completion = runner.invoke(app, [], prog_name="atnbench", env=dict(os.environ))
 assert "run" in completion.output.split(), completion.output

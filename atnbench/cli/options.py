@@ -50,7 +50,7 @@ import typer
 
 from atnbench.errors import UserError
 from atnbench.limits import INT_MAX, MAX_THREADS, SEED_MAX
-from atnbench.store import DEFAULT_STORE, STATUSES
+from atnbench.store import DEFAULT_STORE, STATUSES, check_store_path
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DEVICE = "auto"
@@ -141,6 +141,13 @@ Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH",
                                                      "line override it.")]
 Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results database (SQLite).")]
 STORE = DEFAULT_STORE
+
+
+def check_store_early(path: Path, must_exist: bool = False) -> None:
+    """Refuse a store path every use of it refuses (a folder, a path under a file, not a regular
+    file, unreadable; missing where the command only reads) in the line the store gives, before the
+    command imports its work (torch: ~3 s)."""
+    check_store_path(path, create=not must_exist, write=False)
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
 

@@ -58,6 +58,7 @@ def reproduce(seeds: options.Seeds = None, until_decided: UntilDecided = False, 
 
     Example: [bold]atnbench reproduce --budget 0.05 --seeds 0,1 --dry-run[/]
     """
+    options.check_store_early(store)
     options.check_threads(threads)
     options.check_backend(backend, address, workers)
     code = reproduce_command(ReproduceRequest(

@@ -63,6 +63,7 @@ def run(task: Task, config: options.Config = None, device: options.Device = opti
 
     Example: [bold]atnbench run adding --T 200 --norm atn --k 5 --budget 0.01[/]
     """
+    options.check_store_early(store)
     from atnbench.run.command import RunRequest, run_command
 
     fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),

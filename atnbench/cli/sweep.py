@@ -81,6 +81,8 @@ def sweep(name: Name = None, list_: List = False, task: Task = None, include: op
     Examples: [bold]atnbench sweep --list[/];  [bold]atnbench sweep k-ablation --budget 0.01 --dry-run[/];
     [bold]atnbench sweep table2-adding --workers 4[/];  [bold]atnbench sweep k-scan --backend ray --address head:6379[/]
     """
+    if not list_:
+        options.check_store_early(store)
     from atnbench.sweep.command import SweepRequest, sweep_command
 
     fmt = options.deprecated("json" if json_old else None, "--json", "--format json", fmt)
