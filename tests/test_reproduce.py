@@ -77,7 +77,7 @@ def test_tiny_reproduction_completes_and_writes_both_reports(tmp_path, monkeypat
     # tasks (copying, adding): every part runs through the same plan, sweep and report code, and
     # test_dry_run_plans_every_part plans them all; all seven took 122 s here, these two 30 s.
     parts = ("k-ablation", "bias-placement")
-    args = ("reproduce", "--only", ",".join(parts), "--budget", "0.001", "--seeds", "0,1", "--workers", "1",
+    args = ("reproduce", "--only", ",".join(parts), "--budget", "0.0005", "--seeds", "0,1", "--workers", "1",
             "--quiet", "--device", "cpu", "--store", "s.db", "--out-dir", "report")
     result = invoke(*args)
     assert result.exit_code == 0, result.output
