@@ -74,7 +74,7 @@ for args in (["--help"], ["--version"], ["sweep", "--help"], ["report", "--help"
     assert result.exit_code in (0, 2) and "Traceback" not in result.output, (args, result.output)
 import tempfile
 folder = tempfile.mkdtemp()
-for args, said in ((["report", "--store", os.path.join(folder, "missing.db")], "no results store at"),
+for args, said in ((["report", "--store", folder], "is a folder"),
                    (["sweep", "k-ablation", "--store", folder], "is a folder"),
                    (["run", "adding", "--store", folder], "is a folder"),
                    (["reproduce", "--store", folder], "is a folder")):

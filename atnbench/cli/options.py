@@ -143,11 +143,11 @@ Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results da
 STORE = DEFAULT_STORE
 
 
-def check_store_early(path: Path, must_exist: bool = False) -> None:
+def check_store_early(path: Path) -> None:
     """Refuse a store path every use of it refuses (a folder, a path under a file, not a regular
-    file, unreadable; missing where the command only reads) in the line the store gives, before the
-    command imports its work (torch: ~3 s)."""
-    check_store_path(path, create=not must_exist, write=False)
+    file, unreadable) in the line the store gives, before the command imports its work (torch:
+    ~3 s). A missing store is each command's own question (``run`` makes one)."""
+    check_store_path(path, create=True, write=False)
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
 

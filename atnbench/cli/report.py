@@ -54,8 +54,8 @@ def report(paper: Paper = False, by_k: ByK = False, final: Final = False, fmt: F
 
     Example: [bold]atnbench report --task copying --paper[/]  ·  [bold]atnbench report --sweep k-ablation --out-dir figs[/]
     """
-    # with --task, a typo in it is named before a missing store (report.load): that store is left to it
-    options.check_store_early(store, must_exist=filters.get("task") is None)
+    # a missing store is left to report.load: every flag (a norm or task typo, the claims file) is named first
+    options.check_store_early(store)
     from atnbench.report.command import ReportRequest, report_command
 
     report_command(ReportRequest(
