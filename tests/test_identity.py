@@ -85,6 +85,9 @@ def test_code_fingerprint_ignores_comments_but_not_code(tmp_path):
     assert identity._source_digest(source) == plain
     source.write_text("x = 2\n")
     assert identity._source_digest(source) != plain
+    two = identity._source_digest(source)
+    source.write_bytes(b"x = 2\r\n")  # read as a text-mode read would: universal newlines
+    assert identity._source_digest(source) == two == identity._source_digest(source, b"x = 2\r")
 
 
 def test_threads_change_the_numbers_and_the_id(tmp_path):
@@ -364,14 +367,14 @@ def test_a_kept_fingerprint_answers_only_for_the_same_bytes(package, monkeypatch
     first = fingerprint()
     assert json.loads(identity._cache_file().read_text()) != {}
     computed = identity._source_digest
-    monkeypatch.setattr(identity, "_source_digest", lambda path: pytest.fail("parsed although kept"))
+    monkeypatch.setattr(identity, "_source_digest", lambda *args: pytest.fail("parsed although kept"))
     assert cached_fingerprint() == first  # answered from the file: nothing parsed
     monkeypatch.setattr(identity, "_source_digest", computed)
     train = package / "run/train.py"
     train.write_text("a = 2\n")
     edited = cached_fingerprint()
     assert edited != first  # an edited byte is another key: computed again
-    monkeypatch.setattr(identity, "_source_digest", lambda path: pytest.fail("parsed although kept"))
+    monkeypatch.setattr(identity, "_source_digest", lambda *args: pytest.fail("parsed although kept"))
     train.write_text("a = 1\n")
     assert cached_fingerprint() == first  # both versions are kept
     train.write_text("a = 2\n")

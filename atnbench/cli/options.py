@@ -148,6 +148,8 @@ def check_store_early(path: Path) -> None:
     file, unreadable) in the line the store gives, before the command imports its work (torch:
     ~3 s). A missing store is each command's own question (``run`` makes one)."""
     check_store_path(path, create=True, write=False)
+
+
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
 OptionalT = Annotated[Optional[int], typer.Option("--T", min=1, help="Sequence length (default: the preset's).")]
 

@@ -285,15 +285,15 @@ def code_fingerprint() -> str:
     that starts a run; so the value is kept in ``fingerprints.json`` beside the data cache, under a
     hash of the files' bytes and the Python version (whose parser writes the trees). Any edited
     byte is another key: the cache can miss, never answer for other code."""
-    files = _code_files()
-    key = _bytes_key(files)
+    sources = {path: path.read_bytes() for path in _code_files()}  # the key and the value from one reading
+    key = _bytes_key(sources)
     cached = _read_cache().get(key)
     if isinstance(cached, str) and re.fullmatch(r"[0-9a-f]{16}", cached):
         return cached
     digest = hashlib.sha256()
-    for path in files:
+    for path, raw in sources.items():
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
-        digest.update(_source_digest(path).encode())
+        digest.update(_source_digest(path, raw).encode())
     value = digest.hexdigest()[:16]
     _write_cache(key, value)
     return value
@@ -302,11 +302,11 @@ def code_fingerprint() -> str:
 FINGERPRINT_CACHE_ENTRIES = 8  # installs, clones and worktrees used alternately on one machine
 
 
-def _bytes_key(files: list[Path]) -> str:
+def _bytes_key(sources: dict[Path, bytes]) -> str:
     digest = hashlib.sha256(sys.version.encode() + b"\0")
-    for path in files:
+    for path, raw in sources.items():
         digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(hashlib.sha256(raw).digest())
     return digest.hexdigest()
 
 
@@ -353,8 +353,11 @@ def _code_files() -> list[Path]:
     return sorted(files)
 
 
-def _source_digest(path: Path) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace")
+def _source_digest(path: Path, raw: bytes | None = None) -> str:
+    """The digest of one file's code; ``raw``: its bytes, already read (decoded as a text-mode read
+    of the file would: UTF-8 with replacement, universal newlines)."""
+    raw = path.read_bytes() if raw is None else raw
+    text = raw.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     if path.suffix == ".py":
         try:
             text = ast.dump(_strip_docstrings(ast.parse(text)), annotate_fields=False)
