@@ -282,7 +282,7 @@ def code_fingerprint() -> str:
     """16 hex digits over the code that computes a run's numbers (see the module docstring).
 
     Parsing and dumping the syntax trees of the code's files costs ~0.45 s, paid by every process
-    that starts a run; so the value is kept in ``fingerprints.json`` beside the data cache, under a
+    that starts a run; so the value is kept in ``~/.cache/atnbench/fingerprints.json``, under a
     hash of the files' bytes and the Python version (whose parser writes the trees). Any edited
     byte is another key: the cache can miss, never answer for other code."""
     sources = {path: path.read_bytes() for path in _code_files()}  # the key and the value from one reading
