@@ -15,6 +15,7 @@ if any fails. Takes minutes (each variant compiles in ~5-20 s).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -64,22 +65,20 @@ def record() -> None:
         recorder(step, name)
     for name in ("forward", "backward", "history_gradient"):
         recorder(sequence, name)
-    for cls in (NormLSTM, NormGRU):
-        for norm in NORMS:
-            for dtype in (torch.float32, torch.float64):
-                for train in (True, False):
-                    model = cls(3, 4, norm=norm, k=2, backend="triton", bln_population=(True, True, True, True)).to(dtype)
-                    model.train(train)
-                    x = torch.randn(3, 2, 3, dtype=dtype, requires_grad=True)
-                    out, state = model(x)
-                    if model.windowed:  # a window state carried (on h_n): its gradient too
-                        out2, _ = model(x, state)
-                        out = out + out2
-                    out.sum().backward()
+    for cls, norm, dtype, train in itertools.product((NormLSTM, NormGRU), NORMS, (torch.float32, torch.float64),
+                                                     (True, False)):
+        model = cls(3, 4, norm=norm, k=2, backend="triton", bln_population=(True, True, True, True)).to(dtype)
+        model.train(train)
+        x = torch.randn(3, 2, 3, dtype=dtype, requires_grad=True)
+        out, state = model(x)
+        if model.windowed:  # a window state carried (on h_n): its gradient too
+            out2, _ = model(x, state)
+            out = out + out2
+        out.sum().backward()
     print(json.dumps(list(seen)))
 
 
-def compile_all(launches: list[str], arch: int) -> int:
+def compile_all(launches: list[str], arch: int, only: list[str]) -> int:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -90,6 +89,8 @@ def compile_all(launches: list[str], arch: int) -> int:
     failed = 0
     for i, launch in enumerate(launches, 1):
         module, name, types, consts, warps = json.loads(launch)
+        if only and not any(part in f"{module}.{name}" for part in only):
+            continue
         kernel = getattr(sys.modules[module], name)
         signature = {arg: kind for arg, kind, _ in types}
         constants = {(kernel.arg_names.index(arg),): value for arg, kind, value in types if kind == "constexpr"}
@@ -111,6 +112,8 @@ def compile_all(launches: list[str], arch: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arch", type=int, default=90, help="compute capability x 10 (80: A100, 90: H100)")
+    parser.add_argument("--kernels", default="", help="comma list: compile only kernels whose module.name "
+                        "contains one of these (e.g. sequence)")
     parser.add_argument("--record", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.record:
@@ -123,7 +126,7 @@ def main() -> int:
         return 1
     launches = json.loads(child.stdout.strip().splitlines()[-1])
     os.environ.pop("TRITON_INTERPRET", None)
-    return compile_all(launches, args.arch)
+    return compile_all(launches, args.arch, [k for k in args.kernels.split(",") if k])
 
 
 if __name__ == "__main__":
