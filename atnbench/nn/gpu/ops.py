@@ -24,7 +24,14 @@ from atnbench.nn.gpu import graph, sequence, step
 NONE, ROW, COL, BLN, GIVEN = range(5)  # the kinds of fastpath_rnn / norm_rnn.cpp
 LSTM = 0
 SW = 7
-TILE = 4096  # elements per program a tile aims at (a row-kind program holds whole rows)
+# Elements per program a tile aims at (a row-kind program holds whole rows, so it may hold more).
+# At the paper's sizes a kernel's time is one program's latency, which fewer elements per program
+# shorten. Measured at the adding sizes, one LSTM layer's training step, GPU time (2026-11-26,
+# benchmarks/results/2026-11-26-cuda-tiles.md): on an H200, LN 9.8 / 6.3 / 5.8 ms and ATN k=45
+# 14.0 / 8.1 / 7.1 ms at 4096 / 1024 / 512; on an H100, ATN's input term (WINDOW_TILE: its steps
+# in order within a program) 3.3 ms at 4096 and 1.1 ms at 1024.
+TILE = 512
+WINDOW_TILE = 1024
 
 
 def _pow2(n: int) -> int:
@@ -43,7 +50,8 @@ class Tiling:
     num_warps: int
 
     @staticmethod
-    def of(kinds, B: int, H: int, gates: int) -> "Tiling":
+    def of(kinds, B: int, H: int, gates: int, tile: Optional[int] = None) -> "Tiling":
+        tile = TILE if tile is None else tile
         whole_rows = any(kind in (ROW, BLN) for kind in kinds)
         whole_cols = any(kind in (COL, BLN) for kind in kinds)
         per_unit = _pow2(gates)
@@ -52,9 +60,9 @@ class Tiling:
         if BB is None and BH is None:
             BH = min(_pow2(H), 64)
         if BB is None:
-            BB = max(1, min(_pow2(B), TILE // (per_unit * BH)))
+            BB = max(1, min(_pow2(B), tile // (per_unit * BH)))
         if BH is None:
-            BH = max(1, min(_pow2(H), TILE // (per_unit * BB)))
+            BH = max(1, min(_pow2(H), tile // (per_unit * BB)))
         size = BB * per_unit * BH
         warps = 4 if size <= 4096 else 8 if size <= 16384 else 16
         return Tiling(BB, BH, -(-B // BB), -(-H // BH), warps)
@@ -271,7 +279,7 @@ def _window_grad(term: TermBuffers, st: Tensor) -> Tensor:
 def _sequence_layout(kind: int, k: int, Tn: int, B: int, n: int) -> tuple[int, Tiling]:
     """(steps per program, tiling): a window runs its steps in order, anything else one step each."""
     chunk = Tn if kind in (ROW, COL) and k > 1 else 1
-    return chunk, Tiling.of((kind,), B, n, 1)
+    return chunk, Tiling.of((kind,), B, n, 1, WINDOW_TILE if chunk > 1 else None)
 
 
 def norm_seq_forward(a, kind, k, eps, opt):
