@@ -142,6 +142,7 @@ def test_cli_json_records():
         assert REQUIRED <= set(r), REQUIRED - set(r)
         assert r["workload"] == "adding" and r["T"] == 10 and r["batch"] == 4
         assert r["train_ms"] > 0 and r["infer_ms"] > 0 and r["peak_mem_mb"] > 0
+        assert r["device"] == "cpu" and r["gpu"] is None  # on CUDA: the card's name (records compared by card)
     assert records[0]["ratio_lstm_fused"] == 1.0 and records[1]["ratio_ln"] == 1.0
 
 

@@ -61,7 +61,8 @@ def bench_command(request: BenchRequest) -> None:
                    what=f"workload {w.name}")
     torch.set_num_threads(request.threads)
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
-           "cpu": cpu_model(), "dtype": "float32"}
+           "cpu": cpu_model(), "gpu": torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda" else None,
+           "dtype": "float32"}
     records = _time(request, workloads, entries, torch_device, env)
     if request.fmt == "json":
         print(json.dumps(records))
@@ -71,7 +72,8 @@ def bench_command(request: BenchRequest) -> None:
         for w in workloads:
             out.print(results_table(w.name, [r for r in records if r["workload"] == w.name]))
         mem = "CUDA max allocated" if torch_device.type == "cuda" else "saved activations (autograd)"
-        out.print(f"[dim]torch {torch.__version__}, device {torch_device}, {env['threads']} threads, "
+        gpu = f" ({env['gpu']})" if env["gpu"] else ""
+        out.print(f"[dim]torch {torch.__version__}, device {torch_device}{gpu}, {env['threads']} threads, "
                   f"CPU {env['cpu']}; mem = peak {mem}; ± = half the interquartile range of train ms[/]")
 
 
