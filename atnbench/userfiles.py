@@ -49,6 +49,13 @@ _NOT_REGULAR = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)
                 (stat.S_ISSOCK, "a socket"))
 
 
+def cache_base() -> Path:
+    """atnbench's folder in the user's cache: ``$XDG_CACHE_HOME/atnbench``, else ``~/.cache/atnbench``
+    (prepared data sets, the code fingerprint)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache).expanduser() / "atnbench"
+
+
 def kind_of(mode: int) -> Optional[str]:
     """What a file of this ``st_mode`` is when it is not a regular file ("a named pipe (FIFO)"), else None."""
     return next((name for test, name in _NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")

@@ -239,6 +239,7 @@ CASES = [
     ("stats", ["--threads", "0"], USAGE, "--threads must be between 1 and 1024"),
     ("stats", ["--device", "quantum"], USAGE, "quantum"),
     ("stats", ["--from-run", "nosuchrun", "--store", "{good}"], USAGE, "nosuchrun"),
+    ("stats", ["--store", "{good}"], USAGE, "stats reads a store only with --from-run"),
     *[("stats", ["--from-run", "abc", "--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
     # -- atnbench invariances ------------------------------------------------------------------
     ("invariances", ["--seed", "abc"], USAGE, "'--seed'"),

@@ -43,6 +43,9 @@ def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
     from atnbench.analysis.command import StatsRequest, stats_command
 
     options.check_threads(threads)
+    if store != options.STORE and not from_run:  # a store given to be read, and nothing would read it
+        raise UserError(f"--store {store}: stats reads a store only with --from-run RUN_ID (that run's kept "
+                        "model); without it, it trains its own models and reads no store")
     stats_command(StatsRequest(
         windows=options.whole_numbers(k, "--k"), T=T, iters=iters, seed=seed, hidden=hidden, batch_size=batch_size,
         out_dir=Path(options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"),

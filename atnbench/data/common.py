@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import torch
 
 from atnbench.errors import UserError
+from atnbench.userfiles import cache_base
 
 ENV_DATA = "ATNBENCH_DATA"
 SPLIT_ALIASES = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation",
@@ -92,8 +93,7 @@ def data_root() -> Path:
     root = os.environ.get(ENV_DATA)
     if root:
         return Path(root).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "atnbench" / "data"
+    return cache_base() / "data"
 
 
 def generator(seed: int, purpose: str) -> torch.Generator:

@@ -45,7 +45,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from atnbench.userfiles import file_stat
+from atnbench.userfiles import cache_base, file_stat
 
 PACKAGE = Path(__file__).resolve().parent.parent
 CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py")
@@ -311,8 +311,7 @@ def _bytes_key(sources: dict[Path, bytes]) -> str:
 
 
 def _cache_file() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache).expanduser() / "atnbench" / "fingerprints.json"
+    return cache_base() / "fingerprints.json"
 
 
 def _read_cache() -> dict:
