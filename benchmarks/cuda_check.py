@@ -101,8 +101,8 @@ def profile(args) -> int:
     B, D, H, T = SIZES[args.size]
     device = torch.device("cuda")
     x = torch.rand(T, B, D, device=device)
-    tiles = [int(t) for t in args.tile.split(",")]
-    windows = [int(t) for t in args.window_tile.split(",")]
+    tiles = [int(t) for t in args.tile.split(",")] if args.tile else [ops.TILE]
+    windows = [int(t) for t in args.window_tile.split(",")] if args.window_tile else [ops.WINDOW_TILE]
     for tile, window in zip(tiles, windows if len(windows) == len(tiles) else windows * len(tiles)):
         ops.TILE, ops.WINDOW_TILE = tile, window
         graph.CACHE.graphs.clear()  # a graph captured under other tiles would be replayed as it is
@@ -172,10 +172,10 @@ def main() -> int:
     pr.add_argument("--norms", default="ln,atn:45", help="comma list of NORM or NORM:K")
     pr.add_argument("--steps", type=int, default=5)
     pr.add_argument("--rows", type=int, default=14)
-    pr.add_argument("--tile", default="4096", help="comma list: elements per program of the step kernels "
-                    "(ops.TILE), one profile each")
-    pr.add_argument("--window-tile", default="1024", help="comma list (one, or one per --tile): elements per "
-                    "program of ATN's input term (ops.WINDOW_TILE)")
+    pr.add_argument("--tile", default="", help="comma list: elements per program of the step kernels "
+                    "(default: ops.TILE, the package's), one profile each")
+    pr.add_argument("--window-tile", default="", help="comma list (one, or one per --tile): elements per "
+                    "program of ATN's input term (default: ops.WINDOW_TILE)")
     args = parser.parse_args()
     if args.command == "equal" and set(args.sizes.split(",")) - set(SIZES):
         parser.error(f"--sizes: unknown {sorted(set(args.sizes.split(',')) - set(SIZES))}; known: {', '.join(SIZES)}")
