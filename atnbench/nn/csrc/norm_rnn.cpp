@@ -88,28 +88,30 @@ inline int64_t slots(int64_t kind, int64_t B, int64_t n) { return kind == kRow ?
 // ------------------------------------------------------------------------------------------
 // Window statistics of one slot (shared by "row" and "col").
 
+// Step j's record of slot q (m_j, v_j) and its window's moments. A padded batch's "col" term
+// weights each step by its number of values (cnt[j], the window's total wtot[j]: the pooled
+// moments of window.pooled_window); every other term counts each step once, over min(k, j + 1)
+// steps (a weight of exactly 1.0 gives the unweighted sums' numbers, bit for bit).
 template <typename T>
 inline void window_push(Norm<T>& nm, int64_t j, int64_t q, double mu, double v) {
   double* e = nm.st + (j * nm.S + q) * SW;
   e[0] = mu;
   e[1] = v;
-  double mean, var, shift = 0.0;
+  double mean = mu, var = v, shift = 0.0;
   bool clamped = false;
-  if (nm.k == 1) {
-    mean = mu;
-    var = v;
-  } else {
+  if (nm.k > 1) {
+    const bool counts = !nm.cnt.empty();
     if (j == 0) nm.ref[q] = mu;
-    const double ref = nm.ref[q], d = mu - ref;
-    nm.s1[q] += d;
-    nm.s2[q] += v + d * d;
+    const double ref = nm.ref[q], d = mu - ref, c = counts ? nm.cnt[j] : 1.0;
+    nm.s1[q] += c * d;
+    nm.s2[q] += c * (v + d * d);
     if (j >= nm.k) {  // the step leaving the window
       const double* o = nm.st + ((j - nm.k) * nm.S + q) * SW;
-      const double dold = o[0] - ref;
-      nm.s1[q] -= dold;
-      nm.s2[q] -= o[1] + dold * dold;
+      const double dold = o[0] - ref, cold = counts ? nm.cnt[j - nm.k] : 1.0;
+      nm.s1[q] -= cold * dold;
+      nm.s2[q] -= cold * (o[1] + dold * dold);
     }
-    const double w = (double)std::min(nm.k, j + 1);
+    const double w = counts ? nm.wtot[j] : (double)std::min(nm.k, j + 1);
     shift = nm.s1[q] / w;
     var = nm.s2[q] / w - shift * shift;
     if (var < 0.0) {
@@ -156,42 +158,6 @@ inline void window_adjoint(Norm<T>& nm, int64_t t, int64_t q, double sg, double 
     dm += nm.gout[((j - first_out) * S + q) * 2];
     dv += nm.gout[((j - first_out) * S + q) * 2 + 1];
   }
-}
-
-// window_push of a padded batch's "col" term: step j counts cnt[j] values (the pooled moments
-// weight each step by its count, as window.pooled_window).
-template <typename T>
-inline void window_push_counts(Norm<T>& nm, int64_t j, int64_t q, double mu, double v) {
-  double* e = nm.st + (j * nm.S + q) * SW;
-  e[0] = mu;
-  e[1] = v;
-  double mean = mu, var = v, shift = 0.0;
-  bool clamped = false;
-  if (nm.k > 1) {
-    if (j == 0) nm.ref[q] = mu;
-    const double ref = nm.ref[q], d = mu - ref, c = nm.cnt[j];
-    nm.s1[q] += c * d;
-    nm.s2[q] += c * (v + d * d);
-    if (j >= nm.k) {
-      const double* o = nm.st + ((j - nm.k) * nm.S + q) * SW;
-      const double dold = o[0] - ref, cold = nm.cnt[j - nm.k];
-      nm.s1[q] -= cold * dold;
-      nm.s2[q] -= cold * (o[1] + dold * dold);
-    }
-    const double w = nm.wtot[j];
-    shift = nm.s1[q] / w;
-    var = nm.s2[q] / w - shift * shift;
-    if (var < 0.0) {
-      var = 0.0;
-      clamped = true;
-    }
-    mean = ref + shift;
-  }
-  e[2] = mean;
-  e[3] = 1.0 / std::sqrt(var + nm.eps);
-  e[4] = clamped ? 1.0 : 0.0;
-  e[5] = var;
-  e[6] = shift;
 }
 
 // window_adjoint of a padded batch's "col" term, as the coefficients of da over step t's valid
@@ -314,7 +280,7 @@ void col_forward_masked(Norm<T>& nm, int64_t t, const T* a, T* y, bool add) {
         sq[i] += d * d;
       }
   for (int64_t i = 0; i < n; ++i) {
-    window_push_counts(nm, j, i, (double)sum[i], (double)(sq[i] / cnt));
+    window_push(nm, j, i, (double)sum[i], (double)(sq[i] / cnt));
     const double* e = nm.st + (j * n + i) * SW;
     mt[i] = (T)e[2];
     rt[i] = (T)e[3];
