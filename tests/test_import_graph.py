@@ -124,7 +124,8 @@ def test_every_module_the_tests_import_is_a_declared_requirement():
     from importlib.metadata import packages_distributions
 
     tests = Path(__file__).resolve().parent
-    local = {"atnbench", *(path.stem for path in tests.glob("*.py"))}
+    scripts = [path for folder in (tests, tests.parent / "benchmarks") for path in folder.glob("*.py")]
+    local = {"atnbench", *(path.stem for path in scripts)}
     distributions = packages_distributions()
     declared = _declared_requirements()
     undeclared = {}
