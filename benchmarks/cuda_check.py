@@ -17,7 +17,7 @@ any case is off.
 other norm <= 4x; the GRUs likewise against nn.GRU. Exit 1 if any target is missed.
 ``profile``: one NormLSTM layer's training step (forward, loss, backward) at a workload's sizes
 under torch.profiler, CUDA graphs as in a run; prints each GPU kernel's total time.
-``benchmarks/run_bench_cuda.sh`` runs the first two around the bench.
+``benchmarks/run_bench_cuda.sh`` runs the bench, then all three.
 """
 
 from __future__ import annotations
