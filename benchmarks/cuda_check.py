@@ -110,7 +110,7 @@ def profile(args) -> int:
     x = torch.rand(T, B, D, device=device)
     tiles = [int(t) for t in args.tile.split(",")] if args.tile else [ops.TILE]
     windows = [int(t) for t in args.window_tile.split(",")] if args.window_tile else [ops.WINDOW_TILE]
-    for tile, window in zip(tiles, windows if len(windows) == len(tiles) else windows * len(tiles)):
+    for tile, window in zip(tiles, windows * len(tiles) if len(windows) == 1 else windows):  # main checks the counts
         ops.TILE, ops.WINDOW_TILE = tile, window
         graph.CACHE.graphs.clear()  # a graph captured under other tiles would be replayed as it is
         for name in args.norms.split(","):
@@ -186,6 +186,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "equal" and set(args.sizes.split(",")) - set(SIZES):
         parser.error(f"--sizes: unknown {sorted(set(args.sizes.split(',')) - set(SIZES))}; known: {', '.join(SIZES)}")
+    if args.command == "profile" and args.window_tile and args.window_tile.count(",") not in (0, args.tile.count(",")):
+        parser.error("--window-tile: one value, or one per --tile value")
     if args.command in ("equal", "profile") and not torch.cuda.is_available():
         print("error: no CUDA GPU here", file=sys.stderr)
         return 2

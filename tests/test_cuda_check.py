@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def _bench(tmp_path, ln_ratio, atn_ms):
             {"workload": "adding", "model": "bn", "k": None, "train_ms": 7.0, "ratio_fused": 3.5}]
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(rows))
-    return type("Args", (), {"bench": str(path)})()
+    return argparse.Namespace(bench=str(path))
 
 
 def test_targets_met_and_missed(tmp_path, capsys):
