@@ -1,12 +1,8 @@
-"""The model zoo: the names users type, each a cell with a normalization scheme.
-
-``atnbench models`` lists them. A model name is the scheme name for LSTMs (``ln``, ``atn``,
-...; ``lstm`` is the plain LSTM) and ``gru-<scheme>`` for GRUs (``gru`` is the plain GRU).
+"""The model zoo: the networks a run trains, each a cell (``CELLS``) with a normalization scheme
+and a read-out. The names users type, and the schemes, are ``atnbench.registry``'s.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -14,91 +10,8 @@ from torch import Tensor, nn
 
 from atnbench.errors import UserError
 from atnbench.nn import NormGRU, NormLSTM
-from atnbench.nn.schemes import SCHEMES
 
 CELLS = {"lstm": NormLSTM, "gru": NormGRU}
-
-
-@dataclass(frozen=True)
-class ModelEntry:
-    name: str
-    cell: str
-    norm: str
-    description: str
-    reference: str
-
-
-def model_name(cell: str, norm: str) -> str:
-    if norm == "none":
-        return cell
-    return norm if cell == "lstm" else f"{cell}-{norm}"
-
-
-# The plain cells' papers (a scheme's reference is the normalization's paper).
-CELL_REFERENCES = {"lstm": "Hochreiter & Schmidhuber (1997)", "gru": "Cho et al. (2014)"}
-
-
-def _description(cell: str, scheme) -> str:
-    """What the model is; a GRU has no cell state, so its schemes normalize W_x x and W_h h only."""
-    if scheme.name == "none":
-        return cell.upper()
-    what = scheme.description
-    if cell == "gru":
-        what = what.replace("W_x x, W_h h and c", "W_x x and W_h h (a GRU has no cell state c)")
-    return f"{cell.upper()} with {what}"
-
-
-def _entries() -> dict[str, ModelEntry]:
-    entries = {}
-    for cell in CELLS:
-        for scheme in SCHEMES.values():
-            name = model_name(cell, scheme.name)
-            reference = CELL_REFERENCES[cell] if scheme.name == "none" else scheme.reference
-            entries[name] = ModelEntry(name, cell, scheme.name, _description(cell, scheme), reference)
-    return entries
-
-
-def model_flags(entry: ModelEntry) -> str:
-    """The flags that select a model (what ``atnbench models`` shows beside its name)."""
-    return f"--norm {entry.norm}" if entry.cell == "lstm" else f"--cell {entry.cell} --norm {entry.norm}"
-
-
-def models() -> dict[str, ModelEntry]:
-    """Every model: each cell with each registered normalization (read at call time, so a
-    normalization registered later is a model at once)."""
-    return _entries()
-
-# names accepted by --norm besides the scheme names
-NORM_ALIASES = {"lstm": "none"}
-
-# cell names a user may type as --norm: a cell is not a normalization (--norm gru once trained
-# a plain LSTM silently), so it is refused with the flags that mean it
-CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --norm ln, atn, ... for a normalized one)"}
-
-
-def canonical_norm(norm: str) -> str:
-    """The registered name of ``norm``: an alias resolved, any case (LN is ln); else a UserError
-    that suggests the nearest name (atm: did you mean atn?)."""
-    if isinstance(norm, str) and norm not in SCHEMES and norm not in NORM_ALIASES and norm not in CELL_NOT_NORM:
-        norm = norm.lower()
-    if norm in CELL_NOT_NORM:
-        raise UserError(f"--norm {norm} is a cell, not a normalization: use {CELL_NOT_NORM[norm]}")
-    norm = NORM_ALIASES.get(norm, norm)
-    if norm not in SCHEMES:
-        import difflib
-
-        names = list(SCHEMES) + list(NORM_ALIASES)
-        near = difflib.get_close_matches(str(norm), names, n=1)
-        hint = f"did you mean {near[0]}? " if near else ""
-        raise UserError(f"unknown norm {norm!r}; {hint}choose one of: {', '.join(names)}")
-    return norm
-
-
-def get_model(name: str) -> ModelEntry:
-    try:
-        return models()[name]
-    except KeyError:
-        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(models())}") from None
 
 
 class SequenceModel(nn.Module):

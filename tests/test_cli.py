@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -13,7 +15,7 @@ from rich.console import Console
 from atnbench.run.progress import PlainReporter, loss_text, run_label, steps_for
 from atnbench.report.render import mean_pm_std
 from atnbench.run.runspec import resolve_run
-from atnbench.zoo import canonical_norm, models
+from atnbench.registry import canonical_norm, models
 from helpers import invoke
 
 MODELS = models()
@@ -92,6 +94,36 @@ def test_help_version_completion_and_refusals_start_without_torch():
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
+
+
+READS_NAMES_WITHOUT_TORCH = """
+import json, sys
+from typer.testing import CliRunner
+from atnbench.cli import app
+store, run_id = sys.argv[1:]
+runner = CliRunner()
+for args in (["run", "--help"], ["models"], ["runs", "list", "--store", store], ["runs", "show", run_id, "--store", store]):
+    result = runner.invoke(app, args, terminal_width=200)
+    assert result.exit_code == 0, (args, result.output)
+print(json.dumps(["torch" in sys.modules, result.output]))
+"""
+
+
+def test_commands_that_read_names_start_without_torch(tmp_path):
+    """The registry names each normalization's modules without importing them (``NormModule``):
+    listing and showing runs, the model table and run's help (its --norm list) never wait the
+    seconds torch takes to import."""
+    store = tmp_path / "r.db"
+    imported = invoke("store", "import", str(Path(__file__).parent.parent / "results" / "runs.jsonl"), "--store", store)
+    assert imported.exit_code == 0, imported.output
+    runs = [json.loads(line) for line in (Path(__file__).parent.parent / "results" / "runs.jsonl").read_text().splitlines()]
+    atn = next(run for run in runs if run["norm"] == "atn")
+    done = subprocess.run([sys.executable, "-c", READS_NAMES_WITHOUT_TORCH, str(store), atn["run_id"]],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    torch_loaded, shown = json.loads(done.stdout)
+    assert not torch_loaded
+    assert atn["run_id"] in shown and f"k={atn['k']}" in " ".join(shown.split())  # the run read, its window named
 
 # -- --norm gru, models, the run summary ---------------------------------------------------------
 

@@ -43,7 +43,7 @@ def _lines(text: str) -> list[str]:
 @pytest.mark.parametrize("error", [ValueError("a number went wrong"), KeyError("no_such_key"),
                                    TypeError("not callable"), ZeroDivisionError("division by zero")])
 def test_a_bug_exits_1_with_one_line_and_the_traceback_in_a_file(error, temp_dir, monkeypatch):
-    monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(error))
+    monkeypatch.setattr("atnbench.registry.model_flags", _raiser(error))
     result = invoke("models", terminal_width=200)
     assert result.exit_code == 1
     lines = _lines(result.output)
@@ -62,9 +62,9 @@ def test_a_bug_exits_1_with_one_line_and_the_traceback_in_a_file(error, temp_dir
 
 
 def test_each_bug_gets_its_own_report(temp_dir, monkeypatch):
-    monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(ValueError("first")))
+    monkeypatch.setattr("atnbench.registry.model_flags", _raiser(ValueError("first")))
     invoke("models")
-    monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(ValueError("second")))
+    monkeypatch.setattr("atnbench.registry.model_flags", _raiser(ValueError("second")))
     invoke("models")
     reports = sorted(temp_dir.iterdir())
     assert len(reports) == 2
@@ -76,7 +76,7 @@ def test_each_bug_gets_its_own_report(temp_dir, monkeypatch):
                                    StoreError("--thing 3 is out of range: give 1 to 2"),
                                    DataUnavailable("--thing 3 is out of range: give 1 to 2")])
 def test_a_user_error_exits_2_with_one_line_and_no_report(error, temp_dir, monkeypatch):
-    monkeypatch.setattr("atnbench.zoo.model_flags", _raiser(error))
+    monkeypatch.setattr("atnbench.registry.model_flags", _raiser(error))
     result = invoke("models", terminal_width=200)
     assert result.exit_code == 2
     assert _lines(result.output) == ["error: --thing 3 is out of range: give 1 to 2"]
@@ -90,9 +90,9 @@ def test_usage_errors_stay_exit_2(temp_dir):
     assert list(temp_dir.iterdir()) == []
 
 
-BOOM = ("import atnbench.zoo as zoo\n"
+BOOM = ("import atnbench.registry as registry\n"
         "def boom(entry): raise KeyError('no_such_key')\n"
-        "zoo.model_flags = boom\n"
+        "registry.model_flags = boom\n"
         "from atnbench.cli import app\n"
         "app(prog_name='atnbench')\n")
 

@@ -340,7 +340,7 @@ def package(tmp_path, monkeypatch):
         (root / folder).mkdir(parents=True)
     sources = {"nn/csrc/k.cpp": "int f() { return 1; }\n", "nn/k.h": "int g(int a = 1);\n", "nn/sub/m.py": "x = 1\n",
                "tasks/t.py": "y = 1\n", "data/d.py": "z = 1\n", "run/train.py": "a = 1\n", "run/schedule.py": "b = 1\n",
-               "zoo.py": "c = 1\n", "report.py": "r = 1\n"}
+               "zoo.py": "c = 1\n", "registry.py": "s = 1\n", "report.py": "r = 1\n"}
     for name, text in sources.items():
         (root / name).write_text(text)
     monkeypatch.setattr(identity, "PACKAGE", root)
@@ -413,7 +413,7 @@ def test_the_fingerprint_file_keeps_the_last_few_trees(package):
 
 
 @pytest.mark.parametrize("name", ["nn/csrc/k.cpp", "nn/k.h", "nn/sub/m.py", "tasks/t.py", "data/d.py", "run/train.py",
-                                  "run/schedule.py", "zoo.py"])
+                                  "run/schedule.py", "zoo.py", "registry.py"])
 def test_every_file_that_computes_numbers_enters_the_code_fingerprint(package, name):
     before = fingerprint()
     path = package / name

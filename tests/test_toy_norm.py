@@ -15,7 +15,7 @@ import torch
 
 from atnbench.evidence.identity import identity
 from atnbench.nn.norms import NormStream, SequenceNorm
-from atnbench.nn.schemes import NormScheme, register, style_slot, unregister
+from atnbench.registry import NormScheme, register, style_slot, unregister
 from atnbench.report.style import model_colors, styles_for
 from atnbench.store import ResultsStore
 from helpers import invoke

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
-from atnbench.nn.schemes import SCHEMES, is_windowed
+from atnbench.registry import SCHEMES, is_windowed
 from atnbench.bench.reference_atn import ReferenceATNLSTM
 from atnbench.errors import UserError
 from atnbench.nn import NormGRU, NormLSTM

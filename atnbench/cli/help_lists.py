@@ -14,8 +14,7 @@ from typing import Callable
 
 def _norms() -> str:
     """Every registered normalization, each with its aliases: "none|lstm, ln, atn, ..."."""
-    from atnbench.nn.schemes import SCHEMES
-    from atnbench.zoo import NORM_ALIASES
+    from atnbench.registry import SCHEMES, NORM_ALIASES
 
     aliases: dict[str, list[str]] = {}
     for alias, norm in NORM_ALIASES.items():

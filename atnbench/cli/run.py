@@ -88,7 +88,7 @@ def run(task: Task, config: options.Config = None, device: options.Device = opti
 @user_errors
 def models():
     """List the model zoo: each model, the flags that select it, what it is and its paper."""
-    from atnbench.zoo import model_flags, models as all_models
+    from atnbench.registry import model_flags, models as all_models
 
     # two lines per model (name over its flags, description over its paper): readable at 80 columns
     table = FitTable(title="atnbench models", show_lines=True, lift=False)

@@ -65,7 +65,7 @@ def fmt(value, digits: int = 5) -> str:
 
 def model_label(run: RunRecord) -> str:
     """The model as the report names it, with the window for windowed norms: 'atn k=25'."""
-    from atnbench.nn.schemes import get_scheme
+    from atnbench.registry import get_scheme
 
     cell = run.config.get("cell", "lstm")
     name = run.summary.get("model") or (cell if run.norm == "none" else run.norm)
@@ -81,7 +81,7 @@ def _status(status: str) -> Text:
 
 
 def _select(results: ResultsStore, task, T, norm, status, sweep, since) -> list[RunRecord]:
-    from atnbench.zoo import canonical_norm
+    from atnbench.registry import canonical_norm
 
     check_status(status)
     check_sweep(results, sweep)
@@ -119,7 +119,7 @@ def _thin(points: list, limit: int) -> list:
 def _setting_text(config: dict, key: str) -> str:
     value = config.get(key)
     if key == "bias_inside":  # None: the norm's own placement, named as such
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         try:
             value = get_scheme(config.get("norm")).bias_inside if value is None else value

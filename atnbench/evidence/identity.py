@@ -19,7 +19,8 @@ The id is a hash of ``identity(config)``, the config with
   existed, so adding it keeps every stored and published run's id.
 
 "The code" is every module that computes a run's numbers: ``atnbench/nn`` (Python and the C++
-sources), ``atnbench/tasks``, ``atnbench/data``, ``run/train.py``, ``run/schedule.py``, ``zoo.py``. The
+sources), ``atnbench/tasks``, ``atnbench/data``, ``run/train.py``, ``run/schedule.py``, ``zoo.py`` and
+``registry.py`` (each normalization's modules, bias placement and initialisation). The
 torch build, like the processor, belongs to the machine: it is recorded with every run, not part
 of its id, so one id run on two machines may differ in the last bits (``atnbench store merge``
 reports that as a conflict). Python files are fingerprinted by their syntax tree without docstrings, so
@@ -48,7 +49,7 @@ from typing import Any
 from atnbench.userfiles import cache_base, file_stat
 
 PACKAGE = Path(__file__).resolve().parent.parent
-CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py")
+CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py", "registry.py")
 DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
 # RunConfig's fields when runs were first stored: each enters every id at any value (its default
@@ -97,7 +98,7 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
     if norm == "none":
         for name in ("eps", "affine", "bias_inside"):
             values[name] = None
-    from atnbench.nn.schemes import is_windowed  # the registry says which norms take a k
+    from atnbench.registry import is_windowed  # the registry says which norms take a k
 
     if not is_windowed(norm):
         values["k"] = None
@@ -135,7 +136,7 @@ def _field_types() -> dict[str, Any]:
 def drop_stated_defaults(values: dict[str, Any]) -> None:
     """A ``bias_inside`` or ``init`` equal to the norm's default says nothing the default does
     not: stored and identified as the default (None), so writing it out keeps the run id."""
-    from atnbench.nn.schemes import get_scheme
+    from atnbench.registry import get_scheme
 
     try:
         scheme = get_scheme(values.get("norm") or "none")
@@ -211,7 +212,7 @@ def setting_of(config, key: str) -> Any:
         return None
     value = getattr(config, key)
     if key == "bias_inside" and value is None:
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         value = get_scheme(config.norm).bias_inside
     return value

@@ -18,7 +18,7 @@ from atnbench.nn.norms import (
     SequenceNorm,
     StepBatchNorm,
 )
-from atnbench.nn.schemes import SCHEMES, NormScheme, get_scheme
+from atnbench.registry import SCHEMES, NormScheme, get_scheme
 from atnbench.nn.serialization import register as _register_safe_globals
 from atnbench.nn.state import LSTMState, WindowedTensor, detach_state
 

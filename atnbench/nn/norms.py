@@ -365,6 +365,14 @@ class SequenceBatchNorm(SequenceNorm):
         raise ValueError("sequence-wise BN needs the whole sequence; use it on the input term only")
 
 
+def input_batch_norm(size: int, spec: NormSpec) -> SequenceNorm:
+    """BN on the input term only (Laurent et al.): frame-wise (per step) or sequence-wise (over all
+    steps) as ``spec.bn_input_mode`` says, gain 1."""
+    if spec.bn_input_mode == "sequence":
+        return SequenceBatchNorm(size, spec, gain_init=1.0)
+    return StepBatchNorm(size, spec, gain_init=1.0)
+
+
 class AssortedTimeBatchNorm(SequenceNorm):
     """ATN-BN (Pospisil et al., Table 6): BN statistics pooled over the batch and the last k steps.
 

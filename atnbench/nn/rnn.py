@@ -51,7 +51,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from atnbench.nn import fastpath
 from atnbench.nn.norms import NormSpec, SequenceNorm
 from atnbench.nn.padding import as_lengths, repack, reverse_padded, step_mask, unpack
-from atnbench.nn.schemes import NormScheme, fast_norms, get_scheme
+from atnbench.registry import NormScheme, fast_norms, get_scheme
 from atnbench.nn.state import plain, windows_of, with_windows
 from atnbench.nn.window import check_history
 

@@ -8,7 +8,7 @@ so that ``torch.save(model)`` / ``torch.load(path)`` of a model that swapped ``n
 ``NormLSTM`` needs no allow-list entry that the ``nn.LSTM`` model did not. Nothing callable
 sits in a module's pickled state (``rnn.py`` says how), so no function is allowed.
 
-A normalization registered from outside the package (``schemes.register``) brings its own
+A normalization registered from outside the package (``atnbench.registry.register``) brings its own
 module classes: allow them with ``torch.serialization.add_safe_globals``.
 """
 

@@ -27,8 +27,7 @@ from typing import Iterable, Optional, Sequence
 
 from atnbench.run.selection import held_out_at_best_val, is_held_out
 from atnbench.store import EvalPoint, RunRecord
-from atnbench.nn.schemes import is_windowed
-from atnbench.zoo import model_name, models
+from atnbench.registry import is_windowed, model_name, models
 
 LOSS_STATS = ("min_train_loss", "min_val_loss", "final_train_loss", "final_val_loss")
 COST_STATS = ("wall_s", "steps_per_s")
@@ -424,12 +423,12 @@ def _unique(label: str, taken: dict) -> str:
 def setting_text(name: str, value, norm: str) -> str:
     """One setting as a reader says it: k=25, bias outside, eps=0.001, init=torch."""
     if name == "bias_inside":
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         inside = value if value is not None else get_scheme(norm).bias_inside
         return "bias inside" if inside else "bias outside"
     if name == "init" and value is None:
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         return f"init={get_scheme(norm).init}"
     if name == "options" and isinstance(value, dict):

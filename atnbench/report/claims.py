@@ -121,7 +121,7 @@ def _fail(path: Path, where: str, message: str) -> ClaimsError:
 
 
 def _known_models() -> list[str]:
-    from atnbench.zoo import models
+    from atnbench.registry import models
 
     return sorted(models())
 

@@ -44,7 +44,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.report.aggregate import RunData, aggregate
     from atnbench.tasks import get_task
     from atnbench.tasks.lookup import task_of
-    from atnbench.zoo import canonical_norm
+    from atnbench.registry import canonical_norm
 
     norm_column = canonical_norm(norm) if norm is not None else None
     unknown = None

@@ -15,7 +15,7 @@ from typing import Optional
 
 import yaml
 
-from atnbench.nn.schemes import is_windowed
+from atnbench.registry import is_windowed
 from atnbench.report.aggregate import (
     Group,
     KAblation,

@@ -127,10 +127,10 @@ def render_studies(store: Optional[Path]) -> str:
 
 
 def render_inventory(store: Path) -> str:
-    from atnbench.nn.schemes import is_windowed
+    from atnbench.registry import is_windowed
     from atnbench.report.render import seed_ranges
     from atnbench.store import ResultsStore
-    from atnbench.zoo import model_name
+    from atnbench.registry import model_name
 
     lines = ["| sweep | runs | models | seeds | budget | code |", "|---|---:|---|---|---|---|"]
     with ResultsStore.open_read_only(store) as results:

@@ -196,8 +196,7 @@ def save(store, study: Study) -> None:
 
 def side_matches(side: Side, config) -> bool:
     """Whether a run config is this side: its model, its k where given, its settings."""
-    from atnbench.nn.schemes import get_scheme
-    from atnbench.zoo import model_name
+    from atnbench.registry import get_scheme, model_name
 
     if model_name(config.cell, config.norm) != side.model:
         return False

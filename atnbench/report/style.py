@@ -15,7 +15,7 @@ from typing import Iterable, Optional
 
 from matplotlib import ticker
 
-from atnbench.nn.schemes import SCHEMES, style_slot
+from atnbench.registry import SCHEMES, style_slot
 
 # Okabe-Ito, without its yellow (too light on white) and with black last
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000")

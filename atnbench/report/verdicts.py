@@ -361,7 +361,7 @@ def combine(verdicts: Iterable[str]) -> str:
 def _setting(config: dict, norm: str, key: str) -> Any:
     value = config.get(key)
     if key == "bias_inside" and value is None:  # stored as None when it is the norm's default
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         value = get_scheme(norm).bias_inside
     return value
@@ -387,7 +387,7 @@ def _at_default(row: ModelRow, key: str) -> bool:
     """None in a row's settings is the preset's default; an explicit default placement is too."""
     value = row.settings.get(key)
     if key == "bias_inside" and value is not None:
-        from atnbench.nn.schemes import get_scheme
+        from atnbench.registry import get_scheme
 
         return value == get_scheme(row.norm).bias_inside
     return value is None

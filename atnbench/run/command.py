@@ -57,7 +57,7 @@ def _fmt(value, digits: int = 5) -> str:
 
 def window_text(config) -> str:
     """", k=5" for a windowed norm (ATN); nothing for the norms without a window."""
-    from atnbench.nn.schemes import SCHEMES
+    from atnbench.registry import SCHEMES
 
     return f", k={config.k}" if SCHEMES[config.norm].windowed else ""
 

@@ -47,7 +47,7 @@ def run_label(config, extra: tuple[str, ...] = ()) -> str:
     only for a windowed norm; the cell when it is not the LSTM), with the ``extra`` settings a
     sweep varies ("variant=paper-text"; the preset's own protocol reads "variant=default")."""
     from atnbench.evidence.identity import setting_of
-    from atnbench.zoo import model_name
+    from atnbench.registry import model_name
 
     parts = [config.task, f"T={config.T}", model_name(config.cell, config.norm)]
     if setting_of(config, "k") is not None:

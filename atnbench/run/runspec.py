@@ -18,12 +18,11 @@ from typing import Any, Optional
 from atnbench.config import ConfigError, RunConfig, build_config, check_budget, check_values
 from atnbench.evidence.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
-from atnbench.nn.schemes import get_scheme
 from atnbench.presets import resolve_preset
 from atnbench.tasks.lookup import load_task_preset
 from atnbench.run.resources import Estimate, run_estimate
+from atnbench.registry import canonical_norm, get_scheme
 from atnbench.tasks import get_task, task_for
-from atnbench.zoo import canonical_norm
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

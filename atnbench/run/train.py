@@ -37,7 +37,8 @@ from atnbench.run.selection import BEST_STEP, best_val_point, held_out_at_best_v
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
-from atnbench.zoo import SequenceModel, cell_options, count_parameters, model_name
+from atnbench.zoo import SequenceModel, cell_options, count_parameters
+from atnbench.registry import model_name
 from atnbench.evidence.identity import run_id_of
 
 log = logging.getLogger("atnbench")

@@ -18,7 +18,7 @@ def load_fast_path(config) -> None:
     """Load the C++ extension now if a run of ``config`` may use it (the CPU and a norm its kernels
     cover: ``schemes.fast_norms()``). A failed build is remembered and
     reported by the model at its first forward pass, as before; ``ATNBENCH_NO_BUILD=1`` skips it."""
-    from atnbench.nn.schemes import fast_norms
+    from atnbench.registry import fast_norms
     from atnbench.zoo import CELLS
 
     if config.device != "cpu" or config.cell not in CELLS or config.norm not in fast_norms():

@@ -57,7 +57,7 @@ SELECTABLE = frozenset(FLAG_NAMES) - {"epochs", "steps", "options"}
 
 
 def _k_text(config) -> str:
-    from atnbench.nn.schemes import SCHEMES
+    from atnbench.registry import SCHEMES
 
     return str(config.k) if SCHEMES[config.norm].windowed else "-"
 
@@ -170,7 +170,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
         table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left",
                          no_wrap=column == "run id")
-    from atnbench.zoo import model_name
+    from atnbench.registry import model_name
 
     for i, run in enumerate(runs, 1):
         c = run.config

@@ -105,7 +105,7 @@ def _type_name(expected: Any) -> str:
 
 def check_setting(path: Path, where: str, key: Any, value: Any) -> None:
     """One setting of a sweep: a known key with a value of the right type (norms by name)."""
-    from atnbench.zoo import NORM_ALIASES, canonical_norm
+    from atnbench.registry import NORM_ALIASES, canonical_norm
 
     if key in SPECIAL:
         raise _fail(path, where, SPECIAL[key])
@@ -117,7 +117,7 @@ def check_setting(path: Path, where: str, key: Any, value: Any) -> None:
                 raise ValueError(f"unknown norm {value!r}")
             canonical_norm(value)
         except ValueError as err:  # the registry's own words: the choices, and the nearest name
-            from atnbench.nn.schemes import SCHEMES
+            from atnbench.registry import SCHEMES
 
             said = str(err) if isinstance(value, str) else \
                 f"{err}; choose one of: {', '.join(list(SCHEMES) + list(NORM_ALIASES))}"
