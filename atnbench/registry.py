@@ -194,6 +194,7 @@ def models() -> dict[str, ModelEntry]:
     normalization registered later is a model at once)."""
     return _entries()
 
+
 # names accepted by --norm besides the scheme names
 NORM_ALIASES = {"lstm": "none"}
 
@@ -218,10 +219,3 @@ def canonical_norm(norm: str) -> str:
         hint = f"did you mean {near[0]}? " if near else ""
         raise UserError(f"unknown norm {norm!r}; {hint}choose one of: {', '.join(names)}")
     return norm
-
-
-def get_model(name: str) -> ModelEntry:
-    try:
-        return models()[name]
-    except KeyError:
-        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(models())}") from None

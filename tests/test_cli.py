@@ -135,6 +135,16 @@ def test_norm_gru_is_refused_naming_cell_gru(tmp_path):
     assert canonical_norm("lstm") == "none"
 
 
+def test_every_cell_the_zoo_builds_is_named_by_the_registry():
+    """The registry names models without importing the cells; the zoo holds the cells' modules:
+    the two lists of cells are the same, in the same order."""
+    from atnbench.registry import CELL_REFERENCES
+    from atnbench.zoo import CELLS
+
+    assert list(CELLS) == list(CELL_REFERENCES)
+    assert {entry.cell for entry in MODELS.values()} == set(CELLS)
+
+
 def test_models_cite_the_gru_paper_and_give_working_flags():
     assert MODELS["gru"].reference.startswith("Cho et al.") and MODELS["lstm"].reference.startswith("Hochreiter")
     for name in ("gru-bn", "gru-bln"):
