@@ -14,7 +14,7 @@ from typing import Callable
 
 def _norms() -> str:
     """Every registered normalization, each with its aliases: "none|lstm, ln, atn, ..."."""
-    from atnbench.registry import SCHEMES, NORM_ALIASES
+    from atnbench.registry import NORM_ALIASES, SCHEMES
 
     aliases: dict[str, list[str]] = {}
     for alias, norm in NORM_ALIASES.items():
@@ -42,8 +42,8 @@ def fill(text: str) -> str:
 
 
 def fill_when_shown(command) -> None:
-    """Fill ``command``'s option help when its help is drawn, not when it is merely looked up: the
-    registries import torch, which a run that is refused, or a shell completion, need not wait for."""
+    """Fill ``command``'s option help when its help is drawn, not when it is merely looked up: bench's
+    models are torch code, which a run that is refused, or a shell completion, need not wait for."""
     if "format_help" in vars(command):  # already set up (a command is looked up again and again)
         return
     draw = command.format_help
