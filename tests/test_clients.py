@@ -316,6 +316,79 @@ def test_rebuilt_state_starts_the_windows_afresh(cell):
 
 
 @pytest.mark.parametrize("cell", CELLS)
+def test_a_state_written_in_place_is_refused_not_continued(cell):
+    """A reset written as for nn.LSTM (``h[:, i] = 0`` on the returned state) would leave ATN's
+    windows those of the old values: refused, in words. What the error says to do instead (a new
+    tensor) runs, as a fresh start."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    _, hidden = model(data[:4], model.init_hidden(3))
+    hidden = repackage_hidden(hidden)
+    h = hidden[0] if cell == "lstm" else hidden
+    h[:, 0] = 0
+    with pytest.raises(ValueError, match="changed in place"):
+        model(data[4:], hidden)
+    rebuilt = tuple(s.clone() for s in hidden) if cell == "lstm" else hidden.clone()
+    model(data[4:], rebuilt)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_state_goes_by_nn_lstms_keyword_names(cell):
+    """``rnn(input=x, hx=state)`` as client code calls ``nn.LSTM``; ``state=`` (the earlier name)
+    is the same argument, and giving both is refused."""
+    rnn = normalized(cell, "atn")(3, 4).to(DT)
+    x = torch.randn(5, 2, 3, dtype=DT)
+    first, state = rnn(x)
+    by_position = rnn(x, state)[0]
+    assert torch.equal(rnn(input=x, hx=state)[0], by_position)
+    assert torch.equal(rnn(x, state=state)[0], by_position)
+    with pytest.raises(TypeError, match="not both"):
+        rnn(x, state, state=state)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_what_nn_lstm_refuses_is_refused_in_one_message(cell):
+    """Sizes that are not ints, a projection, an unknown keyword, a dtype or a sequence length
+    nn.LSTM refuses: one message each, not an error from deep inside; proj_size=0 is accepted."""
+    RNN = CELLS[cell][0]
+    with pytest.raises(TypeError, match="hidden_size should be of type int"):
+        RNN(3, 4.0)
+    with pytest.raises(TypeError, match="num_layers should be of type int"):
+        RNN(3, 4, 2.0)
+    with pytest.raises(ValueError, match="no projection"):
+        RNN(3, 4, proj_size=2)
+    with pytest.raises(TypeError, match="unknown keyword argument.*windw"):
+        RNN(3, 4, windw=3)
+    rnn = RNN(3, 4, proj_size=0, norm="atn", k=2)
+    x = torch.randn(5, 2, 3)
+    with pytest.raises(ValueError, match="input dtype"):
+        rnn(x.double())
+    _, state = rnn(x)
+    as64 = tuple(s.double() for s in state) if cell == "lstm" else state.double()
+    with pytest.raises(ValueError, match="state tensor 0 has dtype"):
+        rnn(x, as64)
+    with pytest.raises(ValueError, match="sequence length larger than 0"):
+        rnn(x[:0])
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_model(cell):
+    """norm="none" on torch's kernel keeps its weights under ``rnn.``: they load into the loop
+    backend (the same outputs) and, with strict=False, into an ATN model's recurrent weights."""
+    RNN = CELLS[cell][0]
+    torch.manual_seed(0)
+    fused = RNN(3, 4, 2, norm="none").to(DT)
+    loop = RNN(3, 4, 2, norm="none", backend="loop").to(DT)
+    loop.load_state_dict(fused.state_dict())
+    x = torch.randn(5, 2, 3, dtype=DT)
+    torch.testing.assert_close(loop(x)[0], fused(x)[0], rtol=0, atol=1e-12)
+    atn = RNN(3, 4, 2, norm="atn", k=2).to(DT)
+    missing, unexpected = atn.load_state_dict(fused.state_dict(), strict=False)
+    assert unexpected == [] and all(".norm_" in name for name in missing)
+    assert torch.equal(atn.layers[1].weight_hh, fused.rnn.weight_hh_l1)
+
+
+@pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("backend", ("auto", "loop"))
 def test_language_model_none_equals_torch(cell, backend):
     """norm="none": the nn.LSTM / nn.GRU client's state dict loads into the NormLSTM client,

@@ -92,9 +92,10 @@ class NormLSTM(NormRecurrent):
       ``last_paths`` records the path each layer took in the last forward (``"empty"``: a batch of
       no sequences, answered as ``nn.LSTM`` answers it, with no statistic changed).
 
-    ``forward(x, state=None, lengths=None)`` returns ``(output, state)``. ``x`` may be a
+    ``forward(input, hx=None, lengths=None)`` (``nn.LSTM``'s names; ``state=`` is ``hx``'s earlier
+    name) returns ``(output, state)``. ``input`` may be a
     ``PackedSequence`` (the output is one then), or a padded batch with ``lengths`` (B,): each
-    sequence runs over its own steps only (see ``atnbench.nn.rnn``). ``state`` is ``(h, c)``
+    sequence runs over its own steps only (see ``atnbench.nn.rnn``). The state ``hx`` is ``(h, c)``
     (each ``(num_layers * num_directions, B, H)``) for every norm, as ``nn.LSTM``'s; with a
     windowed normalization (ATN) ``h`` also carries the windows (``atnbench.nn.state``): hand
     the state back (detached or not) to continue the sequences.

@@ -41,6 +41,7 @@ needs nothing but the classes ``serialization.py`` registers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Optional
 
@@ -162,8 +163,21 @@ class NormRecurrent(nn.Module):
                  norm: str = "atn", bias_inside: Optional[bool] = None, init: Optional[str] = None,
                  backend: str = "auto", device=None, dtype=None, **norm_options):
         super().__init__()
+        for name, value in (("input_size", input_size), ("hidden_size", hidden_size), ("num_layers", num_layers)):
+            if isinstance(value, bool) or not isinstance(value, int):  # as nn.LSTM: 4.0 is not a size
+                raise TypeError(f"{name} should be of type int, got {type(value).__name__}")
         if input_size < 1 or hidden_size < 1 or num_layers < 1:
             raise ValueError("input_size, hidden_size and num_layers must be positive")
+        proj_size = norm_options.pop("proj_size", 0)
+        if proj_size != 0:  # nn.LSTM's default 0 (no projection) is accepted as given
+            raise ValueError(f"proj_size={proj_size!r}: {type(self).__name__} has no projection (nn.LSTM's "
+                             "proj_size); leave it 0")
+        unknown = sorted(set(norm_options) - {f.name for f in dataclasses.fields(NormSpec)})
+        if unknown:
+            known = ", ".join(f.name for f in dataclasses.fields(NormSpec))
+            raise TypeError(f"{type(self).__name__} got unknown keyword argument(s) {', '.join(unknown)}; "
+                            f"besides nn.LSTM's arguments it takes norm, bias_inside, init, backend and "
+                            f"the normalization's options: {known}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         if init is not None and init not in INITS:
@@ -294,13 +308,19 @@ class NormRecurrent(nn.Module):
 
     # ------------------------------------------------------------------ forward
 
-    def forward(self, x, state=None, lengths=None):
-        """``(output, state)`` as ``nn.LSTM``/``nn.GRU``; see the class docstring.
+    def forward(self, input, hx=None, lengths=None, *, state=None):
+        """``(output, state)`` as ``nn.LSTM``/``nn.GRU``, with their argument names; see the class docstring.
 
-        ``x``: (T, B, input_size) (``batch_first``: (B, T, input_size)) or a ``PackedSequence``
-        (then the output is one too, with the same batch order and sizes). ``lengths`` (B,) with
-        a padded ``x``: the valid steps of each sequence (right padding).
+        ``input``: (T, B, input_size) (``batch_first``: (B, T, input_size)) or a ``PackedSequence``
+        (then the output is one too, with the same batch order and sizes). ``hx``: the state, as
+        ``nn.LSTM``'s (``state=`` is the same argument under its earlier name). ``lengths`` (B,)
+        with a padded ``input``: the valid steps of each sequence (right padding).
         """
+        if state is not None:
+            if hx is not None:
+                raise TypeError("pass the state once: hx= or state= (the same argument), not both")
+            hx = state
+        x, state = input, hx
         packed = x if isinstance(x, PackedSequence) else None
         if packed is not None and lengths is not None:
             raise ValueError("pass either a PackedSequence or a padded batch with lengths, not both")
@@ -311,6 +331,8 @@ class NormRecurrent(nn.Module):
             self._check_features(x)
         else:
             x = self._time_first(x)
+        if x.shape[0] == 0:  # as nn.LSTM refuses it, in words
+            raise ValueError("expected a sequence length larger than 0 (the input has no steps)")
         lengths = as_lengths(lengths, x.shape[0], x.shape[1], x.device)
         y, carries, windows = self._stack(x, state, lengths)
         if packed is not None:
@@ -351,6 +373,8 @@ class NormRecurrent(nn.Module):
             if tuple(carry.shape) != expected:
                 raise ValueError(f"state tensor {i} has shape {tuple(carry.shape)}, expected {expected} "
                                  "(num_layers * num_directions, batch, hidden_size)")
+            if carry.dtype != x.dtype and not _autocast(x):
+                raise ValueError(f"state tensor {i} has dtype {carry.dtype}, the input {x.dtype}; give them one dtype")
         if windows is None:
             windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
         else:
@@ -414,6 +438,10 @@ class NormRecurrent(nn.Module):
     def _check_features(self, x: Tensor) -> None:
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input has {x.shape[-1]} features, the model expects {self.input_size}")
+        weight = next(self.parameters(), None)
+        if weight is not None and x.dtype != weight.dtype and not _autocast(x):  # as nn.LSTM says it
+            raise ValueError(f"input dtype ({x.dtype}) does not match the model's dtype ({weight.dtype}); "
+                             f"convert one of them (x.to({weight.dtype}) or model.to({x.dtype}))")
 
     def _time_first(self, x: Tensor) -> Tensor:
         if x.dim() != 3:
@@ -429,7 +457,12 @@ class NormRecurrent(nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, *args) -> None:
         """Also read ``nn.LSTM``/``nn.GRU`` keys (``weight_ih_l0``, ...): renamed to this module's
         before loading. An override, not a load_state_dict hook: a hook is held in the module's
-        state, and ``torch.load(weights_only=True)`` of a pickled module refuses it."""
+        state, and ``torch.load(weights_only=True)`` of a pickled module refuses it. A ``norm="none"``
+        model on torch's kernel keeps them under ``rnn.``: read there too, so its checkpoint loads
+        into the same model on another backend or with a normalization."""
+        if not self.fused and prefix + "rnn.weight_ih_l0" in state_dict:
+            for name in [name for name in state_dict if name.startswith(prefix + "rnn.")]:
+                state_dict[prefix + name[len(prefix) + len("rnn."):]] = state_dict.pop(name)
         if prefix + "weight_ih_l0" in state_dict:
             try:
                 renamed = self._internal_names(prefix, state_dict)
@@ -450,3 +483,8 @@ class NormRecurrent(nn.Module):
 def _as_list(final) -> list[Tensor]:
     """``nn.LSTM``'s ``(h_n, c_n)`` or ``nn.GRU``'s ``h_n`` as the list of carries (h first)."""
     return list(final) if isinstance(final, tuple) else [final]
+
+
+def _autocast(x: Tensor) -> bool:
+    """Under autocast the dtypes of input, state and weights may differ: autocast casts them."""
+    return torch.is_autocast_enabled(x.device.type)

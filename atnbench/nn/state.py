@@ -14,6 +14,11 @@ What keeps the windows and what drops them (``docs/library.md`` says it to users
 * Every other operation gives a plain tensor (``h_n[-1]``, ``h_n.clone()``, ``h_n.to(...)``,
   ``torch.zeros_like(h_n)``): the class adds nothing to a computation. A state whose ``h`` has
   no windows starts ATN's windows empty, as at the first step of a sequence.
+* Writing into ``h_n`` in place (``h_n[:, i] = 0``, ``h_n.zero_()``, the way a reset of some
+  sequences is often written for ``nn.LSTM``) leaves windows that no longer belong to its values:
+  passing it back is refused with a ValueError that says what to do, never continued silently.
+  The windows remember the tensor's version counter (``Tensor._version``, which every in-place
+  write advances) when they are attached.
 """
 
 from __future__ import annotations
@@ -37,11 +42,28 @@ class LSTMState(NamedTuple):
 class WindowedTensor(Tensor):
     """``h_n`` of a windowed normalization: the tensor, plus ``windows`` (see module doc)."""
 
-    windows: Windows
-
     # torch's own operations return plain tensors (as for nn.Parameter): the windows belong to
     # this state only, never to a result computed from it.
     __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @property
+    def windows(self) -> Windows:
+        return self._windows
+
+    @windows.setter
+    def windows(self, windows: Windows) -> None:
+        # also how torch.load and pickle restore them (setattr): the loaded tensor's version then
+        self._windows = windows
+        self._windows_version = self._version
+
+    def __getstate__(self) -> dict:
+        """What pickling keeps besides the values: the windows (a version counter is per process)."""
+        return {"windows": self._windows}
+
+    @property
+    def written_in_place(self) -> bool:
+        """Whether the values were changed in place after the windows were attached."""
+        return self._version != self._windows_version
 
     def detach(self) -> "WindowedTensor":
         return with_windows(Tensor.detach(self), detach_windows(self.windows))
@@ -67,8 +89,16 @@ def with_windows(h: Tensor, windows: Windows) -> WindowedTensor:
 
 
 def windows_of(h: Any) -> Optional[Windows]:
-    """The windows riding on ``h``; None for a plain tensor (a state rebuilt by hand)."""
-    return h.windows if isinstance(h, WindowedTensor) else None
+    """The windows riding on ``h``; None for a plain tensor (a state rebuilt by hand). A ``h``
+    written in place since it was returned is refused: its windows are another state's."""
+    if not isinstance(h, WindowedTensor):
+        return None
+    if h.written_in_place:
+        raise ValueError("the state's h_n was changed in place (e.g. h[:, i] = 0) after the model returned it, "
+                         "so ATN's windows riding on it no longer match it; to start sequences afresh, pass a "
+                         "new tensor (h.clone() after the change, or zeros), whose windows start empty for every "
+                         "sequence, or run those sequences in a call of their own")
+    return h.windows
 
 
 def plain(h: Tensor) -> Tensor:
