@@ -5,6 +5,7 @@ seeds a side decide nothing; sides that mix processor classes differently are te
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -93,6 +94,28 @@ def test_the_family_is_the_file_so_a_verdict_never_moves_with_filters(tmp_path):
     assert first["m"] == 2 and first["p_family"] == pytest.approx(min(1, 2 * first["p_value"]))
 
 
+def test_a_studys_row_shows_the_numbers_its_look_decided_on_whatever_the_filters(tmp_path):
+    """Filters choose which rows a report shows, never the seeds of a study's decision: with
+    --norm ln (the atn rows filtered out) or --since in the future of some runs, the study's
+    comparison keeps its look's n, p and verdict."""
+    db, study = recorded_study(tmp_path)
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.3, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    with ResultsStore(db) as store:
+        studies.take_look(store, study)
+
+    def study_rows(*filters):
+        result = invoke("report", "--store", db, "--claims", claims_file(tmp_path), "--format", "json", *filters)
+        assert result.exit_code == 0, result.output
+        return {(c["lower"], c["higher"]): (c["lower_cell"]["n"], c["higher_cell"]["n"], c["p_value"], c["verdict"])
+                for claim in json.loads(result.stdout)["verdicts"]["claims"] if claim["design"].startswith("study")
+                for c in claim["comparisons"]}
+
+    everything = study_rows()
+    assert everything[("atn k=45", "ln")][:2] == (5, 5) and everything[("atn k=45", "ln")][3] == REPRODUCED
+    assert study_rows("--norm", "ln") == everything
+
+
 def test_a_plan_is_recorded_before_its_runs_reused_and_never_changed(tmp_path):
     db, study = recorded_study(tmp_path)
     assert [c.lower + " < " + c.higher for c in study.comparisons] == ["atn k=45 < ln", "ln < lstm"]
@@ -176,6 +199,23 @@ def test_power_is_planned_for_welchs_test_with_an_interval_and_refuses_thin_pilo
     # unequal variances: Welch needs more seeds than the pooled t's answer at the same means
     n_welch, _ = seeds_for_power([0.1, 0.1001, 0.0999, 0.1], [0.1, 0.2, 0.05, 0.15], 0.05)
     assert n_welch > 2
+
+
+def test_power_where_scipys_far_tail_is_nan_is_the_noncentral_ts_not_the_normals():
+    """At 3 seeds a side with one side's spread 0 (Satterthwaite df 2) and noncentrality 20,
+    scipy's nct.cdf of the far tail is nan: the power is the near tail's 0.60, not the normal
+    approximation's 1.0 (which made the published seeds-for-power 3 where 5 are needed)."""
+    from scipy import stats
+
+    from atnbench.report.verdicts import welch_power
+
+    alpha = 0.05 / 22
+    critical = stats.t.isf(alpha / 2, 2)
+    assert math.isnan(stats.nct.cdf(-critical, 2, 20))  # the case: scipy gives no number there
+    power = welch_power(20 * math.sqrt(1 / 3), 1.0, 0.0, 3, alpha)
+    assert power == pytest.approx(stats.nct.sf(critical, 2, 20), rel=1e-12) and 0.5 < power < 0.7
+    assert [welch_power(3.0, 1.0, 0.0, n, alpha) for n in range(3, 8)] == sorted(
+        welch_power(3.0, 1.0, 0.0, n, alpha) for n in range(3, 8))
 
 
 def test_the_sweep_runs_a_study_look_by_look_and_resumes(tmp_path):
@@ -294,6 +334,16 @@ def test_a_claims_file_mistake_is_one_line_naming_the_file_and_claim(tmp_path, e
     assert "Traceback" not in result.output
 
 
+def test_a_claim_about_a_task_no_one_knows_is_refused_with_the_nearest_name(tmp_path):
+    """A typo in a claim's task ("copyng") is not a claim without runs yet: one line, exit 2."""
+    db = tmp_path / "r.db"
+    fill(db, {"atn": [0.1, 0.11, 0.12], "ln": [0.2, 0.21, 0.22]}, range(3))
+    typo = {"claims": [{**CLAIMS["claims"][0], "task": "copyng"}]}
+    result = invoke("report", "--store", db, "--claims", claims_file(tmp_path, typo), "--format", "markdown")
+    assert result.exit_code == 2 and "unknown task 'copyng' (did you mean 'copying'?)" in result.stderr, result.output
+    assert invoke("report", "--store", db, "--claims", claims_file(tmp_path), "--format", "markdown").exit_code == 0
+
+
 def test_duplicate_claim_ids_are_refused(tmp_path):
     claim = {"id": "c", "claim": "x", "task": "copying", "order": ["atn", "ln"]}
     path = claims_file(tmp_path, {"claims": [claim, dict(claim)]})
@@ -350,6 +400,56 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     (tmp_path / "bad.json").write_text(json.dumps(changed))
     refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", other, "--studies", tmp_path / "bad.json")
     assert refused.exit_code == 2 and "differs" in refused.stderr
+
+
+def test_a_study_brought_in_is_checked_against_its_runs_and_merges_carry_studies(tmp_path):
+    """A study file is evidence only where its runs give it: a look's decision or p edited, an m
+    or alpha other than the family's, are refused with nothing imported (the runs neither); a bad
+    file leaves no store behind; ``store merge`` carries a source's studies with its runs."""
+    db, study = recorded_study(tmp_path)
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.3, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    with ResultsStore(db) as store:
+        look = studies.take_look(store, study)
+    assert {entry["decision"] for entry in look["comparisons"]} == {REPRODUCED}
+    out = invoke("store", "export", tmp_path / "runs.jsonl", "--store", db, "--studies", tmp_path / "studies.json")
+    assert out.exit_code == 0, out.output
+    exported = json.loads((tmp_path / "studies.json").read_text())
+
+    def edited(name, change):
+        data = json.loads(json.dumps(exported))
+        change(data[0])
+        (tmp_path / name).write_text(json.dumps(data))
+        return tmp_path / name
+
+    def flip(record):
+        record["recorded"][0]["comparisons"][0].update(decision="contradicted", p=1e-12)
+
+    cases = {"flipped.json": (flip, "its runs give reproduced"),
+             "p.json": (lambda r: r["recorded"][0]["comparisons"][1].update(p=float("nan")), "p = nan"),
+             "m.json": (lambda r: r.update(m=1), "m = 1, fewer than its own 2 comparisons"),
+             "alpha.json": (lambda r: r.update(alpha=0.5), "alpha 0.5, where the rule's is 0.05")}
+    for name, (change, message) in cases.items():
+        target = tmp_path / f"{name}.db"
+        refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", target, "--studies", edited(name, change))
+        assert refused.exit_code == 2 and message in refused.stderr and "nothing imported" in refused.stderr, \
+            (name, refused.output)
+        with ResultsStore(target) as store:
+            assert store.runs() == [] and studies.load(store) == []
+    (tmp_path / "empty.json").write_text("{}")
+    bad = invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "none.db", "--studies",
+                 tmp_path / "empty.json")
+    assert bad.exit_code == 2 and not (tmp_path / "none.db").exists()
+    paper = paper_family()
+    assert studies.check_recorded(ResultsStore(db), dataclasses.replace(study, family=paper.name,
+                                                                    family_digest=paper.digest, m=2), paper) == \
+        f"m = 2, where its claims file {paper.name} has m = {paper.m}"
+
+    merged = tmp_path / "merged.db"
+    result = invoke("store", "merge", merged, db)
+    assert result.exit_code == 0 and "1 study added or extended" in result.stderr, result.output
+    with ResultsStore(merged) as store, ResultsStore(db) as source:
+        assert studies.load(store) == studies.load(source)
 
 
 def test_a_planned_seed_run_by_other_code_before_its_look_is_not_exploratory(tmp_path):

@@ -124,7 +124,9 @@ def import_cmd(
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to import into (created if missing)."),
     studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE",
                                                 help="Also bring in the studies of this JSON file (`store export "
-                                                     "--studies`): a plan never changes, looks are only added."),
+                                                     "--studies`): a plan never changes, looks are only added; "
+                                                     "each look's decisions are recomputed from its runs, and a "
+                                                     "study they do not give is refused with nothing imported."),
 ):
     """Bring the runs of a JSON Lines file into a store.
 
@@ -142,26 +144,35 @@ def import_cmd(
     _note_unchecked(recs, str(file))
     studies = _read_studies(studies_file) if studies_file is not None else None
     with open_store(store, create=True) as results:
-        tally = transfer.combine_all(results, recs, str(file))
+        with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
+            tally = transfer.combine_all(results, recs, str(file))
+            counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
         path = results.path
-        if studies is not None:
-            from atnbench.report import study
-
-            added, kept = study.bring_in(results, studies, str(studies_file))
-            err.print(Text(f"{studies_file}: {added} stud{'ies' if added != 1 else 'y'} added or extended, "
-                           f"{kept} already there"), soft_wrap=True)
+    if counts is not None:
+        err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "
+                       f"{counts[1]} already there"), soft_wrap=True)
     _finish(tally, path)
 
 
 def _read_studies(path: Path):
+    """The studies of a ``--studies`` file, their shape checked before any store is opened."""
     import json
+
+    from atnbench.report import study
 
     if not path.is_file():
         raise UserError(f"--studies {path}: no such file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        records = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
         raise UserError(f"--studies {path}: not JSON ({error})") from None
+    return study.from_records(records, str(path))
+
+
+def _bring_in_studies(results, studies, source: str) -> tuple[int, int]:
+    from atnbench.report import study
+
+    return study.bring_in(results, studies, source)
 
 
 @store_app.command("merge")
@@ -173,6 +184,8 @@ def merge_cmd(
     """Combine several stores into one, e.g. the halves of a sweep run on two machines.
 
     The rules of [bold]import[/]; the order of the sources does not matter except in a conflict.
+
+    The sources' confirmatory studies come too (as [bold]import --studies[/]): each checked against its runs.
 
     A conflict (same run id, different numbers) is a line on stderr; the first row is kept; exit code 1.
 
@@ -198,9 +211,24 @@ def merge_cmd(
     every = [(source, transfer.checked_records(source)) for source in sources]  # all checked first
     for source, recs in every:
         _note_unchecked(recs, str(source))
+    studied = []
     with open_store(target, create=True) as results:
         with results.batch():  # one transaction: a failure leaves the output as it was
             for source, recs in every:
                 transfer.combine_all(results, recs, str(source), tally)
+            for source in sources:  # a study's verdicts come with its runs (checked against them)
+                with open_store(source) as kept:
+                    studies = _studies_of(kept)
+                if studies:
+                    added, _ = _bring_in_studies(results, studies, str(source))
+                    studied.append(f"{source}: {added} stud{'ies' if added != 1 else 'y'} added or extended")
         path = results.path
+    for line in studied:
+        err.print(Text(line), soft_wrap=True)
     _finish(tally, path)
+
+
+def _studies_of(results) -> list:
+    from atnbench.report import study
+
+    return study.load(results)

@@ -55,6 +55,8 @@ def report_command(request: ReportRequest) -> None:
     if request.plots is not None:
         check_output_dir(request.plots, request.plots_flag)
     groups, path, selected, total = load_groups(request.store, *(filters.get(key) for key in FILTERS))
+    if user_claims is not None:
+        _check_claim_tasks(user_claims, request.claims_file, {group.task for group in groups})
     k_view = request.by_k or is_k_sweep(filters.get("sweep"))
     views = _views(request, groups, k_view, margin)
     console = err if output is None and fmt != "table" else out  # machine-readable output owns stdout
@@ -65,7 +67,7 @@ def report_command(request: ReportRequest) -> None:
     meta = {"store": str(path), "filters": {key: filters.get(key) for key in FILTERS}, "paper": request.paper,
             "runs_selected": selected, "runs_in_store": total}
     plans = _studies(path) if verdicts else []
-    claims = _verdicts(groups, margin, user_claims, plans) if verdicts else None
+    claims = _verdicts(groups, margin, user_claims, plans, _study_runs(path, plans)) if verdicts else None
     if claims is not None and fmt == "json":
         from dataclasses import asdict
 
@@ -140,12 +142,13 @@ def write_figures(groups, out_dir: Path, k_view: bool, say) -> list[Path]:
     return paths
 
 
-def _verdicts(groups, margin: float, family=None, studies=()):
+def _verdicts(groups, margin: float, family=None, studies=(), study_runs=None):
     """(results, claims without runs) for the paper's claims (or the user's) on these groups and
     the studies the store records."""
     from atnbench.report.verdicts import evaluate, paper_family
 
-    return evaluate(family if family is not None else paper_family(), groups, margin=margin, studies=studies)
+    return evaluate(family if family is not None else paper_family(), groups, margin=margin, studies=studies,
+                    study_runs=study_runs)
 
 
 def _verdicts_markdown(claims, plans, family=None) -> str:
@@ -161,3 +164,34 @@ def _studies(path: Path) -> list:
 
     with ResultsStore.open_read_only(path) as results:
         return study.load(results)
+
+
+def _study_runs(path: Path, plans) -> dict:
+    """run id -> RunData of every run a study planned or a look used, whatever the report's
+    filters select: a study's row shows the numbers its looks decided on, or none."""
+    from atnbench.report.aggregate import RunData
+
+    found = {}
+    with ResultsStore.open_read_only(path) as results:
+        for plan in plans:
+            for run_id in plan.all_runs():
+                record = results.get_run(run_id) if run_id not in found else None
+                if record is not None:
+                    found[run_id] = RunData(record, tuple(results.curve(run_id)))
+    return found
+
+
+def _check_claim_tasks(family, path: Path, stored: set[str]) -> None:
+    """A claim about a task no one here knows (not shipped, not in the search folders, no runs in
+    the store) is a typo, not a claim without runs yet: one line, with the nearest name."""
+    import difflib
+
+    from atnbench.tasks.lookup import task_names
+
+    known = set(task_names()) | stored
+    for claim in family.claims:
+        if claim.task not in known:
+            close = difflib.get_close_matches(claim.task, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UserError(f"--claims {path}: claim {claim.id!r}: unknown task {claim.task!r}{hint}; a task of "
+                            f"your own: --include DIR")

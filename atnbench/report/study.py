@@ -33,6 +33,7 @@ stays open and the next look runs the seeds its sides need.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import statistics
 from dataclasses import asdict, dataclass, field, replace
@@ -431,12 +432,25 @@ def take_look(store, study: Study) -> Optional[dict]:
     if index is None:
         return None
     n = study.looks[index]
-    previous = study.decisions()
-    entries, used, experiments = [], {}, experiments_of(store, study)
+    used, experiments = {}, experiments_of(store, study)
     for planned in study.open_comparisons():
         for side in (planned.lower, planned.higher):
             if side not in used:
                 used[side] = standing_runs(store, study, side, n, experiments)
+    look = analyse_look(store, study, index, used)
+    if look is not None:
+        save(store, replace(study, recorded=study.recorded + (look,)))
+    return look
+
+
+def analyse_look(store, study: Study, index: int, used: dict) -> Optional[dict]:
+    """Look ``index`` of ``study`` (its earlier looks recorded) on the runs ``used`` (side -> run
+    ids): what ``take_look`` records, and what ``check_recorded`` recomputes. None while a run is
+    missing or unfinished."""
+    n = study.looks[index]
+    previous = study.decisions()
+    entries = []
+    for planned in study.open_comparisons():
         a = side_data(store, used[planned.lower], planned.stat)
         b = side_data(store, used[planned.higher], planned.stat)
         if a.missing or b.missing:
@@ -457,11 +471,64 @@ def take_look(store, study: Study) -> Optional[dict]:
         entry["diverged"] = [a.diverged, b.diverged]
         entry["previous"] = previous.get((planned.lower, planned.higher), {}).get("decision")
         entries.append(entry)
-    look = {"look": index + 1, "seeds": n, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {"look": index + 1, "seeds": n, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "fractions": {f"{e['lower']} < {e['higher']}": e.get("fraction", 0.0) for e in entries},
             "comparisons": entries, "runs": used}
-    save(store, replace(study, recorded=study.recorded + (look,)))
-    return look
+
+
+def check_recorded(store, study: Study, family: Optional[Family] = None) -> Optional[str]:
+    """Why ``study``'s record is not what its runs give (None when it is): its alpha is the rule's;
+    its m is its family's where that claims file is known here (``family``, the same digest) and
+    at least its own comparisons' count; and every recorded look, recomputed from the runs it
+    names in ``store``, gives the decisions, seed counts and p-values it records. So a study
+    brought in from a file (or edited there) cannot carry a verdict its runs do not give."""
+    from atnbench.report.rule import ALPHA
+
+    if study.alpha != ALPHA:
+        return f"alpha {study.alpha:g}, where the rule's is {ALPHA:g}"
+    if study.m < len({(c.lower, c.higher) for c in study.comparisons}):
+        return f"m = {study.m}, fewer than its own {len(study.comparisons)} comparisons"
+    if family is not None and family.name == study.family and family.digest == study.family_digest \
+            and family.m != study.m:
+        return f"m = {study.m}, where its claims file {family.name} has m = {family.m}"
+    if len(study.recorded) > len(study.looks):
+        return f"{len(study.recorded)} looks recorded, {len(study.looks)} planned"
+    taken = replace(study, recorded=())
+    for index, look in enumerate(study.recorded):
+        where = f"look {index + 1}"
+        try:
+            if look["look"] != index + 1 or taken.next_look() != index:
+                return f"{where} is out of order, or taken after the study ended"
+            used = look.get("runs") or {  # a look recorded before looks named their runs: the planned ids
+                side: study.run_ids[side][:study.looks[index]]
+                for c in taken.open_comparisons() for side in (c.lower, c.higher)}
+            again = analyse_look(store, taken, index, used)
+        except (KeyError, TypeError, AttributeError):
+            return f"{where} names runs no planned comparison reads"
+        if again is None:
+            return f"{where}: runs it names are not in this store, or not finished"
+        kept = [(e.get("lower"), e.get("higher"), e.get("decision"), e.get("n"), e.get("p")) for e in look["comparisons"]]
+        redone = [(e["lower"], e["higher"], e["decision"], e["n"], e.get("p")) for e in again["comparisons"]]
+        for before, now in itertools.zip_longest(kept, redone):
+            if before is None or now is None or before[:4] != now[:4] or not _same_p(before[4], now[4]):
+                shown = before or now
+                return (f"{where}, {shown[0]} < {shown[1]}: recorded {_entry_text(before)}, its runs give "
+                        f"{_entry_text(now)}")
+        taken = replace(taken, recorded=taken.recorded + (look,))
+    return None
+
+
+def _same_p(recorded, recomputed) -> bool:
+    if recorded is None or recomputed is None:
+        return recorded is recomputed
+    return isinstance(recorded, (int, float)) and math.isclose(recorded, recomputed, rel_tol=1e-9, abs_tol=1e-300)
+
+
+def _entry_text(entry) -> str:
+    if entry is None:
+        return "no such comparison"
+    p = entry[4]
+    return f"{entry[2]} (n = {entry[3]}, p = {format(p, '.3g') if isinstance(p, (int, float)) else p})"
 
 
 def _counts(classes: list[str]) -> dict[str, int]:
@@ -490,11 +557,9 @@ def to_records(store) -> list[dict]:
     return [asdict(study) for study in load(store)]
 
 
-def bring_in(store, records, source: str) -> tuple[int, int]:
-    """The studies of ``records`` into ``store``: a new one added, the same plan with more looks
-    taken extended (or with its sweep and config keys, where the kept copy lacks them), the same
-    plan and looks kept. A study of the same name with another plan, or
-    looks that disagree, is a UserError naming it (nothing written)."""
+def from_records(records, source: str) -> list[Study]:
+    """The studies of a JSON list (``store export --studies``), each checked for its shape; a
+    UserError naming the file and entry otherwise. Read before any store is opened."""
     if not isinstance(records, list):
         raise UserError(f"{source}: expected a JSON list of studies (atnbench store export --studies)")
     incoming = []
@@ -503,22 +568,40 @@ def bring_in(store, records, source: str) -> tuple[int, int]:
             incoming.append(_from_json(record))
         except (TypeError, KeyError, ValueError, AttributeError):
             raise UserError(f"{source}: entry {i} is not a study atnbench reads") from None
-    changes = []
+    return incoming
+
+
+def bring_in(store, incoming: list[Study], source: str) -> tuple[int, int]:
+    """``incoming`` studies into ``store``, whose runs are already there: a new one added, the same
+    plan with more looks taken extended (or with its sweep and config keys, where the kept copy
+    lacks them), the same plan and looks kept. A study of the same name with another plan, looks
+    that disagree, or a record its runs do not give (``check_recorded``) is a UserError naming
+    it; call it inside the store's ``batch()`` with the runs, so that nothing is written then.
+    Returns (added or extended, already there), each study counted once."""
+    from atnbench.report.claims import paper_family
+
+    kept = {study.name: study for study in load(store)}
+    changed: dict[str, Study] = {}
     for study in incoming:
-        old = load(store, study.name)
-        if not old:
-            changes.append(study)
-            continue
-        why = same_plan(old[0], study)
+        old = kept.get(study.name)
+        if old is None:
+            new = study
+        else:
+            why = same_plan(old, study)
+            if why is not None:
+                raise UserError(f"{source}: study {study.name} differs from the one in {store.path} in its {why}")
+            shorter, longer = sorted((old.recorded, study.recorded), key=len)
+            if list(longer[:len(shorter)]) != list(shorter):
+                raise UserError(f"{source}: study {study.name}'s recorded looks disagree with {store.path}'s")
+            newer = study if len(study.recorded) > len(old.recorded) else old
+            new = newer.named_from(study if newer is old else old)
+            if new == old:
+                continue
+        why = check_recorded(store, new, paper_family())
         if why is not None:
-            raise UserError(f"{source}: study {study.name} differs from the one in {store.path} in its {why}")
-        shorter, longer = sorted((old[0].recorded, study.recorded), key=len)
-        if list(longer[:len(shorter)]) != list(shorter):
-            raise UserError(f"{source}: study {study.name}'s recorded looks disagree with {store.path}'s")
-        newer = study if len(study.recorded) > len(old[0].recorded) else old[0]
-        filled = newer.named_from(study if newer is old[0] else old[0])
-        if filled != old[0]:
-            changes.append(filled)
-    for study in changes:
+            raise UserError(f"{source}: study {study.name} is not what its runs give ({why}); nothing imported")
+        kept[study.name] = changed[study.name] = new
+    for study in changed.values():
         save(store, study)
-    return len(changes), len(incoming) - len(changes)
+    names = {study.name for study in incoming}
+    return len(changed), len(names) - len(changed)

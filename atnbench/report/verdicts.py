@@ -237,19 +237,23 @@ MIN_PILOT = 3
 
 def welch_power(diff: float, var_a: float, var_b: float, n: int, alpha: float) -> float:
     """Power of Welch's two-sided test at ``alpha`` with n seeds a side, true difference ``diff``
-    and variances ``var_a``, ``var_b``: the noncentral t with Satterthwaite's degrees of freedom
-    (the normal approximation where scipy's noncentral t gives no number)."""
+    and variances ``var_a``, ``var_b``: the noncentral t with Satterthwaite's degrees of freedom.
+
+    scipy's noncentral t gives nan for the far tail (below -critical) where it underflows, at a
+    large noncentrality and few degrees of freedom: that tail is then 0 to double precision (it
+    is below the central t's alpha / 2 always). Replacing the whole sum by a normal approximation
+    there, as this did before, claimed power 1.0 at 3 seeds where the t's is 0.02."""
     from scipy import stats
 
     se = math.sqrt((var_a + var_b) / n)
     df = (n - 1) * (var_a + var_b) ** 2 / (var_a ** 2 + var_b ** 2)
     ncp = abs(diff) / se
     critical = stats.t.isf(alpha / 2, df)
-    power = float(stats.nct.sf(critical, df, ncp) + stats.nct.cdf(-critical, df, ncp))
-    if not math.isfinite(power):
+    near, far = float(stats.nct.sf(critical, df, ncp)), float(stats.nct.cdf(-critical, df, ncp))
+    if not math.isfinite(near):  # not seen on a grid of df 1.1-30, ncp 0.5-80; a number, not nan, regardless
         z = stats.norm.isf(alpha / 2)
-        power = float(stats.norm.sf(z - ncp) + stats.norm.cdf(-z - ncp))
-    return power
+        return float(stats.norm.sf(z - ncp) + stats.norm.cdf(-z - ncp))
+    return near + (far if math.isfinite(far) else 0.0)
 
 
 def seeds_needed(diff: float, var_a: float, var_b: float, alpha: float, power: float = POWER) -> int:
@@ -440,12 +444,15 @@ def _protocol(claim: Claim, group: Group) -> bool:
 
 
 def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: float = DEFAULT_MARGIN,
-             alpha: float = ALPHA, studies: Iterable = ()) -> tuple[list[ClaimResult], list[Claim]]:
+             alpha: float = ALPHA, studies: Iterable = (), study_runs: Optional[dict] = None,
+             ) -> tuple[list[ClaimResult], list[Claim]]:
     """Every claim in every group (task, T, budget, variant) that has rows for it — exploratory
     numbers, or for a group at another budget or variant than the claim's, "other protocol" —
     and every claim's comparisons in the studies made for this family, decided by their
     recorded looks; and the claims nothing here has runs for. m is the family's, whatever the
-    groups hold."""
+    groups hold. ``study_runs`` (run id -> RunData): the studies' runs, read whatever filters
+    chose the groups, so a study's row shows the numbers of the seeds its look decided on (by
+    default the groups' runs: every run, where nothing was filtered)."""
     if not isinstance(family, Family):
         claims = tuple(family)
         family = Family("claims", claims, "")
@@ -488,7 +495,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                 results.append(result)
                 found = True
         for study in studies:
-            result = _study_result(claim, study, groups, family, margin, alpha)
+            result = _study_result(claim, study, groups, family, margin, alpha, study_runs)
             if result is not None:
                 results.append(result)
                 found = True
@@ -498,7 +505,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
 
 
 def _study_result(claim: Claim, study, groups: list[Group], family: Family, margin: float,
-                  alpha: float) -> Optional[ClaimResult]:
+                  alpha: float, study_runs: Optional[dict] = None) -> Optional[ClaimResult]:
     """A claim's comparisons as a study decided them, with the numbers of the seeds its last
     look used; None when the study does not test this claim or has no look yet."""
     from atnbench.report import study as studies
@@ -509,7 +516,8 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
                   and g.variant == study.variant), None)
     if group is None:
         return None
-    runs = {run.record.run_id: run for rows in group.runs.values() for run in rows}
+    runs = study_runs if study_runs is not None else {
+        run.record.run_id: run for rows in group.runs.values() for run in rows}
     decisions = study.decisions()
     result = ClaimResult(claim, group, design=f"study {study.name}")
     last = study.recorded[-1]
