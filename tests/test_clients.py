@@ -371,6 +371,19 @@ def test_what_nn_lstm_refuses_is_refused_in_one_message(cell):
         rnn(x[:0])
 
 
+def test_what_nn_lstm_takes_beside_the_state_is_taken():
+    """A state given as a list [h_0, c_0], dropout 1.0 on a stack, and nn.LSTM's warning for
+    dropout on a single layer (where it does nothing)."""
+    rnn = NormLSTM(3, 4, 2, dropout=1.0, norm="atn", k=2)
+    x = torch.randn(5, 2, 3)
+    _, (h, c) = rnn(x)
+    assert torch.equal(rnn.eval()(x, [h, c])[0], rnn(x, (h, c))[0])
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
+        NormLSTM(3, 4, 1, dropout=0.5)
+    with pytest.raises(ValueError, match=r"range \[0, 1\]"):
+        NormLSTM(3, 4, 2, dropout=1.5)
+
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_model(cell):
     """norm="none" on torch's kernel keeps its weights under ``rnn.``: they load into the loop

@@ -112,6 +112,8 @@ class NormLSTM(NormRecurrent):
         return fastpath.lstm_layer(layer, x, *carry, windows, path, lengths)
 
     def _carries(self, state):
+        if isinstance(state, list) and len(state) == 2:  # nn.LSTM takes [h_0, c_0] too
+            state = tuple(state)
         if not isinstance(state, tuple) or len(state) != 2:
             raise ValueError("the state of NormLSTM is (h_0, c_0), as for nn.LSTM (ATN's windows ride on h_0: "
                              f"pass back the state it returned), got {_describe(state)}")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Optional
 
 import torch
@@ -178,8 +179,12 @@ class NormRecurrent(nn.Module):
             raise TypeError(f"{type(self).__name__} got unknown keyword argument(s) {', '.join(unknown)}; "
                             f"besides nn.LSTM's arguments it takes norm, bias_inside, init, backend and "
                             f"the normalization's options: {known}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"dropout should be a number in range [0, 1] representing the probability of an "
+                             f"element being zeroed, got {dropout!r}")
+        if dropout > 0 and num_layers == 1:  # nn.LSTM's warning, word for word
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}")
         if init is not None and init not in INITS:
             raise ValueError(f"init must be one of {INITS}, got {init!r}")
         if backend not in BACKENDS:
