@@ -116,6 +116,20 @@ def test_a_studys_row_shows_the_numbers_its_look_decided_on_whatever_the_filters
     assert study_rows("--norm", "ln") == everything
 
 
+def test_rows_split_by_unvouched_code_are_shown_as_not_compared_never_dropped(tmp_path):
+    """Runs of two code fingerprints no canary vouched for make two rows per model: the claim's
+    comparisons cannot pick one, and the table says so (and what to do) instead of leaving the
+    claim out."""
+    db = tmp_path / "r.db"
+    levels = {"atn": [0.10, 0.11, 0.12], "ln": [0.2, 0.21, 0.22], "lstm": [0.3, 0.31, 0.32]}
+    fill(db, levels, range(3), code="a" * 16)
+    fill(db, levels, range(3, 6), code="b" * 16)
+    result = invoke("report", "--store", db, "--claims", claims_file(tmp_path), "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if "atn k=45 < ln: 'atn k=45' matches" in line]
+    assert len(rows) == 1 and "not compared" in rows[0] and "`atnbench canary` checks them" in rows[0]
+
+
 def test_a_plan_is_recorded_before_its_runs_reused_and_never_changed(tmp_path):
     db, study = recorded_study(tmp_path)
     assert [c.lower + " < " + c.higher for c in study.comparisons] == ["atn k=45 < ln", "ln < lstm"]

@@ -136,8 +136,8 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
             _g(comparison.hedges_g), improve_text(comparison), exits_text(comparison), p_text(comparison),
             processors_text(comparison), planned_text(comparison), verdict_text(comparison),
         ])
-    for missing in result.missing:
-        lines.append(["", "", missing, "no runs"] + [""] * (len(HEADERS) - 4))
+    for missing in result.missing:  # "A < B", or "A < B: why its rows are not one pair"
+        lines.append(["", "", missing, "not compared" if ": " in missing else "no runs"] + [""] * (len(HEADERS) - 4))
     if len(result.comparisons) + len(result.missing) > 1:
         lines.append(["", "", "claim as a whole"] + [""] * (len(HEADERS) - 4) + [
                       result.verdict + (" (not every comparison has runs)" if result.missing else "")])

@@ -387,6 +387,16 @@ def matching_rows(group: Group, side: Side) -> list[ModelRow]:
     return _prefer_defaults(found, side)
 
 
+def _tell_apart(rows: list[ModelRow]) -> str:
+    """What to do about a side that matches several rows: rows apart only by the code that made
+    them want a canary (or new runs), others a k or setting named in the claim."""
+    settings = [{key: value for key, value in row.settings.items() if key != "code"} for row in rows]
+    if all(s == settings[0] for s in settings) and all(row.k == rows[0].k for row in rows):
+        return ("runs of code no canary vouched for as computing the same numbers: `atnbench canary` "
+                "checks them, `atnbench sweep` re-runs them")
+    return "name k or the setting"
+
+
 def _at_default(row: ModelRow, key: str) -> bool:
     """None in a row's settings is the preset's default; an explicit default placement is too."""
     value = row.settings.get(key)
@@ -471,13 +481,15 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                 continue
             design = EXPLORATORY if _protocol(claim, group) else "other protocol"
             result = ClaimResult(claim, group, design=design)
+            ambiguous = False  # a comparison with rows but no single pair of them: shown, never dropped
             for lower, higher in claim.pairs:
                 found_a, found_b = matching_rows(group, lower), matching_rows(group, higher)
                 if len(found_a) > 1 or len(found_b) > 1:
                     many = lower if len(found_a) > 1 else higher
                     rows = found_a if len(found_a) > 1 else found_b
                     result.missing.append(f"{lower.text} < {higher.text}: '{many.text}' matches "
-                                          f"{', '.join(r.label for r in rows)}; name k or the setting")
+                                          f"{', '.join(r.label for r in rows)}; {_tell_apart(rows)}")
+                    ambiguous = True
                     continue
                 if not found_a or not found_b or found_a[0] is found_b[0]:
                     result.missing.append(f"{lower.text} < {higher.text}")
@@ -491,7 +503,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat, baseline=group.baseline,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
                     codes=(sides[0][2], sides[1][2])))
-            if result.comparisons:
+            if result.comparisons or ambiguous:
                 results.append(result)
                 found = True
         for study in studies:
