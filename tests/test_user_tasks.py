@@ -336,6 +336,8 @@ def _files(folder: Path) -> None:
     (folder / "gap.csv").write_text("label,t0,t1,t2\n0,1.0,,3.0\n1,1.0,2.0,3.0\n")
     (folder / "long.csv").write_text("seq,time,v,label\n0,0,1.0,0\n0,1,2.0,1\n1,0,1.0,1\n")
     (folder / "text.csv").write_text("label,t0,t1\n0,a,b\n1,c,d\n")
+    (folder / "short.csv").write_text("t0,t1,label\n100,1.0,2.0,0\n200,3.0,4.0,1\n")  # the target's name missing
+    (folder / "indexed.csv").write_text(",t0,t1,label\n0,1.0,2.0,0\n1,3.0,4.0,1\n")  # pandas' to_csv() index
     (folder / "broken.py").write_text("raise RuntimeError('no')\n")
     (folder / "notspec.py").write_text("SPEC = 3\n")
 
@@ -367,6 +369,8 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
     ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "data.x: column 't0' holds non-numbers ('a' in row 1)"),
     ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
+    ("problem: sequence-classification\ndata: {train: short.csv, y: label}\n", "more fields than the header has names"),
+    ("problem: sequence-classification\ndata: {train: indexed.csv, y: label}\n", "column 'Unnamed: 0' has no name"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),

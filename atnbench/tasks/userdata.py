@@ -24,6 +24,7 @@ mistake is a ``ConfigError`` naming the file, the field (column, row) and what i
 from __future__ import annotations
 
 import pickle
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
 LAYOUTS = ("wide", "long", "nested")  # tables
 ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
 LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
+UNNAMED = re.compile(r"Unnamed: \d+(\.\d+)?")  # how pandas names a header's empty cells
 PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; allow it (allow_pickle: true "
                "in the task file, tasks new --allow-pickle) only for a file you trust")
 
@@ -237,15 +239,16 @@ def load_frame(path: Path):
                                   f"({', '.join(data)}) as its own file")
             return data.to_pandas()
         if path.suffix in TABLE_SUFFIXES:
-            # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
-            # seconds (the chunks' concatenation was most of a minute)
-            return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False)
+            return _read_text_table(path)
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix in (".arrow", ".feather"):
             return pd.read_feather(path)
     except ConfigError:
         raise
+    except pd.errors.ParserWarning:  # rows longer than the header (as _read_text_table makes it an error)
+        raise ConfigError(f"{path}: a row has more fields than the header has names (a name missing from the "
+                          f"header?); give every column a name, the target's too") from None
     except ImportError:  # pandas names the missing package in words only: the path says which it is
         raise ConfigError(f"{path}: reading it {needs_package('datasets' if path.is_dir() else 'pyarrow')}") from None
     except Exception as err:  # pandas/pyarrow say what is wrong in many exception types
@@ -253,6 +256,20 @@ def load_frame(path: Path):
     known = ", ".join([*TABLE_SUFFIXES, ".npz", *FRAME_SUFFIXES])
     raise ConfigError(f"{path}: unknown data format {path.suffix or '(no extension)'!r}; expected one of: {known}, "
                       f"a mapping of .npy files, or a Hugging Face dataset folder")
+
+
+def _read_text_table(path: Path):
+    import warnings
+
+    import pandas as pd
+
+    # index_col=False: by default a header one name short makes the first column (often the
+    # target) the index, dropped without a word; pandas then warns that it cuts the rows instead
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
+        # seconds (the chunks' concatenation was most of a minute)
+        return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False, index_col=False)
 
 
 def _from_frame(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
@@ -306,10 +323,19 @@ def _feature_columns(frame, fields: Fields, others: tuple, source: str) -> list:
         if dates:
             raise ConfigError(f"{source}: data.x: column {dates[0]!r} holds dates or times; name the feature columns "
                               f"in data.x (a time stamp orders a long table's steps: data.time)")
+        _refuse_unnamed(columns, source)
     if not columns:
         raise ConfigError(f"{source}: data.x: no feature column (columns: {_columns(frame)})")
     return columns
 
+
+def _refuse_unnamed(columns: list, source: str) -> None:
+    """A column with no name in the header is most often the row numbers pandas' ``to_csv()``
+    writes by default: taken as step 0, it would predict the class of a file sorted by class."""
+    unnamed = [c for c in columns if isinstance(c, str) and UNNAMED.fullmatch(c)]
+    if unnamed:
+        raise ConfigError(f"{source}: data.x: column {unnamed[0]!r} has no name in the header (the index "
+                          f"pandas' to_csv() writes?); write the file with to_csv(..., index=False) or name the column")
 
 
 def _long(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
