@@ -41,6 +41,7 @@ FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
 LAYOUTS = ("wide", "long", "nested")  # tables
 ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
 LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the model's inputs and targets are float32
 UNNAMED = re.compile(r"Unnamed: \d+(\.\d+)?")  # how pandas names a header's empty cells
 PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; allow it (allow_pickle: true "
                "in the task file, tasks new --allow-pickle) only for a file you trust")
@@ -126,8 +127,11 @@ def _unpickled(load, what, allow_pickle: bool, name: str, path=None):
 
 def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, source: str,
                  names: bool) -> Sequences:
+    if isinstance(fields.x, list):  # else read as x, the list silently ignored
+        raise ConfigError(f"{source}: data.x: a list of names is for a table's columns; NumPy arrays give x as one "
+                          f"array (N, T, C) of every channel (arrays: {', '.join(sorted(arrays))})")
     if names:
-        wanted = {"x": fields.x if isinstance(fields.x, str) else "x", "y": fields.y, "lengths": fields.lengths}
+        wanted = {"x": "x" if fields.x is None else fields.x, "y": fields.y, "lengths": fields.lengths}
     else:  # a mapping of .npy files is keyed by part: x, y and, where given, lengths
         wanted = {"x": "x", "y": "y", "lengths": "lengths" if "lengths" in arrays else None}
     for part, name in wanted.items():
@@ -151,7 +155,8 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
         raise ConfigError(f"{source}: data.layout: {layout} is for tables; NumPy arrays are NTC or NCT")
     if layout == "NCT":
         if x.dtype == object:
-            return np.array([np.asarray(item).T for item in x.reshape(-1)] + [None], dtype=object)[:-1]
+            return np.array([_item(item, f"{source}: x[{i}]").T for i, item in enumerate(x.reshape(-1))] + [None],
+                            dtype=object)[:-1]
         if x.ndim != 3:
             raise ConfigError(f"{source}: data.layout: NCT needs x of shape (N, C, T), got {tuple(x.shape)}")
         return x.transpose(0, 2, 1)
@@ -164,7 +169,7 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
 
 def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[np.ndarray]:
     if x.dtype == object:  # variable lengths: one array per sequence
-        xs = [_as_steps(np.asarray(item), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
+        xs = [_as_steps(_item(item, f"{source}: x[{i}]"), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
     elif x.ndim in (2, 3):
         padded = x if x.ndim == 3 else x[:, :, None]
         xs = [_as_steps(row, f"{source}: x[{i}]") for i, row in enumerate(padded)]
@@ -187,6 +192,15 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
         raise ConfigError(f"{source}: data.x: the sequences have no channels (shape {tuple(x.shape)})")
     _check_finite(xs, source)
     return xs
+
+
+def _item(item: Any, where: str) -> np.ndarray:
+    """One sequence of an object array as an array (a ragged list of steps cannot be one)."""
+    try:
+        return np.asarray(item)
+    except ValueError:
+        raise ConfigError(f"{where}: its steps have different numbers of channels (a ragged list); give each "
+                          f"sequence as a (T, C) array") from None
 
 
 def _as_steps(item: np.ndarray, where: str) -> np.ndarray:
@@ -448,6 +462,15 @@ def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:
         row, column = found[0]
         raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: non-finite value "
                           f"{values[row, column]} (inf, or a number past float64's range)")
+    found = np.argwhere(np.abs(np.nan_to_num(values)) > FLOAT32_MAX)
+    if len(found):
+        row, column = found[0]
+        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: {beyond_float32(values[row, column])}")
+
+
+def beyond_float32(value: float) -> str:
+    """The end of the one line refusing a finite float64 the model (float32) cannot hold."""
+    return f"value {value:g} is past float32's range (±{FLOAT32_MAX:.3g}), which the model computes in; rescale it"
 
 
 def _check_targets(ys: list, source: str, where) -> None:
@@ -465,6 +488,10 @@ def _check_finite(xs: list[np.ndarray], source: str) -> None:
             step = int(np.argwhere(~np.isfinite(seq))[0][0])
             raise ConfigError(f"{source}: data.x: NaN or infinity in sequence {i} at step {step} "
                               f"(padding? give data.lengths, or end the row early)")
+        large = np.abs(seq) > FLOAT32_MAX  # as float32 inf, and standardizing it overflows
+        if large.any():
+            step, channel = np.argwhere(large)[0]
+            raise ConfigError(f"{source}: data.x: sequence {i}, step {step}: {beyond_float32(seq[step, channel])}")
 
 
 def _columns(frame) -> str:
