@@ -589,3 +589,23 @@ def test_tasks_new_makes_its_folder_and_refuses_a_fifo(csv_task, tmp_path):
     ok(invoke("tasks", "new", "sums", "--from", csv_task / "sums.csv", "--dir", out))
     assert (out / "sums.yaml").is_file()
     ok(invoke("tasks", "check", "sums", "--include", out))
+
+
+def test_tasks_new_drafts_pass_their_own_check_whatever_the_names(tmp_path):
+    """A file name with '#', ': ' or a quote, and a CSV header of numbers (pandas' to_csv of an
+    unnamed frame), are written quoted: each draft reads back as written and passes the check;
+    the command it suggests quotes a folder with a space for the shell."""
+    rng = np.random.default_rng(0)
+    y = np.arange(12) % 2
+    x = rng.normal(size=(12, 4)) + y[:, None]
+    out = tmp_path / "my tasks"
+    names = ["run #1.npz", 'q"uote.npz', "a: b.npz"]
+    for name in names:
+        np.savez(tmp_path / name, x=x, y=y)
+    (tmp_path / "numbers.csv").write_text("0,1,2,3,4\n" + "".join(f"{t},{','.join(map(str, row))}\n"
+                                                               for t, row in zip(y, x)))
+    for i, name in enumerate(names + ["numbers.csv"]):
+        said = ok(invoke("tasks", "new", f"t{i}", "--from", tmp_path / name, "--dir", out)).stdout
+        assert f"--include '{out}'" in said
+        checked = ok(invoke("tasks", "check", f"t{i}", "--include", out)).stdout
+        assert "sequences" in checked and "2: 0, 1" in checked
