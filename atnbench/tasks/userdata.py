@@ -465,7 +465,8 @@ def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:
     found = np.argwhere(np.abs(np.nan_to_num(values)) > FLOAT32_MAX)
     if len(found):
         row, column = found[0]
-        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: {beyond_float32(values[row, column])}")
+        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: "
+                          f"{beyond_float32(values[row, column])}")
 
 
 def beyond_float32(value: float) -> str:
