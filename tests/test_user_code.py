@@ -68,6 +68,18 @@ CASES = {
     "ce class out of range": (batch("return torch.zeros(T, batch_size, 2), torch.full((batch_size,), 7)")
                               .replace("spec(make_batch=mb)", "spec(make_batch=mb, loss='ce', output_size=3)"),
                               "y holds class 7; classes are 0..2"),
+    "ce every label ignored": (batch("return torch.zeros(T, batch_size, 2), torch.full((batch_size,), -100)")
+                               .replace("spec(make_batch=mb)", "spec(make_batch=mb, loss='ce', output_size=3)"),
+                               "y holds no scored class (every label is -100"),
+    "x past float32": (batch("x = torch.full((T, batch_size, 2), 1e300, dtype=torch.float64); return x, x[-1, :, 0]"),
+                       "mb(): x holds 1e+300, past float32's range"),
+    "y past float32": (batch("return torch.zeros(T, batch_size, 2), torch.full((batch_size,), -1e300, dtype=torch.float64)"),
+                       "mb(): y holds 1e+300, past float32's range"),
+    "make_batch CancelledError": (batch("import asyncio; raise asyncio.CancelledError('gave up')"),
+                                  "mb(): raised CancelledError: gave up"),
+    "make_batch GeneratorExit": (batch("raise GeneratorExit"), "mb(): raised GeneratorExit"),
+    "import a BaseException of its own": ("class Stop(BaseException):\n    pass\nraise Stop('halt')\n",
+                                          "(importing it): raised Stop: halt"),
     "target middle": ("SPEC = spec(target='middle')\n", "SPEC: TaskSpec target: expected 'last' or 'all', got 'middle'"),
     "input_size 0": ("SPEC = spec(input_size=0)\n", "SPEC: TaskSpec input_size: expected a whole number >= 1, got 0"),
     "output_size 0": ("SPEC = spec(output_size=0)\n", "TaskSpec output_size"),
@@ -203,6 +215,16 @@ def test_a_good_task_from_code_is_checked_and_runs(tmp_path, monkeypatch):
 
     expected = torch.randn(6, 4, 2, generator=batch_generator(0, "train"))
     assert torch.equal(x, expected) and torch.equal(y, expected[:, :, 0].sum(0))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+def test_a_batch_of_another_float_dtype_is_cast_to_float32(tmp_path, dtype):
+    """x from torch.tensor(numpy array) is float64: cast to the model's dtype, not an internal error."""
+    body = f"x = torch.randn(T, batch_size, 2, generator=generator).to(torch.{dtype}); return x, x[:, :, 0].sum(0)"
+    folder = _task(tmp_path / "t", batch(body))
+    result = invoke("run", "mine", "--include", folder, "--store", tmp_path / "s.db", "--format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "done"
 
 
 # -- flags and task files next to it (#40) -------------------------------------------------------

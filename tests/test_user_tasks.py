@@ -336,6 +336,17 @@ def _files(folder: Path) -> None:
     (folder / "gap.csv").write_text("label,t0,t1,t2\n0,1.0,,3.0\n1,1.0,2.0,3.0\n")
     (folder / "long.csv").write_text("seq,time,v,label\n0,0,1.0,0\n0,1,2.0,1\n1,0,1.0,1\n")
     (folder / "text.csv").write_text("label,t0,t1\n0,a,b\n1,c,d\n")
+    lumpy = xs.copy()
+    lumpy[3] = [[1.0, 2.0], [3.0]]  # one sequence's steps of different widths
+    np.savez(folder / "lumpy.npz", x=lumpy, y=ys)
+    np.savez(folder / "nowidth.npz", x=np.ones((10, 5, 1)), y=np.zeros((10, 0)))
+    np.savez(folder / "huge.npz", x=np.ones((10, 5, 1)) * 1e300, y=np.arange(10) % 2)  # finite in float64 only
+    np.savez(folder / "hugey.npz", x=np.ones((10, 5, 1)), y=np.full(10, -1e300))
+    rows = [(i, f"{i % 2}", f"{i % 3}.5") for i in range(10)]  # (row number, label, step 0)
+    (folder / "huge.csv").write_text("label,t0,t1\n" + "".join(f"{y},{x},{1e300 if i == 1 else 2.0}\n" for i, y, x in rows))
+    # the target's name missing from the header; pandas' to_csv() index, unnamed
+    (folder / "short.csv").write_text("t0,t1,label\n" + "".join(f"{i},{x},2.0,{y}\n" for i, y, x in rows))
+    (folder / "indexed.csv").write_text(",t0,t1,label\n" + "".join(f"{i},{x},2.0,{y}\n" for i, y, x in rows))
     (folder / "broken.py").write_text("raise RuntimeError('no')\n")
     (folder / "notspec.py").write_text("SPEC = 3\n")
 
@@ -367,6 +378,14 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
     ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "data.x: column 't0' holds non-numbers ('a' in row 1)"),
     ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
+    ("problem: sequence-classification\ndata: {train: good.npz, x: [a, b]}\n", "a list of names is for a table's columns"),
+    ("problem: sequence-classification\ndata: {train: lumpy.npz}\n", "lumpy.npz: x[3]: its steps have different numbers"),
+    ("problem: sequence-regression\ndata: {train: nowidth.npz}\n", "data.y: target 0 of the val split has shape (0,)"),
+    ("problem: sequence-classification\ndata: {train: huge.npz}\n", "sequence 0, step 0: value 1e+300 is past float32's"),
+    ("problem: sequence-regression\ndata: {train: hugey.npz}\n", "data.y: target 0 of the val split: value -1e+300 is past"),
+    ("problem: sequence-classification\ndata: {train: huge.csv, y: label}\n", "row 2, column 't1': value 1e+300 is past"),
+    ("problem: sequence-classification\ndata: {train: short.csv, y: label}\n", "more fields than the header has names"),
+    ("problem: sequence-classification\ndata: {train: indexed.csv, y: label}\n", "column 'Unnamed: 0' has no name"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),
@@ -570,3 +589,23 @@ def test_tasks_new_makes_its_folder_and_refuses_a_fifo(csv_task, tmp_path):
     ok(invoke("tasks", "new", "sums", "--from", csv_task / "sums.csv", "--dir", out))
     assert (out / "sums.yaml").is_file()
     ok(invoke("tasks", "check", "sums", "--include", out))
+
+
+def test_tasks_new_drafts_pass_their_own_check_whatever_the_names(tmp_path):
+    """A file name with '#', ': ' or a quote, and a CSV header of numbers (pandas' to_csv of an
+    unnamed frame), are written quoted: each draft reads back as written and passes the check;
+    the command it suggests quotes a folder with a space for the shell."""
+    rng = np.random.default_rng(0)
+    y = np.arange(12) % 2
+    x = rng.normal(size=(12, 4)) + y[:, None]
+    out = tmp_path / "my tasks"
+    names = ["run #1.npz", 'q"uote.npz', "a: b.npz"]
+    for name in names:
+        np.savez(tmp_path / name, x=x, y=y)
+    (tmp_path / "numbers.csv").write_text("0,1,2,3,4\n" + "".join(f"{t},{','.join(map(str, row))}\n"
+                                                               for t, row in zip(y, x)))
+    for i, name in enumerate(names + ["numbers.csv"]):
+        said = ok(invoke("tasks", "new", f"t{i}", "--from", tmp_path / name, "--dir", out)).stdout
+        assert f"--include '{out}'" in said
+        checked = ok(invoke("tasks", "check", f"t{i}", "--include", out)).stdout
+        assert "sequences" in checked and "2: 0, 1" in checked

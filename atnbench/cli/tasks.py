@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -106,7 +107,7 @@ def new(
     text = draft_task(name, data, folder, problem, allow_pickle)
     folder.mkdir(parents=True, exist_ok=True)  # only once the draft is good: a refusal leaves nothing
     target.write_text(text, encoding="utf-8")
-    say_command(f"wrote {target}; check it with:", f"atnbench tasks check {name} --include {folder}")
+    say_command(f"wrote {target}; check it with:", f"atnbench tasks check {name} --include {shlex.quote(str(folder))}")
 
 
 @tasks_app.command("check")
@@ -165,4 +166,4 @@ def check(
     for key, value in rows:
         table.add_row(key, escape(value))
     out.print(table)
-    say_command("ok: run it with:", f"atnbench run {name} --include {path.parent} --norm atn")
+    say_command("ok: run it with:", f"atnbench run {name} --include {shlex.quote(str(path.parent))} --norm atn")

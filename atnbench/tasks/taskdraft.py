@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
+import yaml
 
 from atnbench.config import ConfigError
 from atnbench.tasks.userdata import Fields, load_frame, load_npz, read_split
@@ -63,6 +64,21 @@ def _y_per_step(path: Path, fields: Fields, allow_pickle: bool) -> bool:
     return y.dtype == object or y.ndim >= 2 and y.shape[1] > 1 and steps == y.shape[1]
 
 
+def _quoted(text: str) -> str:
+    """``text`` as a YAML scalar that reads back as itself: a file name holds '#', ': ' or
+    quotes, and a CSV header's name may look like a number ('0')."""
+    return yaml.safe_dump(str(text), default_style='"', width=float("inf"), allow_unicode=True).rstrip("\n")
+
+
+def _field_lines(fields: Fields) -> list[str]:
+    """The ``data:`` lines naming the arrays or columns (a long table's id and time too)."""
+    named = {"x": fields.x, "y": fields.y, "lengths": fields.lengths}
+    if fields.layout is not None:
+        named.update(layout=fields.layout, id=fields.id, time=fields.time)
+    return [f"  {key}: {'null' if value is None else _quoted(value)}" for key, value in named.items()
+            if value is not None or key == "time"]
+
+
 def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = None,
                allow_pickle: bool = False) -> str:
     """The text of NAME.yaml for ``data``, checked by reading the data as the task will."""
@@ -76,22 +92,17 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
     part = read_split(data, fields, PROBLEMS[problem].per_step, allow_pickle)
     lengths = [len(x) for x in part.xs]
     relative = os.path.relpath(data.absolute(), folder.absolute())
-    lines = [f"# {name}: written by `atnbench tasks new` from {data.name}; check it with `atnbench tasks check {name}`",
+    lines = [f"# {name}: written by `atnbench tasks new` from {_quoted(data.name)}; check it with "
+             f"`atnbench tasks check {name}`",
              f"# {len(part.xs)} sequences, {part.xs[0].shape[1]} channel(s), lengths {min(lengths)} to {max(lengths)}",
-             f"description: \"{problem} on {data.name}\"",
+             f"description: {_quoted(f'{problem} on {data.name}')}",
              f"problem: {problem}        # inferred from the targets; one of: {', '.join(PROBLEMS)}",
              "data:",
-             f"  train: {relative}",
+             f"  train: {_quoted(relative)}",
              "  # validation: FILE       # else carved from train by split.validation",
              "  # test: FILE",
              "  split: {validation: 0.2, test: 0.0, seed: 0}"]
-    if fields.x is not None:
-        lines.append(f"  x: {fields.x}")
-    lines.append(f"  y: {fields.y}")
-    if fields.lengths is not None:
-        lines.append(f"  lengths: {fields.lengths}")
-    if fields.layout is not None:
-        lines += [f"  layout: {fields.layout}", f"  id: {fields.id}", f"  time: {fields.time or 'null'}"]
+    lines += _field_lines(fields)
     lines += ["standardize: true        # inputs scaled with the training split's mean and std",
               "# default_T: the longest training sequence; longer sequences keep their first T steps",
               "# run settings over the defaults that learn on small data (docs/adding-a-task.md)",

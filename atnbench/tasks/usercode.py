@@ -121,7 +121,8 @@ def calling(place: str) -> Iterator[None]:
         if signals.arrived:  # Ctrl-C or kill while it ran: an interruption, as anywhere else
             raise
         raise UserCodeError(f"{place}: raised KeyboardInterrupt") from None
-    except Exception as error:  # noqa: BLE001 - whatever the user's code raised is theirs to fix
+    # BaseException: asyncio.CancelledError, GeneratorExit or a class of its own are the code's too
+    except BaseException as error:  # noqa: BLE001 - whatever the user's code raised is theirs to fix
         said = str(error).strip().splitlines()
         raise UserCodeError(f"{place}: raised {type(error).__name__}" + (f": {said[0]}" if said else "")) from None
     finally:
@@ -178,8 +179,9 @@ def expected_y(spec, steps: int, batch: int) -> tuple[int, ...]:
     return shape if spec.loss == "ce" or spec.output_size == 1 else (*shape, spec.output_size)
 
 
-def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -> None:
-    """``make_batch(generator, batch, T)``'s result: (x, y) tensors as the TaskSpec says."""
+def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -> tuple:
+    """``make_batch(generator, batch, T)``'s result: (x, y) tensors as the TaskSpec says, its
+    floating-point x (and regression y) as float32, the model's dtype."""
     if not (isinstance(result, tuple) and len(result) == 2):
         raise UserCodeError(f"{place}: returned {_kind(result)}; expected a tuple (x, y) of two torch tensors")
     x, y = result
@@ -199,15 +201,33 @@ def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -
     if spec.loss == "ce":
         if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
             raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'ce' takes class indices (torch.long)")
-        scored = y[y != IGNORED_CLASS]
-        if scored.numel() and (int(scored.min()) < 0 or int(scored.max()) >= spec.output_size):
-            raise UserCodeError(f"{place}: y holds class {int(scored.min()) if int(scored.min()) < 0 else int(scored.max())}"
-                                f"; classes are 0..{spec.output_size - 1} (output_size={spec.output_size})")
+        _check_classes(spec, y, place)
     elif not y.is_floating_point():
         raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'mse' takes a floating-point target")
-    for name, value in (("x", x), ("y", y)):
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            raise UserCodeError(f"{place}: {name} holds NaN or infinity")
+    return _as_float32(x, "x", place), _as_float32(y, "y", place)
+
+
+def _check_classes(spec, y: torch.Tensor, place: str) -> None:
+    scored = y[y != IGNORED_CLASS]
+    if not scored.numel():  # cross-entropy over no label is 0/0: the run's loss would be nan
+        raise UserCodeError(f"{place}: y holds no scored class (every label is {IGNORED_CLASS}, the ignored "
+                            f"value); classes are 0..{spec.output_size - 1}")
+    if int(scored.min()) < 0 or int(scored.max()) >= spec.output_size:
+        raise UserCodeError(f"{place}: y holds class {int(scored.min()) if int(scored.min()) < 0 else int(scored.max())}"
+                            f"; classes are 0..{spec.output_size - 1} (output_size={spec.output_size})")
+
+
+def _as_float32(value: torch.Tensor, name: str, place: str) -> torch.Tensor:
+    """A floating-point tensor as float32 (float64 from NumPy, or half, would stop the model,
+    which computes in float32); a value float32 cannot hold is refused, not made infinite."""
+    if not value.is_floating_point():
+        return value
+    if not bool(torch.isfinite(value).all()):
+        raise UserCodeError(f"{place}: {name} holds NaN or infinity")
+    if value.dtype == torch.float64 and bool((value.abs() > torch.finfo(torch.float32).max).any()):
+        raise UserCodeError(f"{place}: {name} holds {float(value.abs().max()):g}, past float32's range "
+                            f"(±{torch.finfo(torch.float32).max:.3g}), which the model computes in; rescale it")
+    return value.float()
 
 
 def _kind(value: Any) -> str:
@@ -230,8 +250,7 @@ def guarded(spec, file: str, obj: str):
     def checked_batch(generator, batch_size, T):
         place = where(make_batch, file)
         result = call(make_batch, file, generator, batch_size, T)
-        check_batch(spec, result, batch_size, T, place, checked_seq_len(T))
-        return result
+        return check_batch(spec, result, batch_size, T, place, checked_seq_len(T))
 
     def checked_baseline(T):
         value = call(baseline, file, T)

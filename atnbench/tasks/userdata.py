@@ -24,6 +24,7 @@ mistake is a ``ConfigError`` naming the file, the field (column, row) and what i
 from __future__ import annotations
 
 import pickle
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,8 @@ FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
 LAYOUTS = ("wide", "long", "nested")  # tables
 ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
 LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # the model's inputs and targets are float32
+UNNAMED = re.compile(r"Unnamed: \d+(\.\d+)?")  # how pandas names a header's empty cells
 PICKLE_RISK = ("object arrays are read with pickle, which runs any code the file holds; allow it (allow_pickle: true "
                "in the task file, tasks new --allow-pickle) only for a file you trust")
 
@@ -124,8 +127,11 @@ def _unpickled(load, what, allow_pickle: bool, name: str, path=None):
 
 def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, source: str,
                  names: bool) -> Sequences:
+    if isinstance(fields.x, list):  # else read as x, the list silently ignored
+        raise ConfigError(f"{source}: data.x: a list of names is for a table's columns; NumPy arrays give x as one "
+                          f"array (N, T, C) of every channel (arrays: {', '.join(sorted(arrays))})")
     if names:
-        wanted = {"x": fields.x if isinstance(fields.x, str) else "x", "y": fields.y, "lengths": fields.lengths}
+        wanted = {"x": "x" if fields.x is None else fields.x, "y": fields.y, "lengths": fields.lengths}
     else:  # a mapping of .npy files is keyed by part: x, y and, where given, lengths
         wanted = {"x": "x", "y": "y", "lengths": "lengths" if "lengths" in arrays else None}
     for part, name in wanted.items():
@@ -149,7 +155,8 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
         raise ConfigError(f"{source}: data.layout: {layout} is for tables; NumPy arrays are NTC or NCT")
     if layout == "NCT":
         if x.dtype == object:
-            return np.array([np.asarray(item).T for item in x.reshape(-1)] + [None], dtype=object)[:-1]
+            return np.array([_item(item, f"{source}: x[{i}]").T for i, item in enumerate(x.reshape(-1))] + [None],
+                            dtype=object)[:-1]
         if x.ndim != 3:
             raise ConfigError(f"{source}: data.layout: NCT needs x of shape (N, C, T), got {tuple(x.shape)}")
         return x.transpose(0, 2, 1)
@@ -162,7 +169,7 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
 
 def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[np.ndarray]:
     if x.dtype == object:  # variable lengths: one array per sequence
-        xs = [_as_steps(np.asarray(item), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
+        xs = [_as_steps(_item(item, f"{source}: x[{i}]"), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
     elif x.ndim in (2, 3):
         padded = x if x.ndim == 3 else x[:, :, None]
         xs = [_as_steps(row, f"{source}: x[{i}]") for i, row in enumerate(padded)]
@@ -185,6 +192,15 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
         raise ConfigError(f"{source}: data.x: the sequences have no channels (shape {tuple(x.shape)})")
     _check_finite(xs, source)
     return xs
+
+
+def _item(item: Any, where: str) -> np.ndarray:
+    """One sequence of an object array as an array (a ragged list of steps cannot be one)."""
+    try:
+        return np.asarray(item)
+    except ValueError:
+        raise ConfigError(f"{where}: its steps have different numbers of channels (a ragged list); give each "
+                          f"sequence as a (T, C) array") from None
 
 
 def _as_steps(item: np.ndarray, where: str) -> np.ndarray:
@@ -237,15 +253,16 @@ def load_frame(path: Path):
                                   f"({', '.join(data)}) as its own file")
             return data.to_pandas()
         if path.suffix in TABLE_SUFFIXES:
-            # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
-            # seconds (the chunks' concatenation was most of a minute)
-            return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False)
+            return _read_text_table(path)
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix in (".arrow", ".feather"):
             return pd.read_feather(path)
     except ConfigError:
         raise
+    except pd.errors.ParserWarning:  # rows longer than the header (as _read_text_table makes it an error)
+        raise ConfigError(f"{path}: a row has more fields than the header has names (a name missing from the "
+                          f"header?); give every column a name, the target's too") from None
     except ImportError:  # pandas names the missing package in words only: the path says which it is
         raise ConfigError(f"{path}: reading it {needs_package('datasets' if path.is_dir() else 'pyarrow')}") from None
     except Exception as err:  # pandas/pyarrow say what is wrong in many exception types
@@ -253,6 +270,20 @@ def load_frame(path: Path):
     known = ", ".join([*TABLE_SUFFIXES, ".npz", *FRAME_SUFFIXES])
     raise ConfigError(f"{path}: unknown data format {path.suffix or '(no extension)'!r}; expected one of: {known}, "
                       f"a mapping of .npy files, or a Hugging Face dataset folder")
+
+
+def _read_text_table(path: Path):
+    import warnings
+
+    import pandas as pd
+
+    # index_col=False: by default a header one name short makes the first column (often the
+    # target) the index, dropped without a word; pandas then warns that it cuts the rows instead
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
+        # seconds (the chunks' concatenation was most of a minute)
+        return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False, index_col=False)
 
 
 def _from_frame(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
@@ -306,10 +337,19 @@ def _feature_columns(frame, fields: Fields, others: tuple, source: str) -> list:
         if dates:
             raise ConfigError(f"{source}: data.x: column {dates[0]!r} holds dates or times; name the feature columns "
                               f"in data.x (a time stamp orders a long table's steps: data.time)")
+        _refuse_unnamed(columns, source)
     if not columns:
         raise ConfigError(f"{source}: data.x: no feature column (columns: {_columns(frame)})")
     return columns
 
+
+def _refuse_unnamed(columns: list, source: str) -> None:
+    """A column with no name in the header is most often the row numbers pandas' ``to_csv()``
+    writes by default: taken as step 0, it would predict the class of a file sorted by class."""
+    unnamed = [c for c in columns if isinstance(c, str) and UNNAMED.fullmatch(c)]
+    if unnamed:
+        raise ConfigError(f"{source}: data.x: column {unnamed[0]!r} has no name in the header (the index "
+                          f"pandas' to_csv() writes?); write the file with to_csv(..., index=False) or name the column")
 
 
 def _long(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
@@ -422,6 +462,16 @@ def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:
         row, column = found[0]
         raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: non-finite value "
                           f"{values[row, column]} (inf, or a number past float64's range)")
+    found = np.argwhere(np.abs(np.nan_to_num(values)) > FLOAT32_MAX)
+    if len(found):
+        row, column = found[0]
+        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: "
+                          f"{beyond_float32(values[row, column])}")
+
+
+def beyond_float32(value: float) -> str:
+    """The end of the one line refusing a finite float64 the model (float32) cannot hold."""
+    return f"value {value:g} is past float32's range (±{FLOAT32_MAX:.3g}), which the model computes in; rescale it"
 
 
 def _check_targets(ys: list, source: str, where) -> None:
@@ -439,6 +489,10 @@ def _check_finite(xs: list[np.ndarray], source: str) -> None:
             step = int(np.argwhere(~np.isfinite(seq))[0][0])
             raise ConfigError(f"{source}: data.x: NaN or infinity in sequence {i} at step {step} "
                               f"(padding? give data.lengths, or end the row early)")
+        large = np.abs(seq) > FLOAT32_MAX  # as float32 inf, and standardizing it overflows
+        if large.any():
+            step, channel = np.argwhere(large)[0]
+            raise ConfigError(f"{source}: data.x: sequence {i}, step {step}: {beyond_float32(seq[step, channel])}")
 
 
 def _columns(frame) -> str:

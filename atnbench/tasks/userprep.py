@@ -29,7 +29,7 @@ from atnbench.config import ConfigError
 from atnbench.userfiles import file_stat
 from atnbench.tasks.registry import TaskSpec
 from atnbench.tasks.source import PADDED_CLASS
-from atnbench.tasks.userdata import Fields, Sequences, read_split
+from atnbench.tasks.userdata import FLOAT32_MAX, Fields, Sequences, beyond_float32, read_split
 
 @dataclass(frozen=True)
 class Problem:
@@ -228,24 +228,29 @@ def _label(value: Any) -> Any:
 
 
 def _check_numbers(splits: dict[str, Sequences], per_step: bool) -> int:
-    dims = set()
-    for key, part in splits.items():
-        for i, y in enumerate(part.ys):
-            try:
-                target = np.asarray(y, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split is not a number "
-                                  f"(a regression problem needs numeric targets)") from None
-            if not np.isfinite(target).all():
-                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split is NaN or infinite")
-            shape = target.shape[1:] if per_step else target.shape  # per step: (T_i,) or (T_i, D)
-            if len(shape) > 1:
-                raise ConfigError(f"{part.source}: data.y: target {i} of the {key} split has shape "
-                                  f"{tuple(target.shape)}; expected {'(T,) or (T, D)' if per_step else 'a number or (D,)'}")
-            dims.add(shape[0] if shape else 1)
+    dims = {_target_size(y, f"{part.source}: data.y: target {i} of the {key} split", per_step)
+            for key, part in splits.items() for i, y in enumerate(part.ys)}
     if len(dims) > 1:
         raise ConfigError(f"data.y: targets of different sizes ({sorted(dims)})")
     return dims.pop()
+
+
+def _target_size(y: Any, where: str, per_step: bool) -> int:
+    """The size D of one regression target: finite numbers float32 can hold, of shape (), (D,)
+    or, per step, (T,) or (T, D), D >= 1."""
+    try:
+        target = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where} is not a number (a regression problem needs numeric targets)") from None
+    if not np.isfinite(target).all():
+        raise ConfigError(f"{where} is NaN or infinite")
+    if (np.abs(target) > FLOAT32_MAX).any():
+        raise ConfigError(f"{where}: {beyond_float32(target.reshape(-1)[np.abs(target).argmax()])}")
+    shape = target.shape[1:] if per_step else target.shape  # per step: (T_i,) or (T_i, D)
+    if len(shape) > 1 or shape == (0,):
+        raise ConfigError(f"{where} has shape {tuple(target.shape)}; expected "
+                          f"{'(T,) or (T, D)' if per_step else 'a number or (D,)'} with D >= 1")
+    return shape[0] if shape else 1
 
 
 # --- tensors ------------------------------------------------------------------------------------
@@ -255,7 +260,8 @@ def standardizer(prep: Prepared, on: bool) -> tuple[np.ndarray, np.ndarray]:
     token ids)."""
     if not on or prep.vocab is not None:
         return np.zeros(prep.channels), np.ones(prep.channels)
-    steps = np.concatenate(prep.splits["train"].xs)
+    # float64, of inputs within float32's range (userdata refuses more): the squares cannot overflow
+    steps = np.concatenate(prep.splits["train"].xs).astype(np.float64, copy=False)
     std = steps.std(0)
     return steps.mean(0), np.where(std > 0, std, 1.0)
 
