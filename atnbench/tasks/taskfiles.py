@@ -218,6 +218,7 @@ def task_options(definition: Definition, path: Path) -> dict[str, Any]:
     for key, file in files.items():
         if "\0" in file:
             raise ConfigError(f"{path}: key 'data.{key}': a file name cannot hold a NUL character, got {file!r}")
+    _refuse_training_files_held_out(path, files)
     fields = data.model_dump(exclude={"train", "validation", "test", "split"})
     split = {name: value for name, value in data.split.model_dump().items()
              if name == "seed" or getattr(data, name) is None}  # fractions only where no file is given
@@ -307,3 +308,18 @@ def _check_options(path: Path, where: str, layer: dict[str, Any]) -> dict[str, A
         raise ConfigError(f"{path}: key '{where}.options.{unknown[0]}': unknown option; a task of your own "
                           f"takes {' and '.join(USER_OPTIONS)} (its data and code are its file's)")
     return layer
+
+
+def _refuse_training_files_held_out(path: Path, files: dict[str, str]) -> None:
+    """A validation or test split read from the training file scores the model on sequences it
+    trained on: early stopping, the kept weights and the reported numbers would all be on seen data."""
+    def real(split: str) -> set[str]:
+        return {os.path.realpath(file) for key, file in files.items() if key == split or key.startswith(f"{split}.")}
+
+    train = real("train")
+    for split in ("validation", "test"):
+        held = real(split)
+        if held and held <= train:
+            raise ConfigError(f"{path}: key 'data.{split}': {files.get(split) or sorted(held)[0]} is the training "
+                              f"file too; a {split} split must hold other sequences (leave data.{split} out to carve "
+                              f"it from the training file: data.split)")
