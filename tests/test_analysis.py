@@ -50,6 +50,23 @@ def test_ln_probe_gives_mean_zero_and_unit_variance_at_every_step():
         assert all(r["mean_std"] < 1e-6 for r in rows)
 
 
+def test_with_the_bias_outside_the_hidden_term_at_step_0_is_the_norm_of_zero():
+    """--bias-outside (eq. 14's reading of Sect. 5.2): the recorded hidden term is N(W_h h) itself,
+    so at step 0 (h_0 = 0) it is exactly 0 for every model; by default (bias inside) it is
+    N(W_h h_0 + b_h), which the trained bias moves off 0."""
+    outside = st.stats_config("atn", 3, 12, 3, seed=0, hidden=8, batch_size=6, bias_inside=False)
+    assert outside.bias_inside is False and st.stats_config("atn", 3, 12, 3, seed=0).bias_inside is None
+    hidden = by_term(st.record_iteration(st.train_model(outside, 3, CPU)))["hidden"]
+    assert hidden.mean[0] == 0 and hidden.var[0] == 0
+    inside = by_term(st.record_iteration(tiny("atn", 3)))["hidden"]
+    assert inside.var[0] > 0.1
+
+
+def test_stats_bias_placement_and_a_kept_model_are_one_or_the_other(tmp_path):
+    result = invoke("stats", "--from-run", "abc123", "--bias-outside", "--out-dir", tmp_path)
+    assert result.exit_code == 2 and "keeps its own placement" in result.stderr, result.output
+
+
 def test_atn_probe_varies_over_time_and_has_the_right_shapes():
     T = 12
     ln = by_term(st.record_iteration(tiny("ln", T=T)))

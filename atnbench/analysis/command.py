@@ -33,6 +33,7 @@ class StatsRequest:
     device: str
     threads: int
     quiet: bool
+    bias_inside: Optional[bool] = None  # None: each norm's own placement (inside for LN and ATN)
 
 
 def stats_command(request: StatsRequest) -> None:
@@ -72,7 +73,7 @@ def _models(request: StatsRequest, torch_device) -> list:
         with ResultsStore.open_read_only(request.store) as results:
             return [st.load_run(results, run_id, torch_device) for run_id in dict.fromkeys(request.from_run)]
     configs = [(norm, window, st.stats_config(norm, window, request.T, request.iters, request.seed, request.hidden,
-                                              request.batch_size))
+                                              request.batch_size, bias_inside=request.bias_inside))
                for norm, window in [("ln", 1)] + [("atn", w) for w in request.windows]]
     for *_, config in configs:
         check_fits(config_estimate(config), str(torch_device))

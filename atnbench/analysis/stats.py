@@ -13,6 +13,15 @@ variance over the features, averaged over the batch. No model code is copied.
 Step 0 of the recurrent term is W_h h_0 + b_h with h_0 = 0: the bias alone, the same for
 every example (exactly 0 at initialisation, where LN outputs 0). The summaries leave that
 step out (``SKIP_FIRST``); the series keep it.
+
+Where the LSTM's bias sits is a reading of the paper, so it is a named option
+(``--bias-inside/--bias-outside``, ``bias_inside``). Sect. 5.2 says its models "did not include
+the use of trainable bias and gain parameters inside the normalization methods". The default
+reads that as the normalizations' own gain and shift (``affine=False``), with the LSTM bias where
+the earlier experiments had it: inside for LN and ATN, so the recorded "W_h h" term is
+N(W_h h + b_h). Eq. 14 puts the bias outside, and Sect. 5.1 uses "bias inside the
+normalization" for the LSTM's own bias. ``--bias-outside`` takes that reading, and the
+recorded terms are then N(W_h h) and N(W_x x) exactly.
 """
 
 from __future__ import annotations
@@ -110,10 +119,12 @@ class Recorder:
 
 
 def stats_config(norm: str, k: int, T: int, iters: int, seed: int, hidden: Optional[int] = None,
-                 batch_size: Optional[int] = None, task: str = "adding") -> RunConfig:
-    """Sect. 5.2's setting: the adding preset at T, no trainable gain/bias in the norms."""
+                 batch_size: Optional[int] = None, task: str = "adding",
+                 bias_inside: Optional[bool] = None) -> RunConfig:
+    """Sect. 5.2's setting: the adding preset at T, no trainable gain/bias in the norms; the LSTM
+    bias placed as ``bias_inside`` says (None: the norm's own; see the module doc)."""
     flags = dict(T=T, norm=norm, k=k, affine=False, steps=max(1, iters), seed=seed, hidden=hidden,
-                 batch_size=batch_size)
+                 batch_size=batch_size, bias_inside=bias_inside)
     config = resolve_run(task, flags)
     # nothing is evaluated here: a one-batch validation set instead of the preset's 10,000 samples
     return build_config(dict(config.to_dict(), val_samples=config.batch_size))

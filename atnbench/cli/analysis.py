@@ -32,11 +32,17 @@ def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
           out_dir: StatsOut = None, store: options.Store = options.STORE, from_run: FromRun = None,
           device: options.Device = options.DEVICE, threads: options.Threads = options.THREADS,
           quiet: options.Quiet = False,
-          out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR")):
+          out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
+          bias_inside: Annotated[Optional[bool], typer.Option(
+              "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per "
+              "norm, inside for LN and ATN). Outside records N(W_h h) itself, as eq. 14 places it.")] = None):
     """Post-normalization mean and variance over time (ATN paper Sect. 5.2, Fig. 6).
 
     Trains LN and ATN(k) LSTMs without trainable gain/bias on the adding problem (a short budget:
     --iters), then records one training iteration through probes on every normalization.
+
+    Where the LSTM bias sits is a reading of Sect. 5.2: inside by default (the earlier experiments'
+    placement), outside with --bias-outside (eq. 14's).
 
     Example: [bold]atnbench stats --k 5,25,55 --T 75 --iters 100[/]
     """
@@ -46,11 +52,14 @@ def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
     if store != options.STORE and not from_run:  # a store given to be read, and nothing would read it
         raise UserError(f"--store {store}: stats reads a store only with --from-run RUN_ID (that run's kept "
                         "model); without it, it trains its own models and reads no store")
+    if from_run and bias_inside is not None:
+        raise UserError("--bias-inside/--bias-outside places the bias of the models stats trains; a --from-run "
+                        "model keeps its own placement: give one of the two")
     stats_command(StatsRequest(
         windows=options.whole_numbers(k, "--k"), T=T, iters=iters, seed=seed, hidden=hidden, batch_size=batch_size,
         out_dir=Path(options.deprecated(out_old, "--out", "--out-dir", out_dir) or Path("atnbench-results") / "stats"),
         out_flag="--out" if out_old is not None else "--out-dir", store=store, from_run=from_run, device=device,
-        threads=threads, quiet=quiet))
+        threads=threads, quiet=quiet, bias_inside=bias_inside))
 
 
 @app.command()
