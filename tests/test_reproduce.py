@@ -43,6 +43,16 @@ def test_dry_run_plans_every_part_and_writes_nothing(tmp_path):
     assert "part table4-ptb-char left out: no ptb-char data in" in result.stderr
     assert "atnbench data prepare ptb-char" in result.stderr
     assert not store.exists()
+    # runs two parts share (table 1's copying runs in k-ablation, ...) are counted and priced once
+    wide = invoke("reproduce", "--budget", "0.001", "--seeds", "0,1", "--dry-run", "--store", store,
+                  env={"COLUMNS": "400"})
+    rows = [line.split() for line in wide.stdout.splitlines() if line.split()[:1] and line.split()[0] in GENERATED]
+    assert len(rows) == len(GENERATED), wide.stdout
+    per_part = sum(int(row[row.index("0.001") + 3]) for row in rows)  # budget, runs, in store, left
+    caption = " ".join(wide.stdout.split())
+    total = int(caption.split("left to run: ")[1].split(" runs")[0])
+    shared = int(caption.split("; ")[-1].split(" runs are in two parts")[0])
+    assert shared > 0 and total == per_part - shared
 
 
 def test_real_data_parts_join_the_plan_once_their_data_is_there(no_data):

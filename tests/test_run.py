@@ -263,3 +263,20 @@ def test_the_fast_path_is_loaded_before_the_run_is_timed(tmp_path, monkeypatch, 
         outcome = execute(Job(run_id_of(config), config.to_dict(), "tiny", "tiny"), results, "cpu", SilentReporter())
     assert outcome["status"] == "done"
     assert events[:2] == (["build", "train"] if builds else ["train"])
+
+
+def test_a_run_interrupted_before_it_starts_says_nothing_was_recorded(tmp_path, monkeypatch):
+    """Ctrl-C while a run is being set up (its data, its model) leaves no row: the message says
+    so, instead of a "recorded as failed" the store would contradict."""
+    import atnbench.run.train
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atnbench.run.train, "train", stopped)
+    store = tmp_path / "r.db"
+    result = invoke("run", "adding", *TINY, "--store", store)
+    assert result.exit_code == 130, result.output
+    assert "nothing recorded; the same command starts it" in result.stderr and "recorded as failed" not in result.stderr
+    with ResultsStore(store) as results:
+        assert results.runs() == []

@@ -636,6 +636,12 @@ def test_a_flag_on_a_varied_setting_picks_the_sweeps_runs(tmp_path):
     k3 = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--k", "3").stdout)
     assert sorted((r["config"]["norm"], r["config"]["k"] if r["config"]["norm"] == "atn" else None) for r in k3) == \
         sorted([("none", None), ("ln", None), ("atn", 3)] * 2)
+    # and with the norm named too: LN, which ignores a k the sweep holds (as `run --norm ln --k 3` runs it)
+    ln3 = invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "ln", "--k", "3")
+    assert ln3.exit_code == 0, ln3.output
+    assert {r["config"]["norm"] for r in json.loads(ln3.stdout)} == {"ln"} and len(json.loads(ln3.stdout)) == 2
+    refused = invoke("sweep", path, "--store", store, "--dry-run", "--norm", "ln", "--k", "4")
+    assert refused.exit_code == 2 and "has no run with --norm ln --k 4" in refused.output  # no k=4 anywhere
     variants = write(tmp_path, "variants.yaml", VARIANTS)
     every = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json").stdout)
     by_name = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json",

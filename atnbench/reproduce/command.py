@@ -197,15 +197,19 @@ def _dry_run(planned, store: Path) -> None:
     for column in ("part", "what", "budget", "runs", "in store", "left", "cost (1 thread)"):
         table.add_column(column, justify="right" if column in ("budget", "runs", "in store", "left") else "left",
                          no_wrap=column == "part")
-    every_left = []
+    every_left = {}  # run id -> config: a run two parts share (table 1's in k-ablation) runs, and costs, once
     for item in planned:
         statuses = _store_statuses(store, item.runs)
         left = [run.config for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
-        every_left += left
+        every_left.update((run.run_id, run.config) for run in item.runs
+                          if statuses.get(run.run_id) not in ("done", "diverged"))
         cost = estimate(left, rates)
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
                       str(len(item.runs) - len(left)), str(len(left)),
                       cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
-    overall = estimate(every_left, rates)
-    table.caption = f"left to run: {cpu_time_text(overall.seconds)} of single-thread CPU time ({overall.note()})"
+    overall = estimate(list(every_left.values()), rates)
+    shared = sum(len(item.runs) for item in planned) - len({run.run_id for item in planned for run in item.runs})
+    count = f"{len(every_left)} run{'s' if len(every_left) != 1 else ''}, " if every_left else ""
+    table.caption = (f"left to run: {count}{cpu_time_text(overall.seconds)} of single-thread CPU time "
+                     f"({overall.note()})" + (f"; {shared} runs are in two parts and counted once" if shared else ""))
     out.print(table)

@@ -230,6 +230,8 @@ def _train(request: RunRequest, run_config, results, torch_device) -> dict:
                      resume=request.resume or (has_checkpoint and not request.force),
                      checkpoint_every=request.checkpoint_every, keep_model=request.keep_model)
     except KeyboardInterrupt:
-        err.print(f"interrupted: run {run_id} recorded as failed; continue it with the same command",
+        recorded = results.get_run(run_id) is not None  # stopped while it was set up: no row yet
+        err.print(f"interrupted: run {run_id} recorded as failed; continue it with the same command" if recorded
+                  else f"interrupted before run {run_id} started: nothing recorded; the same command starts it",
                   soft_wrap=True, highlight=False)
         raise

@@ -113,10 +113,17 @@ def pick(spec: SweepSpec, runs: list[PlannedRun], flags: dict[str, Any], budget:
     with the flags on top, as run ids (``sweep table2-adding --T 100``: its T=100 half). The
     flags are resolved as for any run, so aliases pick what they name (``--norm lstm``, the
     default variant by its name), and a flag a run ignores (``--k`` for LN) keeps it, but only
-    beside a run that has the value (``k-ablation --k 7`` picks nothing, not just LN and LSTM)."""
-    kept = {run.run_id for run in expand(spec, budget=budget, seeds=seeds, overrides={**(overrides or {}), **flags})}
-    chosen = [run for run in runs if run.run_id in kept]
-    for key in flags:
-        if any(uses(run.config, key) for run in runs) and not any(uses(run.config, key) for run in chosen):
-            return []
+    beside a run that has the value (``k-ablation --k 7`` picks nothing, not just LN and LSTM;
+    ``--norm ln --k 5`` on a grid with ATN k=5 picks LN, as ``run --norm ln --k 5`` runs it)."""
+    def kept(picked: dict[str, Any]) -> set[str]:
+        return {run.run_id for run in expand(spec, budget=budget, seeds=seeds, overrides={**(overrides or {}), **picked})}
+
+    every = kept(flags)
+    chosen = [run for run in runs if run.run_id in every]
+    for key, value in flags.items():
+        using = [run for run in runs if uses(run.config, key)]
+        if using and not any(run.run_id in every for run in using):  # does the sweep have the value at all?
+            alone = kept({key: value})
+            if not any(run.run_id in alone for run in using):
+                return []
     return chosen
