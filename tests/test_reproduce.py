@@ -50,7 +50,7 @@ def test_dry_run_plans_every_part_and_writes_nothing(tmp_path):
     assert len(rows) == len(GENERATED), wide.stdout
     per_part = sum(int(row[row.index("0.001") + 3]) for row in rows)  # budget, runs, in store, left
     caption = " ".join(wide.stdout.split())
-    total = int(caption.split("left to run: ")[1].split(" runs")[0])
+    total = int(caption.split("of single-thread CPU time in ")[1].split(" runs")[0])
     shared = int(caption.split("; ")[-1].split(" runs are in two parts")[0])
     assert shared > 0 and total == per_part - shared
 

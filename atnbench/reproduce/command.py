@@ -209,7 +209,7 @@ def _dry_run(planned, store: Path) -> None:
                       cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
     overall = estimate(list(every_left.values()), rates)
     shared = sum(len(item.runs) for item in planned) - len({run.run_id for item in planned for run in item.runs})
-    count = f"{len(every_left)} run{'s' if len(every_left) != 1 else ''}, " if every_left else ""
-    table.caption = (f"left to run: {count}{cpu_time_text(overall.seconds)} of single-thread CPU time "
+    count = f" in {len(every_left)} run{'s' if len(every_left) != 1 else ''}" if every_left else ""
+    table.caption = (f"left to run: {cpu_time_text(overall.seconds)} of single-thread CPU time{count} "
                      f"({overall.note()})" + (f"; {shared} runs are in two parts and counted once" if shared else ""))
     out.print(table)
