@@ -11,7 +11,9 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, finite, out, user_errors
+from atnbench.cli.run_flags import with_settings
 from atnbench.errors import UserError
+from atnbench.settings import RUN_SETTINGS
 from atnbench.tables import FitTable
 
 
@@ -19,6 +21,7 @@ Iters = Annotated[int, typer.Option("--iters", help="Training steps before the r
 Hidden = Annotated[Optional[int], typer.Option("--hidden", help="Hidden size (default: the adding preset's, 60).")]
 BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="Batch size (default: the preset's, 50).")]
 StatsOut = Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")]
+BIAS_PLACEMENT = tuple(setting for setting in RUN_SETTINGS if setting.param == "bias_inside")  # run's own flag
 FromRun = Annotated[Optional[list[str]], typer.Option(
     "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of "
                                          "training (repeatable; an id prefix is enough).")]
@@ -26,16 +29,14 @@ FromRun = Annotated[Optional[list[str]], typer.Option(
 
 @app.command()
 @user_errors
+@with_settings(BIAS_PLACEMENT, after="quiet")
 def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
           T: Annotated[int, typer.Option("--T", min=1, help="Adding-problem sequence length.")] = 75,
           iters: Iters = 100, seed: options.Seed = 0, hidden: Hidden = None, batch_size: BatchSize = None,
           out_dir: StatsOut = None, store: options.Store = options.STORE, from_run: FromRun = None,
           device: options.Device = options.DEVICE, threads: options.Threads = options.THREADS,
           quiet: options.Quiet = False,
-          out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
-          bias_inside: Annotated[Optional[bool], typer.Option(
-              "--bias-inside/--bias-outside", help="LSTM bias inside or outside the normalization (default: per "
-              "norm, inside for LN and ATN). Outside records N(W_h h) itself, as eq. 14 places it.")] = None):
+          out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"), **settings):
     """Post-normalization mean and variance over time (ATN paper Sect. 5.2, Fig. 6).
 
     Trains LN and ATN(k) LSTMs without trainable gain/bias on the adding problem (a short budget:
@@ -52,6 +53,7 @@ def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
     if store != options.STORE and not from_run:  # a store given to be read, and nothing would read it
         raise UserError(f"--store {store}: stats reads a store only with --from-run RUN_ID (that run's kept "
                         "model); without it, it trains its own models and reads no store")
+    bias_inside = settings["bias_inside"]
     if from_run and bias_inside is not None:
         raise UserError("--bias-inside/--bias-outside places the bias of the models stats trains; a --from-run "
                         "model keeps its own placement: give one of the two")

@@ -521,7 +521,7 @@ def check_recorded(store, study: Study, family: Optional[Family] = None) -> Opti
 def _same_p(recorded, recomputed) -> bool:
     if recorded is None or recomputed is None:
         return recorded is recomputed
-    return isinstance(recorded, (int, float)) and math.isclose(recorded, recomputed, rel_tol=1e-9, abs_tol=1e-300)
+    return isinstance(recorded, (int, float)) and math.isclose(recorded, recomputed, rel_tol=1e-9)
 
 
 def _entry_text(entry) -> str:

@@ -200,10 +200,9 @@ def _dry_run(planned, store: Path) -> None:
     every_left = {}  # run id -> config: a run two parts share (table 1's in k-ablation) runs, and costs, once
     for item in planned:
         statuses = _store_statuses(store, item.runs)
-        left = [run.config for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")]
-        every_left.update((run.run_id, run.config) for run in item.runs
-                          if statuses.get(run.run_id) not in ("done", "diverged"))
-        cost = estimate(left, rates)
+        left = {run.run_id: run.config for run in item.runs if statuses.get(run.run_id) not in ("done", "diverged")}
+        every_left.update(left)
+        cost = estimate(list(left.values()), rates)
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
                       str(len(item.runs) - len(left)), str(len(left)),
                       cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
