@@ -215,7 +215,8 @@ def valid_record(config=None, **fields):
     from atnbench.evidence.identity import code_fingerprint, run_id_under
 
     config = config if config is not None else {"task": "adding", "T": 8, "norm": "ln"}
-    record = {"status": "done", "config": config, "curve": [], "sweeps": [], **fields}
+    record = {"status": "done", "config": config, "curve": [{"step": 1, "train_loss": 1.0, "val_loss": 0.5}],
+              "sweeps": [], **fields}
     return {"run_id": run_id_under(config, code_fingerprint()), **record}
 
 

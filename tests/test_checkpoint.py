@@ -253,3 +253,34 @@ def test_a_sweep_recovers_from_a_corrupt_checkpoint_instead_of_failing_every_rer
     assert outcome.count("done") == 1 and outcome.exit_code == 0
     assert "set aside" in caplog.text
     assert len(list(file.parent.glob("checkpoint.pt.corrupt-*"))) == 1 and not file.exists()
+
+
+@pytest.mark.parametrize("after_the_row", [False, True], ids=["before-the-final-row", "after-the-final-row"])
+def test_an_interrupt_after_the_last_step_is_recorded_and_the_same_command_finishes(tmp_path, whole, monkeypatch,
+                                                                                    after_the_row):
+    """Ctrl-C while the run writes its summary leaves no row 'running': before the final row is
+    written it is recorded interrupted and resumes to the uninterrupted numbers; after, the run is
+    done and its checkpoint is gone."""
+    from atnbench.run import train as train_module
+
+    real = ResultsStore.finish_run if after_the_row else train_module.summarize
+    calls = []
+
+    def interrupted(*args, **kwargs):  # once: the recording of the interrupt calls it again
+        done = real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return done
+
+    target = (ResultsStore, "finish_run") if after_the_row else (train_module, "summarize")
+    with ResultsStore(tmp_path / "r.db") as store:
+        with monkeypatch.context() as patch:
+            patch.setattr(*target, interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                train(CONFIG, store, CPU, checkpoint_every=2)
+        row = store.get_run(run_id_of(CONFIG))
+        assert (row.status, row.error) == (("done", None) if after_the_row else ("failed", "interrupted"))
+        assert checkpoints.checkpoint_file(tmp_path / "r.db", run_id_of(CONFIG)).exists() != after_the_row
+        record = train(CONFIG, store, CPU, resume=True)
+        assert record["status"] == "done" and points(store) == whole

@@ -225,6 +225,7 @@ GOOD = json.dumps(valid_record())
     ('{"run_id": "abc", "status": "done", "config": {}, "sweeps": "k-ablation"}\n', "curve and sweeps must be lists"),
     (GOOD + '\n\n{"run_id": "abc", "status": "finished", "config": {}}\n',
      "line 3 run abc: not an atnbench run record (unknown status"),
+    (json.dumps({**valid_record(), "curve": []}) + "\n", "curve: empty, and a done run has at least one evaluation"),
 ])
 def test_a_bad_file_is_one_line_and_imports_nothing(tmp_path, content, message):
     bad = tmp_path / "bad.jsonl"

@@ -612,3 +612,29 @@ def test_tasks_new_drafts_pass_their_own_check_whatever_the_names(tmp_path):
         assert f"--include '{out}'" in said
         checked = ok(invoke("tasks", "check", f"t{i}", "--include", out)).stdout
         assert "sequences" in checked and "2: 0, 1" in checked
+
+
+def test_na_and_none_are_words_in_a_text_label_or_id_column(tmp_path):
+    """pandas reads 'NA', 'None' and 'null' as missing; in a column of text labels or sequence ids
+    they are names (a 'None' activity, Namibia's 'NA'), and only an empty cell is missing."""
+    from atnbench.config import ConfigError
+    from atnbench.tasks.userdata import Fields, read_split
+
+    wide = tmp_path / "wide.csv"
+    wide.write_text("label,t0,t1\ncat,1,2\nNone,3,4\nNA,5,6\nnull,7,8\n")
+    split = read_split(wide, Fields(y="label"), per_step=False)
+    assert split.ys == ["cat", "None", "NA", "null"]
+    long = tmp_path / "long.csv"
+    long.write_text("id,time,a,tag\nNA,0,1.0,up\nNA,1,NA,up\nUS,0,2.0,None\nUS,1,3.0,None\n")
+    with pytest.raises(ConfigError, match="NaN or infinity in sequence 0 at step 1"):
+        read_split(long, Fields(y="tag", layout="long"), per_step=True)  # in a number column 'NA' is missing
+    long.write_text("id,time,a,tag\nNA,0,1.0,up\nNA,1,0.5,up\nUS,0,2.0,None\nUS,1,3.0,None\n")
+    split = read_split(long, Fields(y="tag", layout="long"), per_step=True)
+    assert [list(y) for y in split.ys] == [["up", "up"], ["None", "None"]]
+    numbers = tmp_path / "numbers.csv"  # a number target: 'NA' is a missing value, refused with its row
+    numbers.write_text("y,t0\n1.5,1\nNA,2\n")
+    with pytest.raises(ConfigError, match="y row 2: target is NaN"):
+        read_split(numbers, Fields(y="y"), per_step=False)
+    wide.write_text("label,t0,t1\ncat,1,2\n,3,4\n")  # an empty cell is still missing
+    with pytest.raises(ConfigError, match="y row 2: target is NaN"):
+        read_split(wide, Fields(y="label"), per_step=False)

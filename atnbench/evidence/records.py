@@ -4,8 +4,8 @@ written into a store: one pydantic schema, checked record by record.
 A record is refused when a field has the wrong type (a ``T`` given as a string, a loss given as
 a word: no coercion), a number is not finite (``1e999``, NaN, inf; a missing value is ``null``,
 as the store writes it), a step or size is negative, an integer does not fit SQLite's 64 bits,
-a curve's ``wall_s`` is negative, the task is unknown, the run id is not 12 hexadecimal
-characters, a column the store lists runs by (``task``, ``T``, ``norm``, ``k``, ``seed``,
+a curve's ``wall_s`` is negative, a done run has no curve (its numbers could not be traced to
+one), the task is unknown, the run id is not 12 hexadecimal characters, a column the store lists runs by (``task``, ``T``, ``norm``, ``k``, ``seed``,
 ``budget``) is given at the top level with another value or type than its config's (the store
 would list and report the run by the top-level one), or the run id does not follow from the config (recomputed with ``identity`` under the
 code fingerprint the record carries, this code's where it carries none or ``null``). A config that
@@ -182,6 +182,8 @@ def problem(record: dict) -> Optional[str]:
         return column
     if checked.status not in STATUSES:
         return f"status: unknown status {checked.status!r} (one of {', '.join(STATUSES)})"
+    if checked.status == "done" and not checked.curve:  # its numbers are read from its curve
+        return "curve: empty, and a done run has at least one evaluation (the report reads its numbers from it)"
     user_task = "user_task" in (record["config"].get("options") or {})  # a user's task: its definition travels with it
     if checked.config.task not in task_names() and not user_task:
         return f"config.task: unknown task {checked.config.task!r} (known: {', '.join(task_names())})"

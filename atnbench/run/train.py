@@ -348,60 +348,64 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     status, error = "done", None
     window_loss, window_steps, evals = 0.0, 0, 0
     best_val, since_best = early_stopping_state(store.curve(run_id))  # a resumed run goes on counting
-    try:
-        model.train()
-        while step < config.steps:
-            batch = source.train_batch()
-            state = detach_state(state) if batch.carry else None  # truncated BPTT across batches
-            logits, state = run_model(model, batch, state)
-            loss = task_loss(task, logits, batch.y, batch.lengths)
-            value = loss.item()
-            if not math.isfinite(value):
-                raise Diverged(f"loss became {value} at step {step + 1}")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if config.clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
-            optimizer.step()
-            step += 1
-            window_loss += value
-            window_steps += 1
-            reporter.step(step, value)
-            if step % config.eval_every == 0 or step == config.steps:
-                with schedule.eval_weights(optimizer):  # ASGD's average once it has taken over
-                    val, metrics = evaluate_all(model, task, source, rows)
-                    improved = _weights(model) if keep_model and val < best_val else None
-                if not math.isfinite(val):
-                    raise Diverged(f"validation loss became {val} at step {step}")
-                train_loss = window_loss / window_steps
-                wall = wall_before + time.perf_counter() - started
-                store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
-                if improved is not None:
-                    store.save_model(run_id, "best", step, improved)
-                since_best = 0 if val < best_val else since_best + 1
-                best_val = min(best_val, val)
-                reporter.evaluated(step, train_loss, val)
-                schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
-                window_loss, window_steps = 0.0, 0
-                evals += 1
-                if config.patience and since_best >= config.patience and step < config.steps:
-                    break  # done: the best-validation weights are kept; more steps only overfit
-                if evals % checkpoint_every == 0 and step < config.steps:
-                    checkpoint.save(model, optimizer, source, state, step, wall)
-    except Diverged as err:
-        status, error = "diverged", str(err)
-    except BaseException as err:  # recorded, then re-raised: an interrupted run is never 'done'
+    try:  # the steps, then the finish: an interrupt anywhere before the row is final is recorded
+        try:
+            model.train()
+            while step < config.steps:
+                batch = source.train_batch()
+                state = detach_state(state) if batch.carry else None  # truncated BPTT across batches
+                logits, state = run_model(model, batch, state)
+                loss = task_loss(task, logits, batch.y, batch.lengths)
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise Diverged(f"loss became {value} at step {step + 1}")
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.clip is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip)
+                optimizer.step()
+                step += 1
+                window_loss += value
+                window_steps += 1
+                reporter.step(step, value)
+                if step % config.eval_every == 0 or step == config.steps:
+                    with schedule.eval_weights(optimizer):  # ASGD's average once it has taken over
+                        val, metrics = evaluate_all(model, task, source, rows)
+                        improved = _weights(model) if keep_model and val < best_val else None
+                    if not math.isfinite(val):
+                        raise Diverged(f"validation loss became {val} at step {step}")
+                    train_loss = window_loss / window_steps
+                    wall = wall_before + time.perf_counter() - started
+                    store.log_eval(run_id, step, wall, train_loss, val, metrics or None)
+                    if improved is not None:
+                        store.save_model(run_id, "best", step, improved)
+                    since_best = 0 if val < best_val else since_best + 1
+                    best_val = min(best_val, val)
+                    reporter.evaluated(step, train_loss, val)
+                    schedule.evaluated(optimizer, val)  # lr schedule / SGD -> ASGD switch (options)
+                    window_loss, window_steps = 0.0, 0
+                    evals += 1
+                    if config.patience and since_best >= config.patience and step < config.steps:
+                        break  # done: the best-validation weights are kept; more steps only overfit
+                    if evals % checkpoint_every == 0 and step < config.steps:
+                        checkpoint.save(model, optimizer, source, state, step, wall)
+        except Diverged as err:
+            status, error = "diverged", str(err)
         wall = wall_before + time.perf_counter() - started
-        message = "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
-        store.finish_run(run_id, "failed", summarize(store, config, step, wall, params), error=message)
+        summary = summarize(store, config, step, wall, params)
+        if keep_model and status == "done":
+            with schedule.eval_weights(optimizer):  # the weights its evaluations scored
+                store.save_model(run_id, "final", step, _weights(model))
+        store.finish_run(run_id, status, summary, error=error)
+    except BaseException as err:  # recorded, then re-raised: an interrupted run is never 'done'
+        if store.status(run_id) == "running":  # not when the interrupt came after the final row was written
+            wall = wall_before + time.perf_counter() - started
+            message = "interrupted" if isinstance(err, KeyboardInterrupt) else f"{type(err).__name__}: {err}"
+            store.finish_run(run_id, "failed", summarize(store, config, step, wall, params), error=message)
+        else:
+            checkpoints.discard(store.path, run_id)  # final already: nothing left to resume
         reporter.finish("failed")
         raise
-    wall = wall_before + time.perf_counter() - started
-    summary = summarize(store, config, step, wall, params)
-    if keep_model and status == "done":
-        with schedule.eval_weights(optimizer):  # the weights its evaluations scored
-            store.save_model(run_id, "final", step, _weights(model))
-    store.finish_run(run_id, status, summary, error=error)
     checkpoints.discard(store.path, run_id)  # finished (done or diverged): nothing to resume
     reporter.finish(status)
     return result_record(config, status, summary, error)

@@ -88,7 +88,7 @@ def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool,
     if fields.layout in ARRAY_LAYOUTS:
         raise ConfigError(f"{path}: data.layout: {fields.layout} is for NumPy arrays; a table is "
                           f"{', '.join(LAYOUTS)}")
-    return _from_frame(load_frame(path), fields, per_step, str(path))
+    return _from_frame(load_frame(path, words=(fields.y, fields.id)), fields, per_step, str(path))
 
 
 # --- NumPy --------------------------------------------------------------------------------------
@@ -240,7 +240,10 @@ def _split_y(y: np.ndarray, lengths: list[int], per_step: bool, source: str) -> 
 
 # --- tables -------------------------------------------------------------------------------------
 
-def load_frame(path: Path):
+def load_frame(path: Path, words: tuple = ()):
+    """The table at ``path``. In a text table, a column of ``words`` (the target, the sequence id)
+    that holds text keeps every cell's text: 'NA', 'None' and 'null' are a class's or a sequence's
+    name there, and only an empty cell is missing (pandas' defaults would read them all as NaN)."""
     import pandas as pd
 
     try:
@@ -253,7 +256,7 @@ def load_frame(path: Path):
                                   f"({', '.join(data)}) as its own file")
             return data.to_pandas()
         if path.suffix in TABLE_SUFFIXES:
-            return _read_text_table(path)
+            return _keep_words(_read_text_table(path), path, words)
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
         if path.suffix in (".arrow", ".feather"):
@@ -284,6 +287,18 @@ def _read_text_table(path: Path):
         # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
         # seconds (the chunks' concatenation was most of a minute)
         return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False, index_col=False)
+
+
+def _keep_words(frame, path: Path, words: tuple):
+    import pandas as pd
+
+    for column in dict.fromkeys(c for c in words if c in frame.columns):
+        if pd.api.types.is_numeric_dtype(frame[column]) or not frame[column].isna().any():
+            continue  # numbers (where 'NA' is a missing number) or nothing read as missing
+        literal = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], usecols=[column], dtype=str,
+                              keep_default_na=False, na_values=[""], index_col=False)[column]
+        frame[column] = literal.to_numpy(dtype=object)
+    return frame
 
 
 def _from_frame(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
