@@ -114,6 +114,12 @@ def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
     for table in tables.values():
         assert "MSE" in table["measure"]
         assert any("mae" in column["key"] for column in table["columns"]), table["columns"]
+    claims = tmp_path / "claims.yaml"  # a regression reports no accuracy: said, not "no runs"
+    claims.write_text("claims:\n  - {id: acc, claim: 'ATN above LN', task: sums, stat: max_val_accuracy, order: [atn, ln]}\n")
+    wrong = invoke("report", "--include", csv_task, "--store", store, "--claims", claims)
+    assert wrong.exit_code == 2 and len(wrong.stderr.strip().splitlines()) == 1, wrong.output
+    assert "runs of 'sums' here do not report 'max_val_accuracy'; they report" in wrong.stderr
+    assert "min_val_mae" in wrong.stderr
 
 
 def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):

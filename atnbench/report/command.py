@@ -57,6 +57,7 @@ def report_command(request: ReportRequest) -> None:
     groups, path, selected, total = load_groups(request.store, *(filters.get(key) for key in FILTERS))
     if user_claims is not None:
         _check_claim_tasks(user_claims, request.claims_file, {group.task for group in groups})
+        _check_claim_stats(user_claims, request.claims_file, groups)
     k_view = request.by_k or is_k_sweep(filters.get("sweep"))
     views = _views(request, groups, k_view, margin)
     console = err if output is None and fmt != "table" else out  # machine-readable output owns stdout
@@ -195,3 +196,24 @@ def _check_claim_tasks(family, path: Path, stored: set[str]) -> None:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UserError(f"--claims {path}: claim {claim.id!r}: unknown task {claim.task!r}{hint}; a task of "
                             f"your own: --include DIR")
+
+
+def _check_claim_stats(family, path: Path, groups) -> None:
+    """A claim on a statistic its task's runs here never report (``max_val_accuracy`` of a
+    regression) would show as "no runs" beside the runs it has: one line, naming what they report."""
+    from atnbench.report.aggregate import run_values
+
+    reported: dict[str, set[str]] = {}
+    for group in groups:
+        for runs in group.runs.values():
+            for run in runs:
+                if run.record.status == "done":
+                    reported.setdefault(group.task, set()).update(run_values(run))
+    for claim in family.claims:
+        stats = reported.get(claim.task)
+        if stats and claim.stat not in stats:
+            from atnbench.report.claims import KNOWN_STATS
+
+            offered = ", ".join(sorted(stats & KNOWN_STATS))
+            raise UserError(f"--claims {path}: claim {claim.id!r}: the runs of {claim.task!r} here do not report "
+                            f"{claim.stat!r}; they report {offered}")
