@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from atnbench.nn import SCHEMES, NormGRU, NormLSTM
-from atnbench.nn.state import windows_of
+from atnbench.nn.state import detach_state, windows_of
 
 CELLS = {"lstm": (NormLSTM, nn.LSTM), "gru": (NormGRU, nn.GRU)}
 NORMS = tuple(SCHEMES)
@@ -330,6 +330,32 @@ def test_a_state_written_in_place_is_refused_not_continued(cell):
         model(data[4:], hidden)
     rebuilt = tuple(s.clone() for s in hidden) if cell == "lstm" else hidden.clone()
     model(data[4:], rebuilt)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_windows_of_another_norm_or_k_are_refused_and_survive_save_and_detach(cell):
+    """An ATN-LN state holds per-sequence windows, an ATN-BN one per-feature windows, a k=3 one
+    two steps (which a k=5 model could take for a short history): each model takes only its own,
+    through detach(), deepcopy and torch.save; a plain h (clone) starts afresh anywhere."""
+    import copy
+    import io
+
+    RNN = CELLS[cell][0]
+    x = torch.randn(5, 4, 3, dtype=DT)
+    atn = RNN(3, 6, norm="atn", k=3).to(DT)
+    _, state = atn(x)
+    saved = io.BytesIO()
+    torch.save(detach_state(state), saved)
+    saved.seek(0)
+    kept = [detach_state(state), copy.deepcopy(detach_state(state)), torch.load(saved)]
+    for other in (RNN(3, 6, norm="atn-bn", k=3).to(DT), RNN(3, 6, norm="atn", k=5).to(DT)):
+        for carried in kept:
+            with pytest.raises(ValueError, match="made by a norm='atn', k=3 model, and this model is norm="):
+                other(x, carried)
+        h = (state[0] if cell == "lstm" else state).detach().clone()
+        other(x, (h, state[1].detach()) if cell == "lstm" else h)  # a plain tensor: fresh windows
+    for carried in kept:
+        torch.testing.assert_close(atn(x, carried)[0], atn(x, state)[0], rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -228,6 +228,11 @@ class NormRecurrent(nn.Module):
             self.to(device=device, dtype=dtype)
 
     @property
+    def windows_made_by(self) -> str:
+        """What tells this model's ATN windows from another's: its norm and k, in words."""
+        return f"norm={self.norm!r}, k={self.spec.k}"
+
+    @property
     def scheme(self) -> NormScheme:
         """The registry's entry for ``norm`` (looked up, not held: a pickled module holds no functions)."""
         return get_scheme(self.norm)
@@ -345,7 +350,7 @@ class NormRecurrent(nn.Module):
         elif self.batch_first:
             y = y.transpose(0, 1)
         if self.windowed:
-            carries[0] = with_windows(carries[0], windows)
+            carries[0] = with_windows(carries[0], windows, self.windows_made_by)
         return y, self._pack(carries)
 
     def _fused_forward(self, x, state, lengths):
@@ -371,7 +376,7 @@ class NormRecurrent(nn.Module):
             carries, windows = [self._zeros(x) for _ in range(self.carried)], None
         else:
             carries = self._carries(state)
-            windows = windows_of(carries[0]) if self.windowed else None
+            windows = windows_of(carries[0], self.windows_made_by) if self.windowed else None
             carries = [plain(c) for c in carries]
         for i, carry in enumerate(carries):
             expected = (len(self.layers), batch, self.hidden_size)

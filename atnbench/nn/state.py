@@ -19,6 +19,10 @@ What keeps the windows and what drops them (``docs/library.md`` says it to users
   passing it back is refused with a ValueError that says what to do, never continued silently.
   The windows remember the tensor's version counter (``Tensor._version``, which every in-place
   write advances) when they are attached.
+* The windows also say which normalization and window made them (``made_by``: "norm='atn', k=5"):
+  a model with another windowed norm or another k refuses them with a ValueError (an ATN-LN
+  window is per sequence, an ATN-BN one per feature; a k=3 history is no k=5 one, though it
+  could pass for a short one).
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class WindowedTensor(Tensor):
     # this state only, never to a result computed from it.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
+    made_by: Optional[str] = None  # the model's windowed norm and k, in words (None: not recorded)
+
     @property
     def windows(self) -> Windows:
         return self._windows
@@ -58,7 +64,7 @@ class WindowedTensor(Tensor):
 
     def __getstate__(self) -> dict:
         """What pickling keeps besides the values: the windows (a version counter is per process)."""
-        return {"windows": self._windows}
+        return {"windows": self._windows, "made_by": self.made_by}
 
     @property
     def written_in_place(self) -> bool:
@@ -66,7 +72,7 @@ class WindowedTensor(Tensor):
         return self._version != self._windows_version
 
     def detach(self) -> "WindowedTensor":
-        return with_windows(Tensor.detach(self), detach_windows(self.windows))
+        return with_windows(Tensor.detach(self), detach_windows(self.windows), self.made_by)
 
     def detach_(self) -> "WindowedTensor":
         Tensor.detach_(self)
@@ -77,22 +83,28 @@ class WindowedTensor(Tensor):
         # torch's default deepcopy of a subclass needs new_empty to return the subclass
         if id(self) not in memo:
             plain = copy.deepcopy(self.as_subclass(Tensor), memo)
-            memo[id(self)] = with_windows(plain, copy.deepcopy(self.windows, memo))
+            memo[id(self)] = with_windows(plain, copy.deepcopy(self.windows, memo), self.made_by)
         return memo[id(self)]
 
 
-def with_windows(h: Tensor, windows: Windows) -> WindowedTensor:
-    """``h`` (same storage, same autograd graph) carrying ``windows``."""
+def with_windows(h: Tensor, windows: Windows, made_by: Optional[str] = None) -> WindowedTensor:
+    """``h`` (same storage, same autograd graph) carrying ``windows``, made by ``made_by``."""
     out = h.as_subclass(WindowedTensor)
     out.windows = windows
+    out.made_by = made_by
     return out
 
 
-def windows_of(h: Any) -> Optional[Windows]:
+def windows_of(h: Any, reader: Optional[str] = None) -> Optional[Windows]:
     """The windows riding on ``h``; None for a plain tensor (a state rebuilt by hand). A ``h``
-    written in place since it was returned is refused: its windows are another state's."""
+    written in place since it was returned is refused: its windows are another state's; so are
+    windows another norm or k made than the ``reader``'s."""
     if not isinstance(h, WindowedTensor):
         return None
+    if reader is not None and h.made_by is not None and h.made_by != reader:
+        raise ValueError(f"the state's windows were made by a {h.made_by} model, and this model is {reader}: "
+                         f"they cannot continue here; pass h_n as a plain tensor (h.clone()) to start the "
+                         f"windows empty, or pass the state to the model that made it")
     if h.written_in_place:
         raise ValueError("the state's h_n was changed in place (e.g. h[:, i] = 0) after the model returned it, "
                          "so ATN's windows riding on it no longer match it; to start sequences afresh, pass a "
