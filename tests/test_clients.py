@@ -413,7 +413,8 @@ def test_what_nn_lstm_takes_beside_the_state_is_taken():
 @pytest.mark.parametrize("cell", CELLS)
 def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_model(cell):
     """norm="none" on torch's kernel keeps its weights under ``rnn.``: they load into the loop
-    backend (the same outputs) and, with strict=False, into an ATN model's recurrent weights."""
+    backend (the same outputs) and, with strict=False, into an ATN model's recurrent weights;
+    the loop backend's weights load into torch's kernel."""
     RNN = CELLS[cell][0]
     torch.manual_seed(0)
     fused = RNN(3, 4, 2, norm="none").to(DT)
@@ -425,6 +426,13 @@ def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_mod
     missing, unexpected = atn.load_state_dict(fused.state_dict(), strict=False)
     assert unexpected == [] and all(".norm_" in name for name in missing)
     assert torch.equal(atn.layers[1].weight_hh, fused.rnn.weight_hh_l1)
+    for bidirectional in (False, True):  # and back: the loop backend's layers.N keys into torch's kernel
+        source = RNN(3, 4, 2, norm="none", backend="loop", bidirectional=bidirectional).to(DT)
+        into = RNN(3, 4, 2, norm="none", bidirectional=bidirectional).to(DT)
+        into.load_state_dict(source.state_dict())
+        torch.testing.assert_close(into(x)[0], source(x)[0], rtol=0, atol=1e-12)
+    with pytest.raises(RuntimeError, match="Unexpected key.*layers.0.norm_"):  # a normalization's gains: said
+        fused.load_state_dict(RNN(3, 4, 2, norm="ln", backend="loop").to(DT).state_dict())
 
 
 @pytest.mark.parametrize("cell", CELLS)

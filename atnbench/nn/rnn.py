@@ -469,10 +469,13 @@ class NormRecurrent(nn.Module):
         before loading. An override, not a load_state_dict hook: a hook is held in the module's
         state, and ``torch.load(weights_only=True)`` of a pickled module refuses it. A ``norm="none"``
         model on torch's kernel keeps them under ``rnn.``: read there too, so its checkpoint loads
-        into the same model on another backend or with a normalization."""
+        into the same model on another backend or with a normalization; and it reads the loop
+        backend's ``layers.N.`` keys."""
         if not self.fused and prefix + "rnn.weight_ih_l0" in state_dict:
             for name in [name for name in state_dict if name.startswith(prefix + "rnn.")]:
                 state_dict[prefix + name[len(prefix) + len("rnn."):]] = state_dict.pop(name)
+        if self.fused and prefix + "layers.0.weight_ih" in state_dict:  # the same model on the loop backend
+            self._loop_keys_to_torch(prefix, state_dict)
         if prefix + "weight_ih_l0" in state_dict:
             try:
                 renamed = self._internal_names(prefix, state_dict)
@@ -483,6 +486,21 @@ class NormRecurrent(nn.Module):
                     state_dict.pop(prefix + name, None)
                 state_dict.update(renamed)
         super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def _loop_keys_to_torch(self, prefix: str, state_dict) -> None:
+        """``layers.N.weight_ih`` (the loop backend's names) renamed to the fused model's
+        ``rnn.weight_ih_l0``; a single ``bias`` (bias inside) is ``bias_ih``, with ``bias_hh`` 0.
+        Keys with no counterpart (a normalization's gains) are left for load_state_dict to report."""
+        for index in range(self.num_layers * self.num_directions):
+            i, d = divmod(index, self.num_directions)
+            inner, suffix = f"{prefix}layers.{index}.", f"_l{i}{'_reverse' if d else ''}"
+            for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                if inner + name in state_dict:
+                    state_dict[f"{prefix}rnn.{name}{suffix}"] = state_dict.pop(inner + name)
+            if inner + "bias" in state_dict:
+                bias = state_dict.pop(inner + "bias")
+                state_dict[f"{prefix}rnn.bias_ih{suffix}"] = bias
+                state_dict[f"{prefix}rnn.bias_hh{suffix}"] = torch.zeros_like(bias)
 
     def extra_repr(self) -> str:
         return (f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}, "
