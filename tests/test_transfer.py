@@ -5,6 +5,7 @@ overwritten, and a running row gives way to a finished one."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import textwrap
 
@@ -412,3 +413,29 @@ def test_a_minimal_record_imports_twice_without_a_conflict(tmp_path):
     assert first.exit_code == 0 and "1 added" in first.stderr, first.output
     again = invoke("store", "import", tmp_path / "hand.jsonl", "--store", tmp_path / "b.db")
     assert again.exit_code == 0 and "1 unchanged" in again.stderr, again.output
+
+
+def test_an_output_never_replaces_another_store_or_an_export_of_runs(tmp_path):
+    """`--output` over another results store (or any SQLite file) would lose every run in it, and
+    a report over an export of runs loses that export: refused, the file unchanged. A new export
+    of runs may replace an old one."""
+    fill_store(tmp_path / "a.db", [("adding", 100, "ln", None, 0, "done", 0.5, None)])
+    shutil.copy(tmp_path / "a.db", tmp_path / "other.db")
+    other = (tmp_path / "other.db").read_bytes()
+    for args in (("report", "--output", tmp_path / "other.db"), ("runs", "export", "--output", tmp_path / "other.db"),
+                 ("store", "export", tmp_path / "other.db")):
+        refused = invoke(*args, "--store", tmp_path / "a.db")
+        assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+        assert "other.db already holds an SQLite database (a results store?)" in refused.stderr
+        assert (tmp_path / "other.db").read_bytes() == other
+    assert invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db").exit_code == 0
+    exported = (tmp_path / "runs.jsonl").read_bytes()
+    refused = invoke("report", "--store", tmp_path / "a.db", "--output", tmp_path / "runs.jsonl", "--format", "json")
+    assert refused.exit_code == 2 and "already holds an export of runs (JSON Lines)" in refused.stderr
+    assert (tmp_path / "runs.jsonl").read_bytes() == exported
+    again = invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db")
+    assert again.exit_code == 0 and (tmp_path / "runs.jsonl").read_bytes() == exported
+    report = tmp_path / "report.md"
+    report.write_text("an earlier report\n")  # any other file is replaced, as before
+    assert invoke("report", "--store", tmp_path / "a.db", "--output", report).exit_code == 0
+    assert "earlier" not in report.read_text()

@@ -62,7 +62,8 @@ def output_file(what: str) -> typer.models.OptionInfo:
     """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
     ``atnbench.run.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
     command words a folder given as a file alike."""
-    return typer.Option("--output", "-o", metavar="FILE", help=f"Write {what} to this FILE.")
+    return typer.Option("--output", "-o", metavar="FILE",
+                        help=f"Write {what} to this FILE (replacing it, unless it is a results store or an export of runs).")
 
 
 def out_dir(what: str) -> typer.models.OptionInfo:

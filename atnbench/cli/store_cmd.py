@@ -83,7 +83,7 @@ def export_cmd(
     """
     check_status(status)
     if str(file) != "-":
-        check_output_file(file, "export to", store=store)  # not the store itself, not a device
+        check_output_file(file, "export to", store=store, export=True)  # not the store itself, not a device
     with open_store(store) as results:
         check_sweep(results, sweep)
         recs = list(transfer.records(results, task=task, sweep=sweep, status=status, drop_superseded=drop_superseded))

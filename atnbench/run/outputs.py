@@ -9,7 +9,9 @@ is opened for appending (which changes neither its bytes nor its modification ti
 An output replaces only a regular file: a device (``/dev/null``, ``/dev/full``), a FIFO or a
 socket there is refused (a write through a temporary file and a rename would put a regular file
 in its place, and a device never holds the output), and so is the results store the command
-reads (``--store``), also under another name: a symbolic or a hard link to it. An existing file
+reads (``--store``), also under another name: a symbolic or a hard link to it. Nor does an output
+replace any other SQLite database (another results store: a report written over it would lose
+every run) or an export of runs (``store export``'s JSON Lines) unless it is itself one. An existing file
 is also refused where no new file can be made beside it: ``/proc/version`` opens for writing,
 but the write fails (EIO) after the work.
 """
@@ -44,9 +46,33 @@ def _check_parents(path: Path, flag: str) -> None:
             return
 
 
-def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None) -> None:
+SQLITE, RUN_EXPORT = "an SQLite database (a results store?)", "an export of runs (JSON Lines)"
+
+
+def _holds_evidence(path: Path) -> Optional[str]:
+    """SQLITE or RUN_EXPORT when the file at ``path`` is one (by its first bytes), else None."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except OSError:
+        return None  # unreadable: the write check below says what it can
+    if head.startswith(b"SQLite format 3\x00"):
+        return SQLITE
+    first = head.split(b"\n", 1)[0]
+    try:
+        record = json.loads(first)
+    except ValueError:  # not JSON, or a first line longer than what was read
+        return None
+    return RUN_EXPORT if isinstance(record, dict) and {"run_id", "config"} <= record.keys() else None
+
+
+def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None,
+                      export: bool = False) -> None:
     """ValueError (one line) unless ``path`` can be written as a file, replacing only a regular
-    file that is not the results store ``store``."""
+    file that is not the results store ``store``, nor another SQLite database, nor an export of
+    runs (unless ``export``: the output is a new export of runs)."""
     from atnbench.userfiles import kind_of
 
     path = Path(path).expanduser()
@@ -61,6 +87,10 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
         raise UserError(f"{flag} {path} is {what}, not a regular file; give a file's name")
     if store is not None and Path(store).exists() and os.path.samefile(path, store):
         raise UserError(f"{flag} {path} is the results store {store}; give another file")
+    held = _holds_evidence(path)
+    if held == SQLITE or (held == RUN_EXPORT and not export):
+        raise UserError(f"{flag} {path} already holds {held}, which this would replace; give another file "
+                        f"(or remove it first)")
     try:
         os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK))
     except OSError as error:
