@@ -119,3 +119,23 @@ def test_raw_wikitext_is_not_compared_with_table_5(tmp_path, monkeypatch):
     assert views["raw"].comparable is False
     assert any("preset variant raw" in note for note in views["raw"].notes)
     assert not any("preset variant" in note for note in views[None].notes)
+
+
+def test_a_row_of_diverged_runs_only_does_not_make_a_table_full_protocol(tmp_path):
+    """A table of runs at hidden 8 is "own protocol"; a diverged run (no numbers) at the preset's
+    sizes shows nothing it follows, so it does not make the table "full protocol"."""
+    from atnbench.report.paper import protocol_label
+    from atnbench.run.runspec import resolve_run
+
+    with ResultsStore(tmp_path / "s.db") as store:
+        for flags, status in (({"hidden": 8}, "done"), ({"lr": 0.5}, "diverged")):
+            config = resolve_run("adding", {"T": 100, "norm": "ln", **flags}, budget=1.0)
+            run_id = run_id_of(config)
+            store.start_run(run_id, config.to_dict(), {"code": code_fingerprint()})
+            if status == "done":
+                store.log_eval(run_id, 100, 1.0, 0.1, 0.1)
+            store.finish_run(run_id, status, {"baseline": 0.167})
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    (group,) = aggregate(runs)
+    label, differences = protocol_label(group)
+    assert label == "own protocol" and any("hidden 8" in d for d in differences), (label, differences)

@@ -437,6 +437,32 @@ def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
                 if line.get_marker() == PAPER_MARKER]
 
 
+def test_a_k_ablation_with_two_bias_placements_names_and_draws_each_apart(tmp_path):
+    """Rows that share k but differ in another setting keep it in their k-ablation label
+    ("atn k=5 (bias outside)"), and the figure draws one line per setting, not one zigzag."""
+    from atnbench.report.plots import draw_k_ablation
+
+    with ResultsStore(tmp_path / "s.db") as store:
+        for k, inside, seed in ((k, inside, seed) for k in (3, 5) for inside in (True, False) for seed in (0, 1)):
+            config = resolve_run("adding", {"T": 100, "norm": "atn", "k": k, "bias_inside": inside, "seed": seed},
+                                 budget=1.0)
+            run_id = run_id_of(config)
+            store.start_run(run_id, config.to_dict(), {})
+            level = 0.1 * k + (0.0 if inside else 0.05) + 0.001 * seed
+            store.log_eval(run_id, 100, 1.0, level, level)
+            store.finish_run(run_id, "done", {})
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    (view,) = k_ablations(aggregate(runs))
+    labels = [row.label for row in k_ablation_view(view).rows]
+    assert labels == ["atn k=3 (bias inside)", "atn k=3 (bias outside)", "atn k=5 (bias inside)",
+                      "atn k=5 (bias outside)"], labels
+    fig = draw_k_ablation(view)
+    drawn = [tuple(bars.lines[0].get_xdata()) for bars in fig.axes[0].containers if len(bars.lines[0].get_xdata()) > 1]
+    assert sorted(drawn) == [(3, 5), (3, 5)]
+    assert {"atn (bias inside) (mean ± std over seeds)", "atn (bias outside) (mean ± std over seeds)"} <= \
+        set(_legend_texts(fig))
+
+
 def _bench_records(models) -> list[dict]:
     return [{"workload": w, "model": m, "k": k, "T": 100, "batch": 50, "hidden": 60, "train_ms": ms,
              "train_ms_p25": ms * 0.9, "train_ms_p75": ms * 1.1, "infer_ms": ms / 3, "ratio_lstm_fused": ms / 10,

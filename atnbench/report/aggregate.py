@@ -118,6 +118,8 @@ class ModelRow:
     stats: dict[str, Stat]
     settings: dict = field(default_factory=dict)  # the row's identity settings (atnbench.evidence.identity)
     stale: bool = False  # made by other code than the running atnbench (another code fingerprint)
+    k_label: str = ""  # the label of a k-ablation: "atn k=5", with what else tells the row apart
+    k_series: str = ""  # that else: " (bias outside)"; a k-ablation figure draws one line per series
 
     @property
     def n(self) -> int:
@@ -309,6 +311,9 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
             row = _make_row(label, model, cell, norm, settings.get("k"), part)
             row.settings = settings
             row.stale = _is_stale(settings.get("code"))
+            row.k_series = _label(model, norm, settings, [name for name in varied if name != "k"],
+                                  name_stale_code=len(stale_codes) > 1).removeprefix(model)
+            row.k_label = _unique(f"{model} k={row.k}{row.k_series}", {r.k_label: None for r in rows})
             rows.append(row)
             row_runs[label] = [r for r in part if r.record.status == "done"]
 

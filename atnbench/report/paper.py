@@ -239,7 +239,8 @@ def protocol_label(group: Group) -> tuple[str, list[str]]:
     differences = protocol_differences(group)
     if group.reduced:
         return budget_label(group.budget), differences
-    following = [label for label, diffs in row_differences(group).items() if not diffs]
+    # a row without finished runs (diverged only) shows nothing of its settings: it follows nothing
+    following = [label for label, diffs in row_differences(group).items() if not diffs and group.runs.get(label)]
     return ("full protocol" if following or not group.runs else "own protocol"), differences
 
 

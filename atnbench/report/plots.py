@@ -297,8 +297,10 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
     rows = [row for row in view.rows if row.stats["min_val_loss"].mean is not None]
     if not rows:
         return None
-    ks = [row.k for row in rows]
-    styles = styles_for([(view.model, view.model)] + [(r.label, r.model) for r in view.references])
+    ks = sorted({row.k for row in rows})
+    series = {name: [row for row in rows if row.k_series == name] for name in dict.fromkeys(r.k_series for r in rows)}
+    styles = styles_for([(view.model + name, view.model) for name in series]
+                        + [(r.label, r.model) for r in view.references])
     paper_values = _paper_values(group, "min_val_loss")
     table = paper().table_for(group.task, group.T)
     paper_k = table.k if table is not None else None
@@ -318,11 +320,12 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
         axes = fig.subplots(1, 2, sharey=True)
         for ax, (stat, name) in zip(axes, (("min_val_loss", "minimum validation loss"),
                                            ("final_val_loss", "final validation loss"))):
-            means = [row.stats[stat].mean for row in rows]
-            errors = [row.stats[stat].std or 0.0 for row in rows]
-            style = styles[view.model]
-            ax.errorbar(ks, means, yerr=errors, color=style.color, ls=style.linestyle, marker=style.marker, ms=6,
-                        lw=1.8, capsize=4)
+            for setting, line in series.items():  # one line per setting besides k (bias placement, code)
+                means = [row.stats[stat].mean for row in line]
+                errors = [row.stats[stat].std or 0.0 for row in line]
+                style = styles[view.model + setting]
+                ax.errorbar([row.k for row in line], means, yerr=errors, color=style.color, ls=style.linestyle,
+                            marker=style.marker, ms=6, lw=1.8, capsize=4)
             for row in view.references:
                 stat_value = row.stats[stat]
                 if stat_value.mean is None:
@@ -336,7 +339,8 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
                     ax.axhline(paper_values[row.label][0], color=ref.color, ls=(0, (1, 3)), lw=1.2)
             if stat == "min_val_loss" and paper_atn is not None and paper_k is not None:
                 ax.errorbar([paper_k], [paper_atn[0]], yerr=[paper_atn[1]], ls="none", marker=PAPER_MARKER, ms=14,
-                            color=style.color, mec="black", mew=0.6, capsize=3, zorder=5)
+                            color=styles[view.model + next(iter(series))].color, mec="black", mew=0.6, capsize=3,
+                            zorder=5)
             if group.baseline is not None:
                 _draw_baseline(ax, group)
             if min(ks) > 0 and max(ks) / min(ks) > 10:  # a wide scan (k-scan: 1 ... T) reads better in log k
@@ -347,8 +351,9 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
         if log:
             log_axis(axes[0])
         axes[0].set_ylabel(_axis_label(group.task) + (", log scale" if log else ""))
-        handles = [Line2D([], [], color=styles[view.model].color, ls=styles[view.model].linestyle,
-                          marker=styles[view.model].marker, label=f"{view.model} (mean ± std over seeds)")]
+        handles = [Line2D([], [], color=styles[view.model + name].color, ls=styles[view.model + name].linestyle,
+                          marker=styles[view.model + name].marker, label=f"{view.model}{name} (mean ± std over seeds)")
+                   for name in series]
         handles += [Line2D([], [], color=styles[r.label].color, ls=styles[r.label].linestyle,
                            label=f"{r.label} (no window; band ±std)") for r in view.references]
         if paper_atn is not None and paper_k is not None:

@@ -361,7 +361,7 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False,
     group = view_data.group
     columns = [Column(key, COLUMN_LABELS[key]) for key in DEFAULT_COLUMNS + FINAL_COLUMNS]
     marks = dict(baseline=group.baseline, margin=baseline_margin)
-    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: f"{row.model} k={row.k}", **marks)
+    rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: row.k_label, **marks)
     refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label, **marks)
     _mark_best(rows + refs, columns)
     baseline = _baseline_row(group, columns)
