@@ -56,6 +56,18 @@ def cache_base() -> Path:
     return Path(cache).expanduser() / "atnbench"
 
 
+def why_not_writable(folder: Union[str, Path]) -> str:
+    """Why no file can be made in ``folder`` ("" when one can). Tried, not looked up: ``os.access``
+    answers yes to root everywhere, also on a read-only file system or in ``/proc``."""
+    import tempfile
+
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".atnbench-write-check-"):
+            return ""
+    except OSError as error:
+        return error.strerror or type(error).__name__
+
+
 def kind_of(mode: int) -> Optional[str]:
     """What a file of this ``st_mode`` is when it is not a regular file ("a named pipe (FIFO)"), else None."""
     return next((name for test, name in _NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")

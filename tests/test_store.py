@@ -406,3 +406,43 @@ def test_a_second_store_opened_and_closed_beside_an_open_one_keeps_its_view_of_t
     with ResultsStore(path, create=False) as reader:
         assert [tuple(row) for row in reader._conn.execute("PRAGMA integrity_check")] == [("ok",)]
         assert len(reader.runs()) == 82
+
+
+def test_a_store_in_a_read_only_folder_is_read_and_a_pending_log_is_named(tmp_path):
+    """A WAL store's readers share an index file beside it (-shm), which a read-only folder cannot
+    hold: the store is then read as the unchanging file it is. Where its -wal still holds changes
+    the file lacks, reading it there would miss them: one line says so. (As root, permissions
+    bind only without CAP_DAC_OVERRIDE: the commands run under setpriv.)"""
+    import os
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+    from contextlib import closing
+
+    from helpers import fill_store
+
+    drop = [] if os.geteuid() != 0 else ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    command = [*drop, sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')"]
+    fill_store(tmp_path / "s.db", [("adding", 100, "ln", None, seed, "done", 0.5, None) for seed in (0, 1)])
+    shelf, pending = tmp_path / "shelf", tmp_path / "pending"
+    shelf.mkdir()
+    shutil.copy(tmp_path / "s.db", shelf / "s.db")
+    with closing(sqlite3.connect(tmp_path / "s.db")) as writer:  # a change still in the -wal while it is open
+        writer.execute("UPDATE runs SET error = 'x'")
+        writer.commit()
+        pending.mkdir()
+        for suffix in ("", "-wal"):
+            shutil.copy(tmp_path / f"s.db{suffix}", pending / f"s.db{suffix}")
+    for folder in (shelf, pending):
+        folder.chmod(0o555)
+    try:
+        listed = subprocess.run([*command, "runs", "list", "--store", shelf / "s.db"], capture_output=True, text=True)
+        assert listed.returncode == 0 and "2 of 2 runs" in listed.stdout, listed.stderr
+        refused = subprocess.run([*command, "runs", "list", "--store", pending / "s.db"], capture_output=True, text=True)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "its write-ahead log (s.db-wal) holds changes not yet in the file" in refused.stderr
+        assert sorted(p.name for p in shelf.iterdir()) == ["s.db"]  # nothing made beside it
+    finally:
+        for folder in (shelf, pending):
+            folder.chmod(0o755)

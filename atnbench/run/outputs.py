@@ -19,20 +19,11 @@ but the write fails (EIO) after the work.
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Optional, Union
 
 from atnbench.errors import UserError
-
-
-def _why_not_writable(folder: Path) -> str:
-    """Why no file can be created in ``folder`` ("" when one can)."""
-    try:
-        with tempfile.TemporaryFile(dir=folder, prefix=".atnbench-write-check-"):
-            return ""
-    except OSError as error:
-        return error.strerror or type(error).__name__
+from atnbench.userfiles import why_not_writable
 
 
 def _check_parents(path: Path, flag: str) -> None:
@@ -40,7 +31,7 @@ def _check_parents(path: Path, flag: str) -> None:
         if parent.exists():
             if not parent.is_dir():
                 raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
-            why = _why_not_writable(parent)
+            why = why_not_writable(parent)
             if why:
                 raise UserError(f"{flag} {path}: cannot write into {parent} ({why})")
             return
@@ -104,7 +95,7 @@ def check_output_dir(path: Union[str, Path], flag: str) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} is a file; give a folder")
     if path.is_dir():
-        why = _why_not_writable(path)
+        why = why_not_writable(path)
         if why:
             raise UserError(f"{flag} {path} cannot be written ({why})")
         return

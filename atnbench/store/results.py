@@ -33,6 +33,7 @@ from atnbench.store.errors import MalformedRow, StoreError, UnknownRun
 from atnbench.store.files import DEFAULT_STORE, check_store_path, not_sqlite
 from atnbench.store.schema import _ROW_COLUMNS, _SCHEMA, FINAL_STATUSES, MIGRATIONS, MODEL_KINDS, STATUSES
 from atnbench.store.schema import RECORD_VERSION, SCHEMA_VERSION, STORE_TABLES
+from atnbench.userfiles import why_not_writable
 
 BUSY_TIMEOUT_S = 30.0
 log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
@@ -88,8 +89,7 @@ class ResultsStore:
                                  f"{err.strerror or err}") from None
         try:
             if read_only:  # SQLite itself refuses every write; nothing is created or converted
-                self._conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S,
-                                             isolation_level=None)
+                self._conn = self._connect_read_only()
             else:
                 # isolation_level=None: we issue BEGIN IMMEDIATE ourselves so a writer takes the write
                 # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
@@ -108,6 +108,30 @@ class ResultsStore:
             if isinstance(err, sqlite3.Error):
                 raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
             raise
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A read-only connection. A WAL store's reader shares an index in the ``-shm`` file beside
+        it; in a folder it cannot write, SQLite cannot make that file and refuses to read. There the
+        file cannot change either (a writer could not make its ``-wal``), so it is read as
+        immutable: unless a ``-wal`` already holds changes not yet in the file, which only a reader
+        allowed to write the folder sees."""
+        uri = f"{self.path.as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return conn
+        except sqlite3.OperationalError as err:
+            conn.close()
+            if "readonly" not in str(err) and "unable to open" not in str(err):
+                raise
+            if why_not_writable(self.path.parent) == "":
+                raise  # not the folder: SQLite's own reason stands
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            raise StoreError(f"{self.path} cannot be read here: its folder is read-only and its write-ahead log "
+                             f"({wal.name}) holds changes not yet in the file; read it where the folder is writable "
+                             f"(or copy the store and its {wal.name} to such a folder)")
+        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
 
     @classmethod
     def open_read_only(cls, path: Union[str, Path] = DEFAULT_STORE) -> "ResultsStore":
@@ -599,3 +623,4 @@ def _record(row: sqlite3.Row, path: Path) -> RunRecord:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
+
