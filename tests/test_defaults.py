@@ -197,6 +197,10 @@ def test_a_run_below_the_baseline_has_no_such_line():
     assert at_baseline(config, {**done, "min_val_loss": 0.3, "baseline": None}) is None
     line = at_baseline(config, {**done, "min_val_loss": 0.67, "steps": 40})  # stopped early
     assert line is not None and "--patience 8" in line and "step 40" in line and "\n" not in line
+    for norm, other in (("atn", "--norm ln"), ("ln", "--norm atn")):  # never the run's own norm
+        config = build_config({"task": "mine", "T": 10, "steps": 100, "norm": norm, "options": {"user_task": {}}})
+        line = at_baseline(config, {**done, "min_val_loss": 0.69})
+        assert f"another norm ({other})" in line
 
 
 # --- the example: real data at the defaults -----------------------------------------------------

@@ -265,6 +265,7 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert pickled.exit_code == 2 and "--allow-pickle" in pickled.stderr and not (out / "draft-npz.yaml").exists()
     ok(invoke("tasks", "new", "draft-npz", "--from", npz_task / "seqs.npz", "--dir", out, "--allow-pickle"))
     assert "allow_pickle: true" in (out / "draft-npz.yaml").read_text()
+    assert f"check it with `atnbench tasks check draft-npz --include {out}`" in (out / "draft-npz.yaml").read_text()
     ok(invoke("tasks", "new", "draft-csv", "--from", csv_task / "sums.csv", "--dir", out))
     assert "problem: sequence-classification" in (out / "draft-npz.yaml").read_text()
     assert "problem: sequence-regression" in (out / "draft-csv.yaml").read_text()

@@ -32,7 +32,7 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
             or not baseline or best < (1 - MARGIN) * baseline:
         return None
     tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:.2g} or "
-             f"{config.lr * 3:.2g})", "another norm (--norm ln)"]
+             f"{config.lr * 3:.2g})", f"another norm (--norm {'atn' if config.norm == 'ln' else 'ln'})"]
     if stopped_early(config, record):
         tries.insert(0, f"a longer patience (--patience {2 * config.patience}; it stopped early at step "
                         f"{record.get('steps')})")

@@ -8,6 +8,7 @@ few whole numbers (at most ``MAX_CLASSES`` distinct values), regression otherwis
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -93,7 +94,7 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
     lengths = [len(x) for x in part.xs]
     relative = os.path.relpath(data.absolute(), folder.absolute())
     lines = [f"# {name}: written by `atnbench tasks new` from {_quoted(data.name)}; check it with "
-             f"`atnbench tasks check {name}`",
+             f"`atnbench tasks check {name} --include {shlex.quote(str(folder))}`",
              f"# {len(part.xs)} sequences, {part.xs[0].shape[1]} channel(s), lengths {min(lengths)} to {max(lengths)}",
              f"description: {_quoted(f'{problem} on {data.name}')}",
              f"problem: {problem}        # inferred from the targets; one of: {', '.join(PROBLEMS)}",
