@@ -284,3 +284,41 @@ def test_an_interrupt_after_the_last_step_is_recorded_and_the_same_command_finis
         assert checkpoints.checkpoint_file(tmp_path / "r.db", run_id_of(CONFIG)).exists() != after_the_row
         record = train(CONFIG, store, CPU, resume=True)
         assert record["status"] == "done" and points(store) == whole
+
+
+def test_a_checkpoint_beyond_what_the_store_holds_starts_over_not_onto_a_partial_curve(tmp_path, whole, caplog):
+    """The store replaced (or its last writes lost) beside a killed run's checkpoint: resuming would
+    record a done run whose curve lacks its first evaluations. It starts over, with a warning."""
+    import sqlite3
+    from contextlib import closing
+
+    checkpoint = killed_run(tmp_path / "r.db")  # its checkpoint is at step 8; the store's curve at 2, 4, 6, 8
+    with closing(sqlite3.connect(tmp_path / "r.db")) as db:
+        db.execute("DELETE FROM evals WHERE step <= 4")
+        db.commit()
+    with ResultsStore(tmp_path / "r.db") as store, caplog.at_level(logging.WARNING, logger="atnbench"):
+        record = train(CONFIG, store, CPU, resume=True)
+        assert record["status"] == "done" and points(store) == whole
+    assert "holds only part of run" in caplog.text and "starting run" in caplog.text and "from scratch" in caplog.text
+    assert not checkpoint.exists()
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_says_so(tmp_path, monkeypatch):
+    """torch.save on a full disk raises a RuntimeError about its zip writer ("unexpected pos"),
+    chaining the OSError: the checkpoint says No space left, names its file, and leaves nothing."""
+    import errno
+
+    def full(payload, handle):
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError as cause:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 32000 vs 31920") from cause
+
+    monkeypatch.setattr(torch, "save", full)
+    target = tmp_path / "run" / "checkpoint.pt"
+    with pytest.raises(OSError, match="No space left on device .writing the checkpoint .*checkpoint.pt") as raised:
+        checkpoints.save(target, {"step": 1})
+    assert raised.value.errno == errno.ENOSPC and list(target.parent.iterdir()) == []
+    monkeypatch.setattr(torch, "save", lambda payload, handle: (_ for _ in ()).throw(RuntimeError("not a disk")))
+    with pytest.raises(RuntimeError, match="not a disk"):  # any other error stays what it is
+        checkpoints.save(target, {"step": 1})

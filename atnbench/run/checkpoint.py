@@ -109,6 +109,17 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
         raise
 
 
+def _os_error_in(error: BaseException):
+    """The OSError among ``error``'s causes and contexts, or None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
 _ON_SAVE: list[Callable[[Path], None]] = []  # see on_save
 
 
@@ -123,9 +134,17 @@ def on_save(callback: Callable[[Path], None]) -> Iterator[None]:
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
+    """Write a checkpoint. A full disk is an OSError saying so, not torch's RuntimeError about
+    its zip writer's position (which chains the OSError and reads like a bug)."""
     import torch
 
-    write_atomic(path, lambda handle: torch.save(payload, handle))
+    try:
+        write_atomic(path, lambda handle: torch.save(payload, handle))
+    except RuntimeError as error:
+        cause = _os_error_in(error)
+        if cause is None:
+            raise
+        raise OSError(cause.errno, f"{cause.strerror or cause} (writing the checkpoint {path})") from error
     for callback in list(_ON_SAVE):
         callback(path)
 

@@ -333,6 +333,12 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
                                                           f"({type(error).__name__})"), run_id)
             saved = None
             source, model, optimizer = _fresh(config, task, device)  # partly restored: start clean
+    if saved is not None and not _curve_reaches(store.curve(run_id), config.eval_every, step):
+        _set_aside(checkpoint.path, CorruptCheckpoint(f"the store holds only part of run {run_id}'s curve up to its "
+                                                      f"checkpoint's step {step} (a store replaced, or its last "
+                                                      f"writes lost)"), run_id)
+        saved, step, wall_before, state = None, 0, 0.0, None
+        source, model, optimizer = _fresh(config, task, device)
     if saved is not None:
         store.truncate_evals(run_id, step)
     env = environment()
@@ -409,6 +415,12 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     checkpoints.discard(store.path, run_id)  # finished (done or diverged): nothing to resume
     reporter.finish(status)
     return result_record(config, status, summary, error)
+
+
+def _curve_reaches(curve, eval_every: int, step: int) -> bool:
+    """Whether the stored curve holds every evaluation up to ``step`` (a checkpoint's step is an
+    evaluation's): resuming onto a partial curve would record a whole run with part of its curve."""
+    return [p.step for p in curve if p.step <= step] == list(range(eval_every, step + 1, eval_every))
 
 
 def _set_aside(path: Path, bad: CorruptCheckpoint, run_id: str) -> None:
