@@ -306,3 +306,25 @@ def test_a_list_of_claims_is_its_own_family():
     (result,), _ = evaluate(claim, aggregate(runs, {("copying", 100): b}))
     assert [c.tested_with for c in result.comparisons] == [2, 2]
     assert all(c.p_adjusted == pytest.approx(min(1.0, 2 * c.p_value)) for c in result.comparisons)
+
+
+def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
+    """Runs at hidden 8 and 20 steps on adding T=200: the table says "own protocol"; a verdict on
+    them says so too, and calls its design "other protocol", not the paper's full protocol."""
+    from atnbench.report.verdict_tables import runs_text
+
+    with ResultsStore(tmp_path / "s.db") as store:
+        for norm in ("ln", "atn"):
+            for seed in (0, 1):
+                config = resolve_run("adding", {"T": 200, "norm": norm, "hidden": 8, "steps": 20, "seed": seed},
+                                     budget=1.0)
+                run_id = run_id_of(config)
+                store.start_run(run_id, config.to_dict(), {})
+                store.log_eval(run_id, 20, 1.0, 0.1, 0.1 + 0.01 * seed + (0.05 if norm == "ln" else 0.0))
+                store.finish_run(run_id, "done", {})
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    family = family_from(tmp_path / "mine.yaml", {"claims": [{"id": "mine", "claim": "ATN < LN", "task": "adding",
+                                                               "T": 200, "order": ["atn", "ln"]}]}, "0" * 64)
+    (result,), _ = evaluate(family, aggregate(runs))
+    assert result.design == "other protocol"
+    assert "own protocol, other protocol" in runs_text(result)

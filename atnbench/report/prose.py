@@ -59,7 +59,7 @@ def render_table(groups, task: str, T: str, variant: Optional[str] = None, budge
 
 
 def render_verdicts(groups, store: Optional[Path] = None) -> str:
-    from atnbench.report.aggregate import budget_label
+    from atnbench.report.paper import protocol_label
     from atnbench.report.verdicts import evaluate, paper_family
 
     results, _ = evaluate(paper_family(), groups, studies=_studies(store))
@@ -68,7 +68,7 @@ def render_verdicts(groups, store: Optional[Path] = None) -> str:
     for result in results:
         group = result.group
         runs = ", ".join(filter(None, [f"variant {group.variant}" if group.variant else None,
-                                       budget_label(group.budget), result.design, result.seeds or None]))
+                                       protocol_label(group)[0], result.design, result.seeds or None]))
         seeds = sorted({n for c in result.comparisons for n in (c.a.n, c.b.n)})
         p = ", ".join("-" if c.p_value is None else f"{c.p_value:.2g} ({c.p_adjusted:.2g})" for c in result.comparisons)
         lines.append(f"| {result.claim.text} | {runs} | {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "

@@ -7,7 +7,7 @@ from typing import Optional
 from rich.console import Group as RichGroup
 from rich.text import Text
 
-from atnbench.report.aggregate import STAT_LABELS, budget_label
+from atnbench.report.aggregate import STAT_LABELS
 from atnbench.tables import FitTable
 from atnbench.report.verdicts import (
     CONTRADICTED,
@@ -108,8 +108,10 @@ def planned_text(comparison: Comparison) -> str:
 
 def runs_text(result: ClaimResult) -> str:
     group = result.group
+    from atnbench.report.paper import protocol_label  # as the tables' titles say it: own protocol too
+
     parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else "preset default",
-             budget_label(group.budget), result.design + (f", {result.seeds}" if result.seeds else "")]
+             protocol_label(group)[0], result.design + (f", {result.seeds}" if result.seeds else "")]
     return ", ".join(parts)
 
 

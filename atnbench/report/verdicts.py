@@ -449,6 +449,13 @@ def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
     return values, classes, codes
 
 
+def _deviating(group: Group) -> set[str]:
+    """The group's rows whose runs differ from the task preset's protocol (hidden 8, 20 steps)."""
+    from atnbench.report.paper import row_differences
+
+    return {label for label, diffs in row_differences(group).items() if diffs}
+
+
 def _protocol(claim: Claim, group: Group) -> bool:
     return group.budget == claim.budget and group.variant == claim.variant
 
@@ -481,6 +488,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                 continue
             design = EXPLORATORY if _protocol(claim, group) else "other protocol"
             result = ClaimResult(claim, group, design=design)
+            off_protocol, deviating = False, None  # a compared row off the preset: not the claim's experiment
             ambiguous = False  # a comparison with rows but no single pair of them: shown, never dropped
             for lower, higher in claim.pairs:
                 found_a, found_b = matching_rows(group, lower), matching_rows(group, higher)
@@ -495,6 +503,8 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     result.missing.append(f"{lower.text} < {higher.text}")
                     continue
                 a, b = found_a[0], found_b[0]
+                deviating = _deviating(group) if deviating is None else deviating
+                off_protocol = off_protocol or bool(deviating & {a.label, b.label})
                 sides = [_run_numbers([r for r in group.runs.get(row.label, []) if r.record.run_id not in in_studies],
                                       claim.stat) for row in (a, b)]
                 if in_studies and not (sides[0][0] and sides[1][0]):
@@ -503,6 +513,8 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat, baseline=group.baseline,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
                     codes=(sides[0][2], sides[1][2])))
+            if off_protocol and result.design == EXPLORATORY:
+                result.design = "other protocol"
             if result.comparisons or ambiguous:
                 results.append(result)
                 found = True
