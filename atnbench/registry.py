@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import import_module
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from atnbench.errors import UserError
 
@@ -201,6 +201,19 @@ NORM_ALIASES = {"lstm": "none"}
 # cell names a user may type as --norm: a cell is not a normalization (--norm gru once trained
 # a plain LSTM silently), so it is refused with the flags that mean it
 CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --norm ln, atn, ... for a normalized one)"}
+
+
+def norm_filter(norm: str) -> tuple[str, Optional[str]]:
+    """What a ``--norm NAME`` filter selects among stored runs: (the stored norm, the cell or None).
+    'lstm' names the plain LSTM, so it is norm none of the LSTM cell only (not the plain GRU);
+    'none' is every plain cell."""
+    stored = canonical_norm(norm)
+    return stored, ("lstm" if stored == "none" and str(norm).lower() == "lstm" else None)
+
+
+def of_cell(records: list, cell: Optional[str]) -> list:
+    """The run records of ``cell`` (all where None)."""
+    return records if cell is None else [r for r in records if (r.config.get("cell") or "lstm") == cell]
 
 
 def canonical_norm(norm: str) -> str:

@@ -301,3 +301,26 @@ def test_list_and_show_as_json(trained, filled):
     assert record["run_id"] == ln and record["config"]["norm"] == "ln" and record["curve"]
     bad = invoke("runs", "list", "--store", filled[0], "--format", "csv")
     assert bad.exit_code == 2 and "--format" in bad.stderr
+
+
+def test_norm_lstm_filters_the_plain_lstm_and_none_every_plain_cell(tmp_path):
+    """'lstm' is the plain LSTM's name: as a filter it is not also the plain GRU (both are norm
+    none); '--norm none' is every plain cell. In `runs list` and in `report` alike."""
+    from atnbench.evidence.identity import run_id_of
+    from atnbench.run.runspec import resolve_run
+
+    store = tmp_path / "s.db"
+    ids = {}
+    with ResultsStore(store) as results:
+        for cell in ("lstm", "gru"):
+            config = resolve_run("adding", {"T": 100, "norm": "none", "cell": cell}, budget=1.0)
+            ids[cell] = run_id_of(config)
+            results.start_run(ids[cell], config.to_dict(), {})
+            results.log_eval(ids[cell], 100, 1.0, 0.2, 0.2)
+            results.finish_run(ids[cell], "done", {})
+    q = ("runs", "list", "-q", "--store", store)
+    assert listed_ids(invoke(*q, "--norm", "lstm")) == [ids["lstm"]]
+    assert sorted(listed_ids(invoke(*q, "--norm", "none"))) == sorted(ids.values())
+    report = invoke("report", "--store", store, "--norm", "lstm", "--format", "json")
+    assert report.exit_code == 0, report.output
+    assert [row["label"] for row in json.loads(report.stdout)["tables"][0]["rows"] if row["kind"] == "model"] == ["lstm"]

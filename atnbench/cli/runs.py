@@ -81,12 +81,13 @@ def _status(status: str) -> Text:
 
 
 def _select(results: ResultsStore, task, T, norm, status, sweep, since) -> list[RunRecord]:
-    from atnbench.registry import canonical_norm
+    from atnbench.registry import norm_filter, of_cell
 
     check_status(status)
     check_sweep(results, sweep)
-    return results.runs(task=task, T=T, norm=canonical_norm(norm) if norm else None, status=status,
-                        sweep=sweep, since=parse_since(since))
+    stored, cell = norm_filter(norm) if norm else (None, None)
+    return of_cell(results.runs(task=task, T=T, norm=stored, status=status, sweep=sweep, since=parse_since(since)),
+                   cell)
 
 
 def sparkline(values: list[Optional[float]], width: int = 48) -> str:

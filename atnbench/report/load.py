@@ -44,9 +44,9 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.report.aggregate import RunData, aggregate
     from atnbench.tasks import get_task
     from atnbench.tasks.lookup import task_of
-    from atnbench.registry import canonical_norm
+    from atnbench.registry import norm_filter, of_cell
 
-    norm_column = canonical_norm(norm) if norm is not None else None
+    norm_column, cell = norm_filter(norm) if norm is not None else (None, None)
     unknown = None
     if task is not None:
         try:
@@ -60,7 +60,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
         if total == 0:
             raise UserError(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
                  f"or `atnbench sweep` first")
-        records = results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since))
+        records = of_cell(results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since)), cell)
         if unknown is not None and not results.runs(task=task):
             raise unknown
         if sweep is not None and not records and sweep not in results.sweeps():
