@@ -328,3 +328,9 @@ def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
     (result,), _ = evaluate(family, aggregate(runs))
     assert result.design == "other protocol"
     assert "own protocol, other protocol" in runs_text(result)
+    claims = tmp_path / "mine.yaml"  # and a table-format --output holds the verdicts the terminal shows
+    claims.write_text("claims:\n  - {id: mine, claim: ATN < LN, task: adding, T: 200, order: [atn, ln]}\n")
+    written = invoke("report", "--store", tmp_path / "s.db", "--claims", claims, "--output", tmp_path / "r.txt")
+    assert written.exit_code == 0, written.output
+    text = (tmp_path / "r.txt").read_text()
+    assert "attained minima" in text and "verdicts on the claims of mine.yaml" in text and "own protocol" in text

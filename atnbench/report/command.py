@@ -77,6 +77,8 @@ def report_command(request: ReportRequest) -> None:
         meta["verdicts"] = verdict_records(*claims)
         meta["studies"] = [asdict(plan) for plan in plans]
     verdict_text = _verdicts_markdown(claims, plans, user_claims) if claims and fmt == "markdown" else ""
+    if claims and fmt == "table" and output is not None:  # the file holds what the terminal shows
+        verdict_text = _verdicts_text(claims, plans, user_claims)
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(export(views, fmt, meta) + verdict_text, encoding="utf-8")
@@ -157,6 +159,21 @@ def _verdicts_markdown(claims, plans, family=None) -> str:
 
     return ("\n" + markdown_verdicts(*claims, family_name=family.name if family else None)
             + "".join(f"\n- {plan.line()}\n" for plan in plans))
+
+
+def _verdicts_text(claims, plans, family=None, width: int = 200) -> str:
+    """The verdict table and the studies' lines as plain text, for a table-format ``--output``."""
+    import io
+
+    from rich.console import Console
+
+    from atnbench.report.verdict_tables import rich_verdicts
+
+    console = Console(file=io.StringIO(), record=True, width=width, color_system=None, force_terminal=False)
+    console.print(rich_verdicts(*claims, family_name=family.name if family else None))
+    for plan in plans:
+        console.print(Text(plan.line()), soft_wrap=True)
+    return "\n" + console.export_text()
 
 
 def _studies(path: Path) -> list:
