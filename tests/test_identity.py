@@ -145,6 +145,10 @@ def test_a_stale_run_is_run_again_or_kept_on_request(tmp_path, monkeypatch):
     assert json.loads(first.stdout)["counts"]["done"] == 2
 
     monkeypatch.setattr(identity, "code_fingerprint", lambda: "f" * 16)  # the numerics changed
+    for keep, left in (((), 2), (("--keep-stale",), 0)):  # the dry run counts them as the sweep will
+        planned = invoke("sweep", sweep, "--store", store, "--dry-run", *keep, env={"COLUMNS": "200"})
+        assert planned.exit_code == 0 and f"2 runs, {2 - left} in the store, {left} left" in planned.stdout, planned.output
+    assert "done (stale, kept)" in planned.stdout
     kept = invoke("sweep", sweep, "--store", store, "--workers", 1, "--json", "--device", "cpu", "--keep-stale")
     assert kept.exit_code == 0, kept.output
     assert json.loads(kept.stdout)["counts"] == {**json.loads(kept.stdout)["counts"], "done": 0, "skipped": 2}

@@ -62,11 +62,12 @@ def _k_text(config) -> str:
     return str(config.k) if SCHEMES[config.norm].windowed else "-"
 
 
-def _store_statuses(store: Path, runs) -> dict[str, Optional[str]]:
+def _store_statuses(store: Path, runs, keep_stale: bool = False) -> dict[str, Optional[str]]:
     """Each run's status in an existing store, read-only (no store yet: nothing is in it). A run
     the store holds finished by older code that a canary vouched for counts as the sweep counts
-    it: done (``atnbench.evidence.equivalence``)."""
-    from atnbench.evidence.equivalence import finished_equivalent
+    it: done (``atnbench.evidence.equivalence``); with ``keep_stale`` so does one made by older
+    code no canary vouched for ("done (stale, kept)"), as ``runner.plan`` keeps it."""
+    from atnbench.evidence.equivalence import finished_equivalent, on_its_data
     from atnbench.evidence.identity import config_key
     from atnbench.store import StoreMissing
 
@@ -84,13 +85,19 @@ def _store_statuses(store: Path, runs) -> dict[str, Optional[str]]:
             status = results.status(run.run_id)
             if status is None:
                 config = run.config.to_dict()
-                vouched = finished_equivalent(finished.get(config_key(config), []), config)
+                others = finished.get(config_key(config), [])
+                vouched = finished_equivalent(others, config)
                 status = vouched.status if vouched is not None else None
+                stale = [r for r in others if on_its_data(r)]
+                if status is None and keep_stale and stale:
+                    status = f"{stale[0].status} (stale, kept)"
             statuses[run.run_id] = status
         return statuses
 
 
 def _left(status: Optional[str]) -> str:
+    if _finished(status):
+        return status  # done, diverged, or kept: "done (stale, kept)"
     return {"done": "done", "diverged": "diverged", "failed": "left (resume)", "running": "left (resume)"}.get(
         status, "left")
 
@@ -153,16 +160,21 @@ def _held(runs, keys) -> str:
     return ", ".join(dict.fromkeys(flags))
 
 
-def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
+def _finished(status: Optional[str]) -> bool:
+    """Whether a dry run's status is one the sweep would not run again."""
+    return status is not None and status.split(" ")[0] in ("done", "diverged")
+
+
+def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False) -> None:
     from atnbench.sweep import estimate, measured_rates
 
-    statuses = _store_statuses(store, runs)
+    statuses = _store_statuses(store, runs, keep_stale)
     if json_out:
         print(json.dumps([{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
                            "config": run.config.to_dict()} for run in runs]))
         return
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
-    left = [run for run in runs if statuses.get(run.run_id) not in ("done", "diverged")]
+    left = [run for run in runs if not _finished(statuses.get(run.run_id))]
     cost = estimate([r.config for r in left], measured_rates(store))
     table = FitTable(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
                      caption=f"{escape(spec.description)}\n{escape(str(spec.source))}; left to run: "
@@ -175,7 +187,7 @@ def _dry_run(spec, runs, store: Path, json_out: bool) -> None:
     for i, run in enumerate(runs, 1):
         c = run.config
         status = statuses.get(run.run_id)
-        style = {"done": "green", "diverged": "yellow"}.get(status, "")
+        style = {"done": "green", "diverged": "yellow"}.get((status or "").split(" ")[0], "")
         shown = _left(status)
         values = []
         for key in extra:
@@ -256,7 +268,7 @@ def sweep_command(request: SweepRequest) -> int:
     planned_studies, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
     _check_sizes(request, spec, runs, local_device)
     if dry_run:
-        _dry_run(spec, runs, request.store, request.json_out)
+        _dry_run(spec, runs, request.store, request.json_out, request.keep_stale)
         return 0
     _check_local_machine(request, runs)
     sweep_run = lambda chosen: run_sweep(  # noqa: E731 - the one call both ways of running make
