@@ -322,3 +322,22 @@ def test_a_full_disk_while_a_checkpoint_is_written_says_so(tmp_path, monkeypatch
     monkeypatch.setattr(torch, "save", lambda payload, handle: (_ for _ in ()).throw(RuntimeError("not a disk")))
     with pytest.raises(RuntimeError, match="not a disk"):  # any other error stays what it is
         checkpoints.save(target, {"step": 1})
+
+
+def test_another_runs_checkpoint_in_this_runs_place_is_set_aside(tmp_path, whole, caplog):
+    """A checkpoint holds its run's id: one copied by hand into another run's place (same sizes,
+    another seed) is set aside with a warning, and the run starts over to its own numbers."""
+    import shutil
+
+    other = resolve_run("adding", {"T": 10, "hidden": 8, "batch_size": 4, "steps": 12, "eval_every": 2,
+                                   "val_samples": 8, "norm": "atn", "k": 3, "seed": 7})
+    with ResultsStore(tmp_path / "r.db") as store:
+        with pytest.raises(KeyboardInterrupt):
+            train(other, store, CPU, Interrupt(at=9), checkpoint_every=2)
+        killed_run(tmp_path / "r.db")
+        mine = checkpoints.checkpoint_file(tmp_path / "r.db", run_id_of(CONFIG))
+        shutil.copy(checkpoints.checkpoint_file(tmp_path / "r.db", run_id_of(other)), mine)
+        with caplog.at_level(logging.WARNING, logger="atnbench"):
+            record = train(CONFIG, store, CPU, resume=True)
+        assert record["status"] == "done" and points(store) == whole
+    assert f"is run {run_id_of(other)}'s, not run {run_id_of(CONFIG)}'s" in caplog.text and "from scratch" in caplog.text

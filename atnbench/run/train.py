@@ -198,12 +198,13 @@ class Checkpoint:
     """A run's checkpoint file: everything a resumed run needs to continue bit for bit."""
 
     path: Path
+    run_id: Optional[str] = None  # written into the file: another run's checkpoint (of the same sizes) is told apart
 
     def save(self, model, optimizer, source: DataSource, state, step: int, wall_s: float) -> None:
         checkpoints.save(self.path, {
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             "source": source.state_dict(), "torch_rng": torch.get_rng_state(),
-            "state": detach_state(state), "step": step, "wall_s": wall_s,
+            "state": detach_state(state), "step": step, "wall_s": wall_s, "run_id": self.run_id,
         })
 
     def read(self, device: torch.device) -> dict:
@@ -313,7 +314,7 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
            sweep: Optional[str], checkpoint_every: int, keep_model: bool = True) -> dict:
     task = task_for(config)
     run_id = run_id_of(config)
-    checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id))
+    checkpoint = Checkpoint(checkpoints.checkpoint_file(store.path, run_id), run_id)
     saved = None
     if resume and not checkpoint.path.exists():
         log.warning(f"no checkpoint for run {run_id} at {checkpoint.path}; starting it from scratch")
@@ -322,6 +323,10 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
             saved = checkpoint.read(device)
         except CorruptCheckpoint as bad:
             _set_aside(checkpoint.path, bad, run_id)
+        if saved is not None and saved.get("run_id") not in (None, run_id):  # a file copied or moved by hand
+            _set_aside(checkpoint.path, CorruptCheckpoint(f"checkpoint {checkpoint.path} is run {saved['run_id']}'s, "
+                                                          f"not run {run_id}'s"), run_id)
+            saved = None
 
     source, model, optimizer = _fresh(config, task, device)
     step, wall_before, state = 0, 0.0, None
