@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sqlite3
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -324,3 +325,28 @@ def test_norm_lstm_filters_the_plain_lstm_and_none_every_plain_cell(tmp_path):
     report = invoke("report", "--store", store, "--norm", "lstm", "--format", "json")
     assert report.exit_code == 0, report.output
     assert [row["label"] for row in json.loads(report.stdout)["tables"][0]["rows"] if row["kind"] == "model"] == ["lstm"]
+
+
+def test_a_running_row_no_process_trains_is_told_from_one_being_trained(tmp_path):
+    """A run killed with -9 stays 'running' in the store; `runs list` and `runs show` say when no
+    process here holds its lock (its lock file gone, or naming a dead pid), without locking it."""
+    import subprocess
+    import sys
+
+    from atnbench.run.checkpoint import lock_file
+    from helpers import fill_store
+
+    store = tmp_path / "s.db"
+    (run_id,) = fill_store(store, [("adding", 100, "ln", None, 0, "running", 0.5, None)])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    lock = lock_file(store, run_id)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for holder, orphan in ((None, True), (gone.pid, True), (os.getpid(), False)):
+        if holder is not None:
+            lock.write_text(f"{holder}\n")
+        listed = invoke("runs", "list", "--store", store, env={"COLUMNS": "200"})
+        assert listed.exit_code == 0 and ("running?" in listed.stdout) == orphan, listed.stdout
+        shown = invoke("runs", "show", run_id, "--store", store, "--no-chart", env={"COLUMNS": "200"})
+        assert ("no process on this machine is training it" in shown.stdout) == orphan, shown.stdout
+        assert ("the run has not finished" in shown.stdout) != orphan

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
-from atnbench.run.checkpoint import RunBusy, hold_run
+from atnbench.run.checkpoint import RunBusy, held_here, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, user_errors
 from atnbench.report.load import parse_since
 from atnbench.errors import UserError
@@ -35,6 +35,10 @@ runs_app = command_group("runs", "List, show, compare, delete and export the run
 
 IDS_HELP = "Run ids, or unique prefixes of them."
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "running": "cyan"}
+# a row recorded 'running' that no process here is training (killed with -9, or trained by a Ray sweep elsewhere)
+ORPHAN = "running?"
+ORPHAN_NOTE = ("recorded running, but no process on this machine is training it: killed? the command that "
+               "started it resumes it (a Ray sweep's runs train on other machines)")
 SPARKS = "▁▂▃▄▅▆▇█"
 EXPORT_FORMATS = ("csv", "json")
 
@@ -198,9 +202,13 @@ def list_cmd(
             cells.append(fmt(run.budget, 3))
         if apart:
             cells.append(apart.get(run.run_id, ""))
-        cells += [_status(run.status), fmt(run.summary.get("min_val_loss"), 4), run.created_at[:16].replace("T", " ")]
+        orphan = run.status == "running" and not held_here(path, run.run_id)
+        cells += [Text(ORPHAN, style="yellow") if orphan else _status(run.status), fmt(run.summary.get("min_val_loss"), 4),
+                  run.created_at[:16].replace("T", " ")]
         table.add_row(*cells)
     out.print(table)
+    if any(run.status == "running" and not held_here(path, run.run_id) for run in runs):
+        out.print(Text(f"{ORPHAN} {ORPHAN_NOTE}", style="dim"))  # wrapped: the table's width
     out.print(Text(f"{len(runs)} of {total} runs in {path}", style="dim"), soft_wrap=True)
 
 
@@ -265,6 +273,7 @@ def show_cmd(
     with open_store(store) as results:
         (full,) = resolve_ids(results, [run_id])
         run, curve, sweeps = results.get_run(full), results.curve(full), results.sweeps(full)
+        path = results.path
         record = results.export_record(full) if options.check_format(fmt_, ("table", "json")) == "json" else None
     if record is not None:
         record["summary"] = selected_summary(record["summary"], curve)
@@ -282,7 +291,9 @@ def show_cmd(
     if run.summary:  # test numbers at the evaluation validation chose, also in a summary stored before that rule
         out.print(_pairs_table("summary", selected_summary(run.summary, curve)))
     else:
-        out.print(Text("summary: none" + (" (the run has not finished)" if run.status == "running" else ""), style="dim"))
+        unfinished = (" (the run has not finished)" if held_here(path, run.run_id) else f" ({ORPHAN_NOTE})") \
+            if run.status == "running" else ""
+        out.print(Text("summary: none" + unfinished, style="dim"))
     if not curve:
         out.print(Text("curve: no evaluations recorded", style="dim"))
         return

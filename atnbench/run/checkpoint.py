@@ -258,6 +258,25 @@ class RunLock:
         self._fd = None
 
 
+def held_here(store_path: PathLike, run_id: str) -> bool:
+    """Whether a process on this machine holds the run's lock, asked without locking or writing
+    (a reader must not make a starting run busy): its lock file names its holder's pid, and the
+    file goes when the holder lets go; a holder killed with -9 leaves it, naming a dead pid."""
+    lock = RunLock(lock_file(store_path, run_id))
+    if not lock.path.exists():
+        return False
+    pid = lock.holder()
+    if pid is None:
+        return True  # just created, its pid not yet written: being taken
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 @contextmanager
 def hold_run(store_path: PathLike, run_id: str, wait: bool = False,
              should_stop: Optional[Callable[[], bool]] = None, poll_s: float = 0.2,
