@@ -350,3 +350,30 @@ def test_a_running_row_no_process_trains_is_told_from_one_being_trained(tmp_path
         shown = invoke("runs", "show", run_id, "--store", store, "--no-chart", env={"COLUMNS": "200"})
         assert ("no process on this machine is training it" in shown.stdout) == orphan, shown.stdout
         assert ("the run has not finished" in shown.stdout) != orphan
+
+
+def test_an_interrupted_delete_deletes_none_and_lets_go_of_every_lock(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) in the middle of `runs delete` of many runs: the rows go in one
+    transaction, so none is deleted, and every run's lock file is gone; the same command then works."""
+    from helpers import fill_store
+
+    store = tmp_path / "s.db"
+    ids = fill_store(store, [("adding", 100, "ln", None, seed, "done", 0.5, None) for seed in range(4)])
+    real, calls = ResultsStore.delete_run, []
+
+    def interrupted(self, run_id):
+        calls.append(run_id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(self, run_id)
+
+    monkeypatch.setattr(ResultsStore, "delete_run", interrupted)
+    stopped = invoke("runs", "delete", *ids, "--yes", "--store", store)
+    assert stopped.exit_code == 130 and "interrupted: nothing deleted" in stopped.stderr, stopped.output
+    with ResultsStore(store, create=False) as results:
+        assert sorted(results.run_ids()) == sorted(ids)
+    assert not list(tmp_path.glob("s.db-checkpoints/*.lock"))
+    monkeypatch.setattr(ResultsStore, "delete_run", real)
+    assert invoke("runs", "delete", *ids, "--yes", "--store", store).exit_code == 0
+    with ResultsStore(store, create=False) as results:
+        assert results.run_ids() == []

@@ -22,7 +22,7 @@ from rich.text import Text
 from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
 from atnbench.run.checkpoint import RunBusy, held_here, hold_run
-from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, user_errors
+from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.report.load import parse_since
 from atnbench.errors import UserError
 from atnbench.run.outputs import check_output_file
@@ -450,16 +450,27 @@ def delete_cmd(
         if not confirmed:
             err.print("nothing deleted")
             raise typer.Exit(1)
-    with ExitStack() as locks, open_store(store, write=True) as results:
-        _hold_runs(locks, results.path, ids)  # held while deleting: none of them starts training meanwhile
-        folders = 0
-        for run_id in ids:
-            checkpoints = results.checkpoint_dir(run_id)
-            if checkpoints.is_dir():
-                shutil.rmtree(checkpoints)
-                folders += 1
-            results.delete_run(run_id)  # curve, memberships and kept models cascade
-        path = results.path
+    # every row in one transaction (a kill or Ctrl-C deletes all or none of them; SIGTERM is a Ctrl-C
+    # here, so the locks and their files are let go), then the checkpoint folders, which only the rows named
+    deleted = False
+    with sigterm_interrupts() as interrupt:
+        try:
+            with ExitStack() as locks, open_store(store, write=True) as results:
+                _hold_runs(locks, results.path, ids)  # held while deleting: none of them starts training meanwhile
+                with results.batch():
+                    for run_id in ids:
+                        results.delete_run(run_id)  # curve, memberships and kept models cascade
+                deleted, folders = True, 0
+                for run_id in ids:
+                    checkpoints = results.checkpoint_dir(run_id)
+                    if checkpoints.is_dir():
+                        shutil.rmtree(checkpoints)
+                        folders += 1
+                path = results.path
+        except KeyboardInterrupt:
+            err.print(f"interrupted: the {len(ids)} runs are deleted; some of their checkpoint folders may be left in "
+                      f"{where}-checkpoints" if deleted else "interrupted: nothing deleted", soft_wrap=True)
+            raise typer.Exit(128 + interrupt.signum) from None
     out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
                    + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
               soft_wrap=True)
