@@ -99,17 +99,26 @@ def export_cmd(
         tmp.replace(file)  # a reader never sees half a file
     err.print(Text(f"exported {n} run{'s' if n != 1 else ''} from {path} to {file}"), soft_wrap=True)
     if studies_file is not None:
-        _export_studies(store, studies_file)
+        _export_studies(store, studies_file, {record["run_id"] for record in recs})
 
 
-def _export_studies(store: Path, path: Path) -> None:
+def _export_studies(store: Path, path: Path, exported: set[str]) -> None:
+    """The studies whose looks used only runs of this export: an import checks each look against
+    the runs it names, so a study without them would refuse the pair (filters: --task, --sweep, ...)."""
     import json
+    from dataclasses import asdict
 
     from atnbench.report import study
 
     check_output_file(path, "--studies")
     with open_store(store) as results:
-        records = study.to_records(results)
+        studies = study.load(results)
+    kept = [s for s in studies if s.runs_looked_at() <= exported]
+    left = [s.name for s in studies if s not in kept]
+    if left:
+        err.print(Text(f"--studies: left out {', '.join(left)}: their looks used runs this export does not hold"),
+                  soft_wrap=True)
+    records = [asdict(s) for s in kept]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(records, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -143,11 +152,18 @@ def import_cmd(
     recs = transfer.read_lines(file)  # every line checked before anything is written
     _note_unchecked(recs, str(file))
     studies = _read_studies(studies_file) if studies_file is not None else None
-    with open_store(store, create=True) as results:
-        with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
-            tally = transfer.combine_all(results, recs, str(file))
-            counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
-        path = results.path
+    new = not Path(store).expanduser().exists()
+    try:
+        with open_store(store, create=True) as results:
+            with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
+                tally = transfer.combine_all(results, recs, str(file))
+                counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
+            path = results.path
+    except BaseException:
+        if new:  # nothing imported: no empty store left where there was none
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{Path(store).expanduser()}{suffix}").unlink(missing_ok=True)
+        raise
     if counts is not None:
         err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "
                        f"{counts[1]} already there"), soft_wrap=True)

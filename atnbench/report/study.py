@@ -553,10 +553,6 @@ def power_at(effect: float, looks: tuple[int, ...], alpha: float) -> float:
 # -- moving studies between stores (store export/import --studies) ---------------------------------
 
 
-def to_records(store) -> list[dict]:
-    return [asdict(study) for study in load(store)]
-
-
 def from_records(records, source: str) -> list[Study]:
     """The studies of a JSON list (``store export --studies``), each checked for its shape; a
     UserError naming the file and entry otherwise. Read before any store is opened."""
