@@ -256,3 +256,29 @@ def test_fig5_preset_is_the_papers_setting_on_the_subset(root, monkeypatch):
     # the subset is not the paper's full data: its numbers are shown, and three seeds decide nothing
     assert [(r.group.variant, r.design, r.verdict) for r in results] == [("mnist-5k", "other protocol", TOO_FEW)]
     assert results[0].comparisons[0].diff < 0
+
+
+def test_an_unreachable_hub_is_asked_offline_so_its_cache_answers_at_once(monkeypatch):
+    """Offline, `datasets` retries each Hub request for half a minute, logging every try, before the
+    one error line: where the Hub's host does not answer, the load runs with HF_HUB_OFFLINE (the
+    cache still answers) and the setting is restored after; where it answers, nothing is changed."""
+    import datasets
+    import huggingface_hub.constants as hub
+
+    from atnbench.data import common
+    from atnbench.data.common import DataUnavailable
+
+    seen = []
+
+    def load_dataset(repo_id, *args):
+        seen.append((datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE))
+        raise ConnectionError("Couldn't reach it (OfflineModeIsEnabled)")
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    before = (datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE)
+    for reachable, offline in ((False, True), (True, before[0])):
+        monkeypatch.setattr(common, "_hub_reachable", lambda timeout=3.0, answer=reachable: answer)
+        with pytest.raises(DataUnavailable, match="cannot load 'ylecun/mnist'.*OfflineModeIsEnabled"):
+            common.load_hub("mnist", "ylecun/mnist", None, "prepare it elsewhere")
+        assert seen.pop() == (offline, offline if not reachable else before[1])
+        assert (datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE) == before

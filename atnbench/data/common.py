@@ -207,11 +207,45 @@ def _build(name: str, builder: str, files: dict[str, list[str]], kwargs: dict, c
     return Source(dict(loaded), cache_dir, origin)
 
 
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub's host answers at all: offline, ``datasets`` retries each request for half a
+    minute and logs every try, before the one error this module turns into a line."""
+    import socket
+    from urllib.parse import urlparse
+
+    import huggingface_hub.constants as hub
+
+    url = urlparse(hub.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _offline_unless_reachable(datasets):
+    """``HF_HUB_OFFLINE`` for the block where the Hub cannot be reached (the cache is still read)."""
+    import huggingface_hub.constants as hub
+
+    if hub.HF_HUB_OFFLINE or _hub_reachable():
+        yield
+        return
+    before = datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE = before
+
+
 def load_hub(name: str, repo_id: str, config: Optional[str], how_to: str) -> Source:
-    """The dataset from the Hugging Face Hub or its local cache (``HF_HUB_OFFLINE=1`` works)."""
+    """The dataset from the Hugging Face Hub or its local cache (``HF_HUB_OFFLINE=1`` works; where
+    the Hub cannot be reached it is set for the call, so the cache answers at once)."""
     datasets = _datasets()
     try:
-        loaded = datasets.load_dataset(repo_id, config) if config else datasets.load_dataset(repo_id)
+        with _offline_unless_reachable(datasets):
+            loaded = datasets.load_dataset(repo_id, config) if config else datasets.load_dataset(repo_id)
     except Exception as err:  # offline without a cache, no such repo, ...: say what to do instead
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         where = f"{repo_id!r}" + (f" (config {config!r})" if config else "")
