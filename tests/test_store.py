@@ -446,3 +446,32 @@ def test_a_store_in_a_read_only_folder_is_read_and_a_pending_log_is_named(tmp_pa
     finally:
         for folder in (shelf, pending):
             folder.chmod(0o755)
+
+
+def test_a_write_waits_for_a_long_writer_and_says_so(tmp_path, monkeypatch, caplog):
+    """Another process's import holds the store's write lock past the busy timeout: a run's next
+    write waits (one note), and lands once the lock is free; past WRITE_PATIENCE_S it fails."""
+    import logging
+    import sqlite3
+    import threading
+    from contextlib import closing
+
+    from atnbench.store import results as results_module
+    from helpers import fill_store
+
+    (run_id,) = fill_store(tmp_path / "s.db", [("adding", 100, "ln", None, 0, "running", 0.5, None)])
+    monkeypatch.setattr(results_module, "BUSY_TIMEOUT_S", 0.1)
+    monkeypatch.setattr(results_module, "WRITE_PATIENCE_S", 5.0)
+    with ResultsStore(tmp_path / "s.db") as store, \
+            closing(sqlite3.connect(tmp_path / "s.db", check_same_thread=False)) as other:
+        other.execute("BEGIN IMMEDIATE")
+        threading.Timer(0.6, other.rollback).start()
+        with caplog.at_level(logging.WARNING, logger="atnbench"):
+            store.log_eval(run_id, 400, 4.0, 0.1, 0.1)
+        assert [p.step for p in store.curve(run_id)][-1] == 400
+        assert caplog.text.count("another process has been writing it") == 1
+        monkeypatch.setattr(results_module, "WRITE_PATIENCE_S", 0.3)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.log_eval(run_id, 500, 5.0, 0.1, 0.1)
+        other.rollback()

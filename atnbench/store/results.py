@@ -36,6 +36,7 @@ from atnbench.store.schema import RECORD_VERSION, SCHEMA_VERSION, STORE_TABLES
 from atnbench.userfiles import why_not_writable
 
 BUSY_TIMEOUT_S = 30.0
+WRITE_PATIENCE_S = 600.0  # how long a write waits for another writer in all (``_begin_writing``)
 log = logging.getLogger("atnbench")  # warnings print as "note:" lines (cli.app)
 
 
@@ -222,8 +223,26 @@ class ResultsStore:
             yield self._conn
             return
         with self._conn:  # commits on success, rolls back on an exception
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._begin_writing()
             yield self._conn
+
+    def _begin_writing(self) -> None:
+        """BEGIN IMMEDIATE, waiting for another writer as long as WRITE_PATIENCE_S: an import or a
+        merge into a store in use holds its lock for its whole transaction, and a training run
+        that gave up after the 30 s busy timeout would fail at its next evaluation. Said once."""
+        deadline, said = time.monotonic() + WRITE_PATIENCE_S, False
+        while True:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")  # waits up to the busy timeout itself
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                if not said:
+                    log.warning(f"waiting for {self.path}: another process has been writing it for "
+                                f"{BUSY_TIMEOUT_S:.0f} s (an import or a merge?); waiting up to "
+                                f"{WRITE_PATIENCE_S / 60:.0f} minutes")
+                    said = True
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
