@@ -619,3 +619,24 @@ def test_stacked_table_only_where_the_usual_one_does_not_fit(groups):
         text = console.file.getvalue()
         assert ("model / statistic" in text) is stacked and "…" not in text
         assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_a_cell_of_fewer_seeds_than_its_row_says_how_many(tmp_path):
+    """A run whose last evaluation has no validation loss (a record import accepts) counts in the
+    row's seeds but not in its final-validation mean: that cell says "(n=2)", the others do not."""
+    from atnbench.report.render import mean_pm_std
+
+    with ResultsStore(tmp_path / "s.db") as store:
+        for seed in range(3):
+            config = resolve_run("adding", {"T": 100, "norm": "ln", "seed": seed}, budget=1.0)
+            run_id = run_id_of(config)
+            store.start_run(run_id, config.to_dict(), {})
+            store.log_eval(run_id, 100, 1.0, 0.2 + seed / 100, 0.2 + seed / 100)
+            store.log_eval(run_id, 200, 2.0, 0.1 + seed / 100, None if seed == 0 else 0.1 + seed / 100)
+            store.finish_run(run_id, "done", {})
+        runs = [RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()]
+    (group,) = aggregate(runs)
+    markdown = to_markdown([group_view(group, final=True)])
+    (line,) = [line for line in markdown.splitlines() if line.startswith("| ln")]
+    assert line.count("(n=2)") == 1, line
+    assert mean_pm_std(0.5, 0.1, 1.0, n=3, of=3) == "0.500 ± 0.100" and mean_pm_std(0.5, None, 1.0, n=1, of=3) == "0.500 (n=1)"

@@ -106,7 +106,8 @@ def to_markdown(views: list[TableView]) -> str:
             cells = [f"_{row.label}_" if row.kind == "baseline" else row.label]
             for column in view.columns:
                 cell = row.cells[column.key]
-                text = _md_cell(view, cell, mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))
+                text = _md_cell(view, cell, mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n,
+                                                        of=len(row.seeds)))
                 if cell.order_differs and not _with_paper(view, column):
                     text += f" {ORDER_MARK}"
                 cells.append(text)

@@ -437,14 +437,17 @@ def seed_ranges(seeds: Iterable[Optional[int]]) -> str:
     return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in ranges)
 
 
-def mean_pm_std(mean: Optional[float], std: Optional[float], scale: float, pm: str = "±", n: Optional[int] = None) -> str:
+def mean_pm_std(mean: Optional[float], std: Optional[float], scale: float, pm: str = "±", n: Optional[int] = None,
+                of: Optional[int] = None) -> str:
     """"1.677 ± 0.006" in the view's scale; "1.677" for a single seed (no std: the seeds column
-    says 1) and for a number that is no mean (n=0: the baseline)."""
+    says 1) and for a number that is no mean (n=0: the baseline); "(n=2)" after it where the mean
+    is of fewer seeds than the row's ``of`` (a run without that number, as a final loss it lacks)."""
     if mean is None:
         return "-"
+    fewer = f" (n={n})" if n and of and n < of else ""
     if n == 0 or std is None:
-        return number(mean, scale)
-    return f"{number(mean, scale)} {pm} {number(std, scale)}"
+        return number(mean, scale) + fewer
+    return f"{number(mean, scale)} {pm} {number(std, scale)}{fewer}"
 
 
 def ratio_text(cell: Cell) -> str:
@@ -497,7 +500,7 @@ def rich_table(view: TableView, plain: bool = False) -> Table:
 def _cell_texts(view: TableView, row: Row, column: Column, plain: bool, with_paper: bool) -> list[Text]:
     """Ours, and with the paper: the paper's value and ours/paper, as rich_table shows them."""
     cell = row.cells[column.key]
-    ours = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n))
+    ours = Text(mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n, of=len(row.seeds)))
     if cell.best:
         ours.stylize("bold green")
         if plain:
