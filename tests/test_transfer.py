@@ -428,8 +428,14 @@ def test_an_output_never_replaces_another_store_or_an_export_of_runs(tmp_path):
         assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
         assert "other.db already holds an SQLite database (a results store?)" in refused.stderr
         assert (tmp_path / "other.db").read_bytes() == other
+    with ResultsStore(tmp_path / "a.db") as store:  # a run of a thousand evaluations: one line of ~90 KB
+        run_id = store.runs()[0].run_id
+        with store.batch():
+            for step in range(400, 1400):
+                store.log_eval(run_id, step, 1.0, 0.5, 0.5)
     assert invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db").exit_code == 0
     exported = (tmp_path / "runs.jsonl").read_bytes()
+    assert exported.index(b"\n") > 1 << 16
     refused = invoke("report", "--store", tmp_path / "a.db", "--output", tmp_path / "runs.jsonl", "--format", "json")
     assert refused.exit_code == 2 and "already holds an export of runs (JSON Lines)" in refused.stderr
     assert (tmp_path / "runs.jsonl").read_bytes() == exported

@@ -46,12 +46,12 @@ def _holds_evidence(path: Path) -> Optional[str]:
 
     try:
         with open(path, "rb") as handle:
-            head = handle.read(1 << 16)
+            if handle.read(16) == b"SQLite format 3\x00":
+                return SQLITE
+            handle.seek(0)
+            first = handle.readline(1 << 26)  # a run with thousands of evaluations is one long line
     except OSError:
         return None  # unreadable: the write check below says what it can
-    if head.startswith(b"SQLite format 3\x00"):
-        return SQLITE
-    first = head.split(b"\n", 1)[0]
     try:
         record = json.loads(first)
     except ValueError:  # not JSON, or a first line longer than what was read
