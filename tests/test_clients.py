@@ -350,12 +350,16 @@ def test_windows_of_another_norm_or_k_are_refused_and_survive_save_and_detach(ce
     kept = [detach_state(state), copy.deepcopy(detach_state(state)), torch.load(saved)]
     for other in (RNN(3, 6, norm="atn-bn", k=3).to(DT), RNN(3, 6, norm="atn", k=5).to(DT)):
         for carried in kept:
-            with pytest.raises(ValueError, match="made by a norm='atn', k=3 model, and this model is norm="):
+            with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3 model, and this model is "):
                 other(x, carried)
         h = (state[0] if cell == "lstm" else state).detach().clone()
         other(x, (h, state[1].detach()) if cell == "lstm" else h)  # a plain tensor: fresh windows
     for carried in kept:
         torch.testing.assert_close(atn(x, carried)[0], atn(x, state)[0], rtol=0, atol=0)
+    other_cell = (NormGRU if cell == "lstm" else NormLSTM)(3, 6, norm="atn", k=3).to(DT)  # windows of another cell
+    h = detach_state(state)[0] if cell == "lstm" else detach_state(state)
+    with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3 model"):
+        other_cell(x, h if cell == "lstm" else (h, torch.zeros_like(h)))
 
 
 @pytest.mark.parametrize("cell", CELLS)

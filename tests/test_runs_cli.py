@@ -377,3 +377,20 @@ def test_an_interrupted_delete_deletes_none_and_lets_go_of_every_lock(tmp_path, 
     assert invoke("runs", "delete", *ids, "--yes", "--store", store).exit_code == 0
     with ResultsStore(store, create=False) as results:
         assert results.run_ids() == []
+
+
+def test_a_store_named_through_a_link_shares_its_runs_locks(tmp_path):
+    """A run trained through one name of a store (a symbolic link) holds the lock every name sees:
+    `runs list` through the other name says it is running, and a second trainer is refused."""
+    from atnbench.run.checkpoint import RunBusy, held_here, hold_run
+    from helpers import fill_store
+
+    store = tmp_path / "s.db"
+    (run_id,) = fill_store(store, [("adding", 100, "ln", None, 0, "running", 0.5, None)])
+    (tmp_path / "link.db").symlink_to(store)
+    with hold_run(tmp_path / "link.db", run_id):
+        assert held_here(store, run_id)
+        with pytest.raises(RunBusy):
+            with hold_run(store, run_id):
+                pass
+        assert "running?" not in invoke("runs", "list", "--store", store).stdout

@@ -229,8 +229,9 @@ class NormRecurrent(nn.Module):
 
     @property
     def windows_made_by(self) -> str:
-        """What tells this model's ATN windows from another's: its norm and k, in words."""
-        return f"norm={self.norm!r}, k={self.spec.k}"
+        """What tells this model's ATN windows from another's: its cell, norm and k, in words (an
+        LSTM's windows hold the cell state's terms too, a GRU's do not)."""
+        return f"{type(self).__name__} norm={self.norm!r}, k={self.spec.k}"
 
     @property
     def scheme(self) -> NormScheme:

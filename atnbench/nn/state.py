@@ -19,10 +19,11 @@ What keeps the windows and what drops them (``docs/library.md`` says it to users
   passing it back is refused with a ValueError that says what to do, never continued silently.
   The windows remember the tensor's version counter (``Tensor._version``, which every in-place
   write advances) when they are attached.
-* The windows also say which normalization and window made them (``made_by``: "norm='atn', k=5"):
-  a model with another windowed norm or another k refuses them with a ValueError (an ATN-LN
-  window is per sequence, an ATN-BN one per feature; a k=3 history is no k=5 one, though it
-  could pass for a short one).
+* The windows also say which cell, normalization and window made them (``made_by``: "NormLSTM
+  norm='atn', k=5"): a model of another cell, windowed norm or k refuses them with a ValueError
+  (an LSTM's windows hold the cell state's terms, a GRU's do not; an ATN-LN window is per
+  sequence, an ATN-BN one per feature; a k=3 history is no k=5 one, though it could pass for a
+  short one).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class WindowedTensor(Tensor):
     # this state only, never to a result computed from it.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
-    made_by: Optional[str] = None  # the model's windowed norm and k, in words (None: not recorded)
+    made_by: Optional[str] = None  # the model's cell, windowed norm and k, in words (None: not recorded)
 
     @property
     def windows(self) -> Windows:

@@ -71,8 +71,9 @@ class RunBusy(RuntimeError):
 
 
 def checkpoint_root(store_path: PathLike) -> Path:
-    """The store's checkpoint folder: ``<store file>-checkpoints`` beside the store."""
-    path = Path(store_path)
+    """The store's checkpoint folder: ``<store file>-checkpoints`` beside the store, the file a
+    symbolic link names (so every name of one store shares its runs' locks and checkpoints)."""
+    path = Path(os.path.realpath(Path(store_path).expanduser()))
     return path.with_name(path.name + "-checkpoints")
 
 
