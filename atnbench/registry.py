@@ -205,10 +205,13 @@ CELL_NOT_NORM = {"gru": "--cell gru --norm none (the plain GRU; --cell gru --nor
 
 def norm_filter(norm: str) -> tuple[str, Optional[str]]:
     """What a ``--norm NAME`` filter selects among stored runs: (the stored norm, the cell or None).
-    'lstm' names the plain LSTM, so it is norm none of the LSTM cell only (not the plain GRU);
-    'none' is every plain cell."""
+    'lstm' and 'gru' name the plain cells, so each is norm none of that cell only; 'none' is every
+    plain cell. (Training refuses 'gru' as a norm: there it would say nothing of the cell.)"""
+    named = str(norm).lower()
+    if named in CELL_NOT_NORM:
+        return "none", named
     stored = canonical_norm(norm)
-    return stored, ("lstm" if stored == "none" and str(norm).lower() == "lstm" else None)
+    return stored, ("lstm" if stored == "none" and named == "lstm" else None)
 
 
 def of_cell(records: list, cell: Optional[str]) -> list:

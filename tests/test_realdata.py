@@ -268,7 +268,7 @@ def test_an_unreachable_hub_is_asked_offline_so_its_cache_answers_at_once(monkey
     from atnbench.data import common
     from atnbench.data.common import DataUnavailable
 
-    seen = []
+    seen, probe = [], common._hub_reachable
 
     def load_dataset(repo_id, *args):
         seen.append((datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE))
@@ -282,3 +282,10 @@ def test_an_unreachable_hub_is_asked_offline_so_its_cache_answers_at_once(monkey
             common.load_hub("mnist", "ylecun/mnist", None, "prepare it elsewhere")
         assert seen.pop() == (offline, offline if not reachable else before[1])
         assert (datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE) == before
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(hub, "ENDPOINT", "http://hub.invalid")  # no such host: unreachable, unless behind a proxy
+    assert not probe(timeout=1.0)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.invalid:3128")
+    assert probe(timeout=1.0)  # only a request through the proxy could tell: left to datasets

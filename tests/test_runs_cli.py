@@ -306,7 +306,8 @@ def test_list_and_show_as_json(trained, filled):
 
 def test_norm_lstm_filters_the_plain_lstm_and_none_every_plain_cell(tmp_path):
     """'lstm' is the plain LSTM's name: as a filter it is not also the plain GRU (both are norm
-    none); '--norm none' is every plain cell. In `runs list` and in `report` alike."""
+    none), and 'gru' is the plain GRU; '--norm none' is every plain cell. In `runs list` and in
+    `report` alike."""
     from atnbench.evidence.identity import run_id_of
     from atnbench.run.runspec import resolve_run
 
@@ -321,6 +322,7 @@ def test_norm_lstm_filters_the_plain_lstm_and_none_every_plain_cell(tmp_path):
             results.finish_run(ids[cell], "done", {})
     q = ("runs", "list", "-q", "--store", store)
     assert listed_ids(invoke(*q, "--norm", "lstm")) == [ids["lstm"]]
+    assert listed_ids(invoke(*q, "--norm", "gru")) == [ids["gru"]]  # as a filter, a plain cell's name selects it
     assert sorted(listed_ids(invoke(*q, "--norm", "none"))) == sorted(ids.values())
     report = invoke("report", "--store", store, "--norm", "lstm", "--format", "json")
     assert report.exit_code == 0, report.output

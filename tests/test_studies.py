@@ -417,9 +417,9 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     flipped = json.loads((tmp_path / "studies.json").read_text())  # a look its runs do not give
     flipped[0]["recorded"][0]["comparisons"][0].update(decision="contradicted", p=1e-12)
     (tmp_path / "flipped.json").write_text(json.dumps(flipped))
-    refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "fresh.db",
+    refused = invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "new" / "sub" / "fresh.db",
                      "--studies", tmp_path / "flipped.json")
-    assert refused.exit_code == 2 and not list(tmp_path.glob("fresh.db*")), refused.output  # no empty store left
+    assert refused.exit_code == 2 and not (tmp_path / "new").exists(), refused.output  # no empty store (nor its folders) left
     part = invoke("store", "export", tmp_path / "part.jsonl", "--store", db, "--task", "adding",
                   "--studies", tmp_path / "part.json")  # a part without the study's runs: without the study
     assert part.exit_code == 0 and f"left out {study.name}: their looks used runs" in part.stderr, part.output

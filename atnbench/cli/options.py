@@ -222,7 +222,7 @@ TaskFilter = Annotated[Optional[str], typer.Option(
     "--task", metavar="TASK", help="Only this task (copying, adding, denoise, ...).")]
 TFilter = Annotated[Optional[int], typer.Option("--T", metavar="INTEGER", help="Only this sequence length.")]
 NormFilter = Annotated[Optional[str], typer.Option(
-    "--norm", metavar="NORM", help="Only this normalization (ln, atn, ...; none: the plain cells; lstm: the plain LSTM).")]
+    "--norm", metavar="NORM", help="Only this normalization (ln, atn, ...; none: the plain cells; lstm, gru: one plain cell).")]
 SweepFilter = Annotated[Optional[str], typer.Option(
     "--sweep", metavar="SWEEP",
     help="Only the runs of this sweep; in report and plot a k-sweep (k-ablation, k-scan) shows k against loss.")]

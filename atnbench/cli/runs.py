@@ -437,8 +437,13 @@ def delete_cmd(
         ids = resolve_ids(reading, run_ids)
         runs = [reading.get_run(run_id) for run_id in ids]
         where = reading.path
-    with ExitStack() as locks:  # a run training now: refused before the list and the question
-        _hold_runs(locks, where, ids)
+    with sigterm_interrupts() as interrupt:  # SIGTERM as Ctrl-C: the locks taken so far are let go
+        try:
+            with ExitStack() as locks:  # a run training now: refused before the list and the question
+                _hold_runs(locks, where, ids)
+        except KeyboardInterrupt:
+            err.print("interrupted: nothing deleted")
+            raise typer.Exit(128 + interrupt.signum) from None
     for run in runs:
         out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
     if not yes:

@@ -152,7 +152,9 @@ def import_cmd(
     recs = transfer.read_lines(file)  # every line checked before anything is written
     _note_unchecked(recs, str(file))
     studies = _read_studies(studies_file) if studies_file is not None else None
-    new = not Path(store).expanduser().exists()
+    target = Path(store).expanduser().absolute()
+    made = next((folder for folder in reversed(target.parents) if not folder.exists()), None)  # folders it creates
+    new = not target.exists()
     try:
         with open_store(store, create=True) as results:
             with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
@@ -160,9 +162,16 @@ def import_cmd(
                 counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
             path = results.path
     except BaseException:
-        if new:  # nothing imported: no empty store left where there was none
+        if new:  # nothing imported: no empty store (nor the folders made for it) left where there was none
             for suffix in ("", "-wal", "-shm"):
-                Path(f"{Path(store).expanduser()}{suffix}").unlink(missing_ok=True)
+                Path(f"{target}{suffix}").unlink(missing_ok=True)
+            for folder in target.parents if made is not None else ():
+                try:
+                    folder.rmdir()  # only while empty: nothing another process put there goes
+                except OSError:
+                    break
+                if folder == made:
+                    break
         raise
     if counts is not None:
         err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "

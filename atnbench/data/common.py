@@ -209,13 +209,17 @@ def _build(name: str, builder: str, files: dict[str, list[str]], kwargs: dict, c
 
 def _hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the Hub's host answers at all: offline, ``datasets`` retries each request for half a
-    minute and logs every try, before the one error this module turns into a line."""
+    minute and logs every try, before the one error this module turns into a line. Behind a proxy
+    (``HTTPS_PROXY`` and the like) only a request through it could tell: taken as reachable."""
     import socket
+    import urllib.request
     from urllib.parse import urlparse
 
     import huggingface_hub.constants as hub
 
     url = urlparse(hub.ENDPOINT)
+    if urllib.request.getproxies() and not urllib.request.proxy_bypass(url.hostname or ""):
+        return True
     try:
         socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
         return True
