@@ -435,6 +435,9 @@ def test_the_mistake_list_is_long_enough():
 def test_include_of_a_missing_folder_is_one_line(tmp_path):
     result = invoke("run", "mine", "--include", tmp_path / "nope")
     assert result.exit_code == 2 and "no such folder" in result.stderr
+    (tmp_path / "mine.yaml").write_text("problem: sequence-classification\n")  # a task file, not its folder
+    result = invoke("tasks", "--include", tmp_path / "mine.yaml")
+    assert result.exit_code == 2 and "mine.yaml: is a file; give the folder that holds task files" in result.stderr
 
 
 @pytest.mark.slow

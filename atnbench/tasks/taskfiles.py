@@ -100,7 +100,8 @@ def include(paths: list[Path]) -> None:
     environment, so a sweep's worker processes look where the command looked."""
     for path in paths:
         if not path.is_dir():
-            raise ConfigError(f"--include {path}: no such folder")
+            raise ConfigError(f"--include {path}: " + ("is a file; give the folder that holds task files"
+                                                       if path.exists() else "no such folder"))
     given = [str(p.expanduser().absolute()) for p in paths]
     kept = [str(p) for p in folders() if str(p) not in given]
     os.environ[ENV_FOLDERS] = os.pathsep.join(given + kept)
