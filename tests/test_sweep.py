@@ -592,6 +592,8 @@ GOOD_HEAD = "description: bad\ntask: adding\nbase: {T: 8, steps: 2}\n"
     ("description: bad\ntask: addition\ngrid: {norm: [ln]}\n", "task", "unknown task 'addition'"),
     ("task: adding\ngrid: {norm: [ln]}\n", "description", "missing"),
     (GOOD_HEAD + "grid: {lr: [1e-3]}\n", "grid.lr", "write 1.0e-3"),
+    (GOOD_HEAD + "grid: {norm: [atn], k: [25, 25]}\n", "grid.k", "25 appears twice in [25, 25]"),
+    (GOOD_HEAD + "grid: {norm: [ln, atn, ln]}\n", "grid.norm", "'ln' appears twice"),
 ])
 def test_bad_sweep_files_are_rejected_before_anything_runs(tmp_path, text, key, expected):
     path, store = tmp_path / "bad.yaml", tmp_path / "r.db"
@@ -659,6 +661,7 @@ def test_bad_command_lines(tmp_path):
         (["sweep"], "give a sweep name"),
         (["sweep", "no-such-sweep"], "no sweeps preset named 'no-such-sweep'"),
         (["sweep", path, "--seeds", "a,b"], "--seeds"),
+        (["sweep", path, "--seeds", "0-2,1"], "--seeds 0-2,1: seed 1 is given twice"),
         (["sweep", path, "--norm", "bn"], "has no run with --norm bn (it holds --norm none, --norm ln, --norm atn)"),
         (["sweep", path, "--k", "4"], "has no run with --k 4 (it holds --k 3, --k 5)"),
         (["sweep", path, "--address", "h:1"], "--address is for --backend ray"),

@@ -26,6 +26,8 @@ naming the file, the key and what was expected.
 
 from __future__ import annotations
 
+import json
+
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,6 +146,12 @@ def _check_values(path: Path, where: str, key: str, values: Any, plain_ok: bool)
         raise _fail(path, where, "empty list; expected at least one value")
     for value in values:
         check_setting(path, where, key, value)
+    seen = set()
+    for value in values:  # a typo (k: [25, 25] for [25, 45]) would lose a configuration without a word
+        marker = json.dumps(value, sort_keys=True, default=str)
+        if marker in seen:
+            raise _fail(path, where, f"{value!r} appears twice in {values}")
+        seen.add(marker)
     return list(values)
 
 
@@ -232,7 +240,11 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     if count > MAX_PLANNED_RUNS:
         raise ConfigError(f"--seeds {text} names {count:,} seeds; a plan holds at most {MAX_PLANNED_RUNS:,} runs: "
                           f"give fewer seeds at a time")
-    return tuple(dict.fromkeys(seed for low, high in ranges for seed in range(low, high + 1)))
+    seeds = [seed for low, high in ranges for seed in range(low, high + 1)]
+    if len(set(seeds)) != len(seeds):  # as a sweep file's seeds: a seed twice is a typo, not two runs
+        twice = next(seed for i, seed in enumerate(seeds) if seed in seeds[:i])
+        raise ConfigError(f"--seeds {text}: seed {twice} is given twice")
+    return tuple(seeds)
 
 
 def check_plan_size(runs: int, what: str) -> None:
