@@ -80,8 +80,8 @@ def find_preset_file(kind: str, name: str | Path) -> Path:
     if path.exists() and not path.is_dir():  # a FIFO or a device too: the reader says what it is
         return path
     folders = search_dirs(kind)
-    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
-        raise ConfigError(f"{name}: no such preset file")
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:  # a path, not a preset's name
+        raise ConfigError(f"{name}: is a folder, not a {kind[:-1]} file" if path.is_dir() else f"{name}: no such preset file")
     for folder in folders:
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"

@@ -280,3 +280,19 @@ def test_a_run_interrupted_before_it_starts_says_nothing_was_recorded(tmp_path, 
     assert "nothing recorded; the same command starts it" in result.stderr and "recorded as failed" not in result.stderr
     with ResultsStore(store) as results:
         assert results.runs() == []
+
+
+def test_an_interrupt_after_the_final_row_says_the_run_is_done(tmp_path, monkeypatch):
+    """Ctrl-C in the instant after a run wrote its final row: the run stays done, and `run` says
+    so, not "recorded as failed; continue it"."""
+    real = ResultsStore.finish_run
+
+    def then_interrupted(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ResultsStore, "finish_run", then_interrupted)
+    result = invoke("run", "adding", *TINY, "--store", tmp_path / "r.db")
+    assert result.exit_code == 130, result.output
+    assert "interrupted after run" in result.stderr and "it is recorded done" in result.stderr
+    assert "recorded as failed" not in result.stderr

@@ -383,6 +383,10 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
         (study,) = studies.load(store)
         assert store.runs() == []  # nothing ran
     assert study.sweep == "k-ablation" and confirm.left_to_run(study, db).runs == 30  # 3 sides x 10 seeds
+    for task, kept in (("adding", 0), (study.task, 1)):  # a plan with no look yet goes with its task's runs
+        plan_only = invoke("store", "export", tmp_path / "p.jsonl", "--store", db, "--task", task,
+                           "--studies", tmp_path / "p.json")
+        assert plan_only.exit_code == 0 and len(json.loads((tmp_path / "p.json").read_text())) == kept, plan_only.output
     fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
               "lstm": [0.3, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
     assert confirm.left_to_run(study, db).runs == 15
@@ -422,7 +426,7 @@ def test_plan_only_records_and_prices_and_studies_travel_with_the_runs(tmp_path)
     assert refused.exit_code == 2 and not (tmp_path / "new").exists(), refused.output  # no empty store (nor its folders) left
     part = invoke("store", "export", tmp_path / "part.jsonl", "--store", db, "--task", "adding",
                   "--studies", tmp_path / "part.json")  # a part without the study's runs: without the study
-    assert part.exit_code == 0 and f"left out {study.name}: their looks used runs" in part.stderr, part.output
+    assert part.exit_code == 0 and f"left out {study.name}: their runs are not in this export" in part.stderr, part.output
     assert json.loads((tmp_path / "part.json").read_text()) == []
     assert invoke("store", "import", tmp_path / "part.jsonl", "--store", tmp_path / "part.db",
                   "--studies", tmp_path / "part.json").exit_code == 0

@@ -22,6 +22,9 @@ Hidden = Annotated[Optional[int], typer.Option("--hidden", help="Hidden size (de
 BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="Batch size (default: the preset's, 50).")]
 StatsOut = Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")]
 BIAS_PLACEMENT = tuple(setting for setting in RUN_SETTINGS if setting.param == "bias_inside")  # run's own flag
+# the one --store, read only with --from-run here: said in the help, not found out from a refusal
+RunsStore = Annotated[Path, typer.Option("--store", metavar="PATH",
+                                         help="Results database (SQLite) that holds the --from-run runs.")]
 FromRun = Annotated[Optional[list[str]], typer.Option(
     "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of "
                                          "training (repeatable; an id prefix is enough).")]
@@ -33,7 +36,7 @@ FromRun = Annotated[Optional[list[str]], typer.Option(
 def stats(k: Annotated[str, options.k_list(", compared with LN")] = "5,25,55",
           T: Annotated[int, typer.Option("--T", min=1, help="Adding-problem sequence length.")] = 75,
           iters: Iters = 100, seed: options.Seed = 0, hidden: Hidden = None, batch_size: BatchSize = None,
-          out_dir: StatsOut = None, store: options.Store = options.STORE, from_run: FromRun = None,
+          out_dir: StatsOut = None, store: RunsStore = options.STORE, from_run: FromRun = None,
           device: options.Device = options.DEVICE, threads: options.Threads = options.THREADS,
           quiet: options.Quiet = False,
           out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"), **settings):

@@ -99,12 +99,14 @@ def export_cmd(
         tmp.replace(file)  # a reader never sees half a file
     err.print(Text(f"exported {n} run{'s' if n != 1 else ''} from {path} to {file}"), soft_wrap=True)
     if studies_file is not None:
-        _export_studies(store, studies_file, {record["run_id"] for record in recs})
+        _export_studies(store, studies_file, {record["run_id"] for record in recs}, task, sweep)
 
 
-def _export_studies(store: Path, path: Path, exported: set[str]) -> None:
+def _export_studies(store: Path, path: Path, exported: set[str], task: Optional[str] = None,
+                    sweep: Optional[str] = None) -> None:
     """The studies whose looks used only runs of this export: an import checks each look against
-    the runs it names, so a study without them would refuse the pair (filters: --task, --sweep, ...)."""
+    the runs it names, so a study without them would refuse the pair (filters: --task, --sweep, ...).
+    A study with no look yet goes unless ``--task`` or ``--sweep`` names another than its own."""
     import json
     from dataclasses import asdict
 
@@ -113,10 +115,11 @@ def _export_studies(store: Path, path: Path, exported: set[str]) -> None:
     check_output_file(path, "--studies")
     with open_store(store) as results:
         studies = study.load(results)
-    kept = [s for s in studies if s.runs_looked_at() <= exported]
+    kept = [s for s in studies if s.runs_looked_at() <= exported
+            and (s.runs_looked_at() or (task in (None, s.task) and sweep in (None, s.sweep)))]
     left = [s.name for s in studies if s not in kept]
     if left:
-        err.print(Text(f"--studies: left out {', '.join(left)}: their looks used runs this export does not hold"),
+        err.print(Text(f"--studies: left out {', '.join(left)}: their runs are not in this export"),
                   soft_wrap=True)
     records = [asdict(s) for s in kept]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from atnbench.cli import options
 from atnbench.cli.app import app, err, fail, out, user_errors
+from atnbench.cli.runs import model_label
 
 
 @app.command()
@@ -55,7 +56,7 @@ def verify(
     found = []
     for n, (record, curve) in enumerate(chosen, 1):
         err.print(Text(f"[{n}/{len(chosen)}] re-running {record.run_id} ({record.task} T={record.T} "
-                       f"{record.norm} seed={record.seed})"), soft_wrap=True)
+                       f"{model_label(record)} seed={record.seed})"), soft_wrap=True)
         result = rerun(record, curve, resolve_device(record.config.get("device") or "cpu"))
         found.append(result)
         if fmt != "json":

@@ -188,7 +188,7 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
 
 
 def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
-    from atnbench.sweep.command import _finished, _store_statuses
+    from atnbench.sweep.command import is_finished, store_statuses
     from atnbench.sweep.estimate import cpu_time_text
     from atnbench.sweep import estimate, measured_rates
 
@@ -199,8 +199,8 @@ def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
                          no_wrap=column == "part")
     every_left = {}  # run id -> config: a run two parts share (table 1's in k-ablation) runs, and costs, once
     for item in planned:
-        statuses = _store_statuses(store, item.runs, keep_stale)  # as the parts will count them
-        left = {run.run_id: run.config for run in item.runs if not _finished(statuses.get(run.run_id))}
+        statuses = store_statuses(store, item.runs, keep_stale)  # as the parts will count them
+        left = {run.run_id: run.config for run in item.runs if not is_finished(statuses.get(run.run_id))}
         every_left.update(left)
         cost = estimate(list(left.values()), rates)
         table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),

@@ -260,9 +260,10 @@ class RunLock:
 
 
 def held_here(store_path: PathLike, run_id: str) -> bool:
-    """Whether a process on this machine holds the run's lock, asked without locking or writing
-    (a reader must not make a starting run busy): its lock file names its holder's pid, and the
-    file goes when the holder lets go; a holder killed with -9 leaves it, naming a dead pid."""
+    """Whether a live process on this machine may hold the run's lock, asked without locking or
+    writing (a reader must not make a starting run busy). What is read is the lock file: a holder
+    writes its pid there and deletes it when it lets go; one killed with -9 leaves it, naming a
+    dead pid. A live pid is taken as holding it (a reused pid reads as a holder too)."""
     lock = RunLock(lock_file(store_path, run_id))
     if not lock.path.exists():
         return False

@@ -230,8 +230,12 @@ def _train(request: RunRequest, run_config, results, torch_device) -> dict:
                      resume=request.resume or (has_checkpoint and not request.force),
                      checkpoint_every=request.checkpoint_every, keep_model=request.keep_model)
     except KeyboardInterrupt:
-        recorded = results.get_run(run_id) is not None  # stopped while it was set up: no row yet
-        err.print(f"interrupted: run {run_id} recorded as failed; continue it with the same command" if recorded
-                  else f"interrupted before run {run_id} started: nothing recorded; the same command starts it",
-                  soft_wrap=True, highlight=False)
+        row = results.get_run(run_id)  # none: stopped while it was set up; final: stopped after it finished
+        if row is None:
+            said = f"interrupted before run {run_id} started: nothing recorded; the same command starts it"
+        elif row.status in ("done", "diverged"):
+            said = f"interrupted after run {run_id} finished: it is recorded {row.status}"
+        else:
+            said = f"interrupted: run {run_id} recorded as failed; continue it with the same command"
+        err.print(said, soft_wrap=True, highlight=False)
         raise

@@ -642,4 +642,3 @@ def _record(row: sqlite3.Row, path: Path) -> RunRecord:
         created_at=row["created_at"],
         updated_at=row["updated_at"],
     )
-

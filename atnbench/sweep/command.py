@@ -62,7 +62,7 @@ def _k_text(config) -> str:
     return str(config.k) if SCHEMES[config.norm].windowed else "-"
 
 
-def _store_statuses(store: Path, runs, keep_stale: bool = False) -> dict[str, Optional[str]]:
+def store_statuses(store: Path, runs, keep_stale: bool = False) -> dict[str, Optional[str]]:
     """Each run's status in an existing store, read-only (no store yet: nothing is in it). A run
     the store holds finished by older code that a canary vouched for counts as the sweep counts
     it: done (``atnbench.evidence.equivalence``); with ``keep_stale`` so does one made by older
@@ -96,7 +96,7 @@ def _store_statuses(store: Path, runs, keep_stale: bool = False) -> dict[str, Op
 
 
 def _left(status: Optional[str]) -> str:
-    if _finished(status):
+    if is_finished(status):
         return status  # done, diverged, or kept: "done (stale, kept)"
     return {"done": "done", "diverged": "diverged", "failed": "left (resume)", "running": "left (resume)"}.get(
         status, "left")
@@ -160,7 +160,7 @@ def _held(runs, keys) -> str:
     return ", ".join(dict.fromkeys(flags))
 
 
-def _finished(status: Optional[str]) -> bool:
+def is_finished(status: Optional[str]) -> bool:
     """Whether a dry run's status is one the sweep would not run again."""
     return status is not None and status.split(" ")[0] in ("done", "diverged")
 
@@ -168,13 +168,13 @@ def _finished(status: Optional[str]) -> bool:
 def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False) -> None:
     from atnbench.sweep import estimate, measured_rates
 
-    statuses = _store_statuses(store, runs, keep_stale)
+    statuses = store_statuses(store, runs, keep_stale)
     if json_out:
         print(json.dumps([{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
                            "config": run.config.to_dict()} for run in runs]))
         return
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
-    left = [run for run in runs if not _finished(statuses.get(run.run_id))]
+    left = [run for run in runs if not is_finished(statuses.get(run.run_id))]
     cost = estimate([r.config for r in left], measured_rates(store))
     table = FitTable(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
                      caption=f"{escape(spec.description)}\n{escape(str(spec.source))}; left to run: "

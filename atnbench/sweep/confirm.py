@@ -178,9 +178,9 @@ def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dic
             raise UserError(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
         found = sizing.size(studies.claims_of(family, probe), sizing.pilot_groups(store, task, Ts), ALPHA / family.m,
                             power)
+        most, capped = sizing.maximum(found, max_seeds)  # a pilot it cannot plan from: the error alone says why
         for line in found:
             say("  pilot: " + line.text())
-        most, capped = sizing.maximum(found, max_seeds)
         looks = sizing.looks_up_to(most)
         say(f"--seeds-for-power {power:g}: at most {looks[-1]} seeds per configuration"
             + (f" (capped at --max-seeds {max_seeds})" if capped else ""))
