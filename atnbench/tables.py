@@ -243,6 +243,15 @@ class Output(Console):
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)
 
+    def on_broken_pipe(self) -> None:
+        """The reader closed the pipe (``atnbench ... | head``): rich exits 1, the code atnbench
+        gives a failed run; end as a command killed by SIGPIPE does (128 + 13), without a word."""
+        import signal
+        import sys
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the flush at exit would fail again
+        raise SystemExit(128 + signal.SIGPIPE)
+
 
 out = Output()
 err = Output(stderr=True)

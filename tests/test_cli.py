@@ -324,3 +324,16 @@ def test_fig6_term_figure_is_titled_labelled_with_a_legend_beside_the_panels():
     lines = fig.axes[0].get_lines()
     assert len({(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}) == 3
     assert [ax.get_ylabel() for ax in fig.axes] == ["mean over features", "variance over features"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_does_without_a_word(tmp_path):
+    """`atnbench models | head -c 1`: the reader closes the pipe; the command ends with 141 (128 +
+    SIGPIPE, as `cat` does), not 1 (a failed run) and not an error line."""
+    import os
+
+    read, write = os.pipe()
+    os.close(read)  # no reader at all: the first write finds the pipe closed
+    with os.fdopen(write, "wb") as closed:
+        done = subprocess.run([sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')",
+                               "models"], stdout=closed, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 141 and done.stderr == "", done.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from rich.text import Text
 
 from atnbench.errors import UserError
 from atnbench.tables import FitTable, err, out
@@ -104,6 +105,6 @@ def stats_table(rows: list[dict]) -> FitTable:
     layers = {r["layer"] for r in rows}
     for r in rows:
         term = TERMS[r["term"]] + ("" if len(layers) == 1 else f" (layer {r['layer']})")
-        table.add_row(r["model"], term, *(_g(r[key], 2) for key in
+        table.add_row(Text(r["model"]), term, *(_g(r[key], 2) for key in  # Text: a label is no markup
                                           ("mean_std", "mean_min", "mean_max", "var_std", "var_min", "var_max")))
     return table

@@ -7,7 +7,8 @@ traceback was written to (any exception other than :class:`atnbench.errors.UserE
 word on a path the user named); 2 bad usage or input (an unknown option, a value out
 of range, an on/off flag given both ways, an unusable config, store, data file, kept model or
 output path, no runs matching the filters); 130 interrupted (Ctrl-C); a run or sweep stopped by
-a signal exits 128 + its number (SIGTERM: 143).
+a signal exits 128 + its number (SIGTERM: 143); 141 the reader of the output went away
+(``atnbench ... | head``), as a command killed by SIGPIPE.
 
 Width, one rule for every command (``out`` and ``err``, both :class:`Output`): in a terminal,
 the terminal's width; piped or redirected (a file, ``| less``, ``| grep``), plain text without
@@ -51,7 +52,8 @@ except ImportError:  # pragma: no cover - depends on the installed typer
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_CODES_HELP = ("Exit codes: 0 success; 1 a run failed or diverged, a check failed, the same run is "
                    "training elsewhere, or a bug in atnbench (its traceback written to a file); 2 bad usage or input; "
-                   "130 interrupted (143 by SIGTERM). ATNBENCH_DEBUG=1 shows tracebacks.")
+                   "130 interrupted (143 by SIGTERM); 141 the output's reader went away (| head). "
+                   "ATNBENCH_DEBUG=1 shows tracebacks.")
 
 from atnbench.tables import err, out, say  # noqa: E402,F401 - the consoles every command prints to
 
@@ -146,6 +148,9 @@ class Commands(TyperGroup):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is a BrokenPipeError we can answer
+        except BrokenPipeError:
+            _reader_gone()
         except click_errors.ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` or a group alone: the help
                 error.show()
@@ -161,6 +166,13 @@ class Commands(TyperGroup):
             _print_error(bug_summary(error, write_traceback(error)))
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _reader_gone() -> None:
+    """The process reading stdout closed it (``atnbench ... | head``): no error line, and the
+    exit code a command killed by SIGPIPE has (128 + 13), as `cat` and `grep` end there; the
+    consoles' own answer (``tables.Output.on_broken_pipe``)."""
+    out.on_broken_pipe()
 
 
 def write_traceback(error: BaseException) -> Optional[Path]:
@@ -296,6 +308,8 @@ def user_errors(command):
             if debugging():
                 raise
             fail(_first_line(error))
+        except BrokenPipeError:  # the reader went away: not a failure of the work (click would exit 1)
+            _reader_gone()
         except _failures() as error:
             if debugging():
                 raise

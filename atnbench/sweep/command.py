@@ -124,7 +124,7 @@ def _list_sweeps(budget, seeds, json_out: bool) -> None:
     for column in ("sweep", "runs", "cost", "what it runs"):
         table.add_column(column, no_wrap=column == "sweep", justify="right" if column == "runs" else "left")
     for row in rows:
-        what = row["description"] + (f"\n[dim]{row['citation']}[/]" if row["citation"] else "")
+        what = escape(row["description"]) + (f"\n[dim]{escape(row['citation'])}[/]" if row["citation"] else "")
         table.add_row(row["name"], str(row["runs"]), cpu_time_text(row["cpu_hours"] * 3600), what)
     out.print(table)
 
