@@ -455,8 +455,16 @@ def delete_cmd(
         if not confirmed:
             err.print("nothing deleted")
             raise typer.Exit(1)
-    # every row in one transaction (a kill or Ctrl-C deletes all or none of them; SIGTERM is a Ctrl-C
-    # here, so the locks and their files are let go), then the checkpoint folders, which only the rows named
+    path, folders = _delete(store, ids, where)
+    out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
+                   + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
+              soft_wrap=True)
+
+
+def _delete(store: Path, ids: list[str], where: Path) -> tuple[Path, int]:
+    """Every row in one transaction (a kill or Ctrl-C deletes all or none of them; SIGTERM is a
+    Ctrl-C here, so the locks and their files are let go), then the checkpoint folders, which only
+    the rows named. Returns (the store's path, the checkpoint folders removed)."""
     deleted = False
     with sigterm_interrupts() as interrupt:
         try:
@@ -471,14 +479,11 @@ def delete_cmd(
                     if checkpoints.is_dir():
                         shutil.rmtree(checkpoints)
                         folders += 1
-                path = results.path
+                return results.path, folders
         except KeyboardInterrupt:
             err.print(f"interrupted: the {len(ids)} runs are deleted; some of their checkpoint folders may be left in "
                       f"{where}-checkpoints" if deleted else "interrupted: nothing deleted", soft_wrap=True)
             raise typer.Exit(128 + interrupt.signum) from None
-    out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
-                   + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
-              soft_wrap=True)
 
 
 def _hold_runs(locks: ExitStack, store_path: Path, ids: list[str]) -> None:
