@@ -8,6 +8,7 @@ import json
 import sqlite3
 
 import pytest
+from atnbench.store import ResultsStore
 from helpers import invoke
 
 
@@ -49,3 +50,17 @@ def test_a_sample_of_a_sweep_and_bad_requests(stored):
     assert invoke("verify", "--store", db).exit_code == 2
     assert invoke("verify", "--sample", "1", "--store", db).exit_code == 2
     assert invoke("verify", "--sample", "1", "--sweep", "nosuch", "--store", db).exit_code == 2
+
+
+def test_a_sample_larger_than_the_sweep_says_how_many_it_checks(stored, tmp_path):
+    """--sample 3 of a sweep with one finished run checks that one, and says so."""
+    db, run_id = stored
+    copy = tmp_path / "swept.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+    with ResultsStore(copy) as store:
+        store.add_to_sweep("tiny", run_id)
+    result = invoke("verify", "--sample", "3", "--sweep", "tiny", "--store", copy)
+    assert result.exit_code == 0, result.output
+    assert "note: --sample 3: sweep tiny has 1 finished run" in result.stderr and "checking it" in result.stderr
+    assert "[1/1] re-running" in result.stderr

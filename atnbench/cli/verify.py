@@ -52,6 +52,10 @@ def verify(
             if not finished:
                 fail(f"no finished run of sweep {sweep!r} in {results.path}")
             ids = sorted(random.Random(0).sample(finished, min(sample, len(finished))))
+            if sample > len(finished):
+                err.print(Text(f"note: --sample {sample}: sweep {sweep} has {len(finished)} finished run"
+                               f"{'s' if len(finished) != 1 else ''} in {results.path}; checking "
+                               f"{'them all' if len(finished) > 1 else 'it'}"), soft_wrap=True)
         chosen = [(results.get_run(i), results.curve(i)) for i in ids]
     found = []
     for n, (record, curve) in enumerate(chosen, 1):
