@@ -396,3 +396,18 @@ def test_a_store_named_through_a_link_shares_its_runs_locks(tmp_path):
             with hold_run(store, run_id):
                 pass
         assert "running?" not in invoke("runs", "list", "--store", store).stdout
+
+
+def test_show_and_compare_print_stored_text_as_it_is(tmp_path):
+    """A stored value that looks like markup ("[ab12]", as a run id in a note) is printed as text,
+    not swallowed as a style."""
+    from helpers import fill_store
+
+    store = tmp_path / "s.db"
+    ids = fill_store(store, [("adding", 100, "ln", None, seed, "done", 0.5, None) for seed in (0, 1)])
+    with sqlite3.connect(store) as db:
+        db.execute("UPDATE runs SET env_json = ?", (json.dumps({"note": "[ab12] kept", "device": "cpu"}),))
+    shown = invoke("runs", "show", ids[0], "--store", store, "--no-chart", env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "[ab12] kept" in shown.stdout, shown.output
+    compared = invoke("runs", "compare", *ids, "--store", store, env={"COLUMNS": "200"})
+    assert compared.exit_code == 0 and "[ab12] kept" in compared.stdout, compared.output

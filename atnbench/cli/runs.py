@@ -220,7 +220,7 @@ def _pairs_table(title: str, mapping: dict) -> FitTable:
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     for key in sorted(mapping):
-        table.add_row(key, fmt(mapping[key]))
+        table.add_row(Text(key), Text(fmt(mapping[key])))  # Text: a value such as "[ab12]" is no markup
     return table
 
 
@@ -337,7 +337,7 @@ def side_by_side(title: str, ids: list[str], mappings: list[dict], only_diff: bo
         differs = len({value for value, skip in zip(values, unused) if key not in skip}) > 1
         if only_diff and not differs:
             continue
-        table.add_row("*" if differs else "", key, *values, style="bold yellow" if differs else None)
+        table.add_row("*" if differs else "", Text(key), *map(Text, values), style="bold yellow" if differs else None)
     return table
 
 
