@@ -149,8 +149,8 @@ class Commands(TyperGroup):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is a BrokenPipeError we can answer
-        except BrokenPipeError:
-            _reader_gone()
+        except BrokenPipeError:  # the reader went away (`| head`): exit 141, without a word
+            out.on_broken_pipe()
         except click_errors.ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` or a group alone: the help
                 error.show()
@@ -166,13 +166,6 @@ class Commands(TyperGroup):
             _print_error(bug_summary(error, write_traceback(error)))
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
-
-
-def _reader_gone() -> None:
-    """The process reading stdout closed it (``atnbench ... | head``): no error line, and the
-    exit code a command killed by SIGPIPE has (128 + 13), as `cat` and `grep` end there; the
-    consoles' own answer (``tables.Output.on_broken_pipe``)."""
-    out.on_broken_pipe()
 
 
 def write_traceback(error: BaseException) -> Optional[Path]:
@@ -309,7 +302,7 @@ def user_errors(command):
                 raise
             fail(_first_line(error))
         except BrokenPipeError:  # the reader went away: not a failure of the work (click would exit 1)
-            _reader_gone()
+            out.on_broken_pipe()
         except _failures() as error:
             if debugging():
                 raise

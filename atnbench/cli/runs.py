@@ -196,18 +196,18 @@ def list_cmd(
     table.add_column("status")
     table.add_column("min val", justify="right")
     table.add_column("created", no_wrap=True)  # a date and its time on one line
+    orphans = {run.run_id for run in runs if run.status == "running" and not held_here(path, run.run_id)}
     for run in runs:
         cells = [run.run_id, str(run.task), fmt(run.T), model_label(run), fmt(run.seed)]
         if reduced:
             cells.append(fmt(run.budget, 3))
         if apart:
             cells.append(apart.get(run.run_id, ""))
-        orphan = run.status == "running" and not held_here(path, run.run_id)
-        cells += [Text(ORPHAN, style="yellow") if orphan else _status(run.status), fmt(run.summary.get("min_val_loss"), 4),
-                  run.created_at[:16].replace("T", " ")]
+        status = Text(ORPHAN, style="yellow") if run.run_id in orphans else _status(run.status)
+        cells += [status, fmt(run.summary.get("min_val_loss"), 4), run.created_at[:16].replace("T", " ")]
         table.add_row(*cells)
     out.print(table)
-    if any(run.status == "running" and not held_here(path, run.run_id) for run in runs):
+    if orphans:
         out.print(Text(f"{ORPHAN} {ORPHAN_NOTE}", style="dim"))  # wrapped: the table's width
     out.print(Text(f"{len(runs)} of {total} runs in {path}", style="dim"), soft_wrap=True)
 

@@ -107,9 +107,9 @@ def planned_text(comparison: Comparison) -> str:
 
 
 def runs_text(result: ClaimResult) -> str:
-    group = result.group
     from atnbench.report.paper import protocol_label  # as the tables' titles say it: own protocol too
 
+    group = result.group
     parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else "preset default",
              protocol_label(group)[0], result.design + (f", {result.seeds}" if result.seeds else "")]
     return ", ".join(parts)
