@@ -242,3 +242,37 @@ def _click_command(app):
     import typer.main
 
     return typer.main.get_command(app)
+
+
+# -- a sweep's results, for comparing two ways of running it ---------------------------------------
+
+def store_snapshot(store) -> dict:
+    """Everything a sweep leaves in the store that must not depend on how it ran."""
+    from atnbench.store import ResultsStore
+
+    with ResultsStore(store, create=False) as results:
+        return {
+            run.run_id: {
+                "status": run.status, "config": run.config, "sweeps": results.sweeps(run.run_id),
+                "curve": [(p.step, p.train_loss, p.val_loss, p.metrics) for p in results.curve(run.run_id)],
+                "summary": {k: v for k, v in run.summary.items() if k not in ("wall_s", "steps_per_s")},
+            }
+            for run in results.runs()
+        }
+
+
+def kept_weights(store) -> dict:
+    """run id -> kind -> (step, every tensor's values): the weights a run kept, for comparing."""
+    import io
+
+    from atnbench.store import ResultsStore
+
+    kept = {}
+    with ResultsStore(store, create=False) as results:
+        for run in results.runs():
+            for kind in ("best", "final"):
+                found = results.model(run.run_id, kind)
+                if found is not None:
+                    state = torch.load(io.BytesIO(found[1]), weights_only=True)
+                    kept.setdefault(run.run_id, {})[kind] = (found[0], {k: v.tolist() for k, v in state.items()})
+    return kept

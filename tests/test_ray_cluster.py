@@ -11,6 +11,7 @@ workers); 208 s wall on a 2-core machine at load average 20, i.e. sharing it wit
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -28,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from atnbench.store import ResultsStore
-from helpers import CliProcess, invoke, poll_store
+from helpers import CliProcess, invoke, kept_weights, poll_store, store_snapshot, tiny_sweep
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 pytest.importorskip("ray")
@@ -207,6 +208,65 @@ def numbers(store: Path) -> list:
         return [(run.run_id, run.status, [(p.step, p.train_loss, p.val_loss) for p in results.curve(run.run_id)],
                  {key: value for key, value in run.summary.items() if key not in ("wall_s", "steps_per_s")})
                 for run in results.runs()]
+
+
+# 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
+TINY = tiny_sweep("tiny", ["none", "ln", "atn"], [3, 5], steps=6)
+
+
+def read_ray_settings_again() -> None:
+    """Ray reads RAY_AUTH_MODE and the token once per process and keeps them; what Ray itself
+    calls after changing them (``_enable_token_auth``, ``ensure_token_if_auth_enabled``)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path, monkeypatch):
+    """Eight runs as Ray tasks, driven from this process, one of them interrupted here after its
+    first checkpoint: the task resumes it, and the store holds what a serial sweep writes."""
+    import torch
+
+    from atnbench.evidence.identity import run_id_of
+    from atnbench.run.train import train
+    from atnbench.sweep import expand, load_sweep
+    from helpers import Interrupt
+
+    path, store, reference = tmp_path / "tiny.yaml", tmp_path / "r.db", tmp_path / "reference.db"
+    path.write_text(TINY)
+    serial = invoke("sweep", path, "--store", reference, "--workers", "1", "--device", "cpu")
+    assert serial.exit_code == 0, serial.output
+
+    interrupted = expand(load_sweep(path))[1].config  # ln, seed 0
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ResultsStore(store) as results, pytest.raises(KeyboardInterrupt):
+            train(interrupted, results, torch.device("cpu"), Interrupt(at=5), sweep="tiny")
+    finally:
+        torch.set_num_threads(previous)
+
+    for key in ("RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "ATNBENCH_RAY_LOGS"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", cluster.token)
+    read_ray_settings_again()  # this process read them when it first imported Ray, before they were set
+    try:
+        result = invoke("sweep", path, "--store", store, "--backend", "ray", "--address", cluster.address,
+                        "--device", "cpu", "--format", "json")
+    finally:
+        monkeypatch.undo()
+        read_ray_settings_again()
+    assert result.exit_code == 0, result.output
+    counts = json.loads(result.stdout)["counts"]
+    assert counts["done"] == 8 and counts["skipped"] == 0
+    assert store_snapshot(store) == store_snapshot(reference)
+    expected = kept_weights(reference)
+    assert len(expected) == 8 and all(set(kinds) == {"best", "final"} for kinds in expected.values())
+    assert kept_weights(store) == expected  # the resumed run's best from before its interruption included
+    with ResultsStore(store, create=False) as results:
+        assert not (results.checkpoint_dir(run_id_of(interrupted)) / "checkpoint.pt").exists()
 
 
 def test_the_scratch_folder_of_a_killed_ray_task_is_removed_by_the_next_task(tmp_path):

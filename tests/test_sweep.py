@@ -14,13 +14,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from atnbench.config import ConfigError
 from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
 from atnbench.sweep import expand, load_sweep
-from helpers import CliProcess, invoke, poll_store, still_running, tiny_sweep
+from helpers import CliProcess, invoke, poll_store, still_running, store_snapshot, tiny_sweep
 from atnbench.evidence.identity import run_id_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,19 +57,6 @@ def write(folder: Path, name: str, text: str) -> Path:
     path = folder / name
     path.write_text(textwrap.dedent(text))
     return path
-
-
-def snapshot(store: Path) -> dict:
-    """Everything a sweep leaves in the store that must not depend on how it ran."""
-    with ResultsStore(store, create=False) as results:
-        return {
-            run.run_id: {
-                "status": run.status, "config": run.config, "sweeps": results.sweeps(run.run_id),
-                "curve": [(p.step, p.train_loss, p.val_loss, p.metrics) for p in results.curve(run.run_id)],
-                "summary": {k: v for k, v in run.summary.items() if k not in ("wall_s", "steps_per_s")},
-            }
-            for run in results.runs()
-        }
 
 
 @pytest.fixture
@@ -208,7 +194,7 @@ def test_second_invocation_runs_nothing(tmp_path):
     first = run_json(path, "--store", store, "--workers", "1")
     assert first["counts"]["done"] == 8 and first["counts"]["skipped"] == 0
     assert all(r["status"] == "done" and r["steps"] == 6 for r in first["runs"])
-    before = snapshot(store)
+    before = store_snapshot(store)
     with ResultsStore(store, create=False) as results:
         stamps = {run.run_id: run.updated_at for run in results.runs()}
         assert {run.run_id for run in results.runs(sweep="tiny")} == set(stamps)
@@ -217,7 +203,7 @@ def test_second_invocation_runs_nothing(tmp_path):
     assert second["runs"] == first["runs"]
     with ResultsStore(store, create=False) as results:
         assert {run.run_id: run.updated_at for run in results.runs()} == stamps  # not touched
-    assert snapshot(store) == before
+    assert store_snapshot(store) == before
     dry = invoke("sweep", path, "--dry-run", "--store", store)
     assert "8 in the store, 0 left" in dry.stdout
 
@@ -243,32 +229,12 @@ def serial_reference_store(tmp_path_factory, name: str, text: str) -> Path:
 
 
 def serial_reference(tmp_path_factory, name: str, text: str) -> dict:
-    return snapshot(serial_reference_store(tmp_path_factory, name, text))
+    return store_snapshot(serial_reference_store(tmp_path_factory, name, text))
 
 
 @pytest.fixture(scope="module")
-def tiny_reference_store(tmp_path_factory):
-    return serial_reference_store(tmp_path_factory, "tiny", TINY)
-
-
-@pytest.fixture(scope="module")
-def tiny_reference(tiny_reference_store):
-    return snapshot(tiny_reference_store)
-
-
-def kept_weights(store: Path) -> dict:
-    """run id -> kind -> (step, every tensor's values): the weights a run kept, for comparing."""
-    import io
-
-    kept = {}
-    with ResultsStore(store, create=False) as results:
-        for run in results.runs():
-            for kind in ("best", "final"):
-                found = results.model(run.run_id, kind)
-                if found is not None:
-                    state = torch.load(io.BytesIO(found[1]), weights_only=True)
-                    kept.setdefault(run.run_id, {})[kind] = (found[0], {k: v.tolist() for k, v in state.items()})
-    return kept
+def tiny_reference(tmp_path_factory):
+    return serial_reference(tmp_path_factory, "tiny", TINY)
 
 
 @pytest.mark.slow
@@ -276,7 +242,7 @@ def test_workers_and_serial_give_identical_results(tmp_path, tiny_reference):
     path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
     result = run_json(path, "--store", store, "--workers", "2")
     assert result["counts"]["done"] == 8
-    assert snapshot(store) == tiny_reference
+    assert store_snapshot(store) == tiny_reference
 
 
 def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, monkeypatch):
@@ -354,7 +320,7 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_re
     rerun = invoke("sweep", path, "--store", store, "--workers", str(workers), "--device", "cpu")
     assert rerun.exit_code == 0, rerun.output
     assert "resuming at step" in rerun.output and 3 <= steps_before < 1500 // 25
-    assert snapshot(store) == kill_reference
+    assert store_snapshot(store) == kill_reference
 
 
 # --- worker processes end with the sweep ------------------------------------------------------------------
@@ -440,51 +406,6 @@ def test_an_idle_worker_ends_on_sigterm(tmp_path):
 
 
 # --- Ray -------------------------------------------------------------------------------------------------
-
-@pytest.mark.slow
-@pytest.mark.ray
-def test_ray_backend_writes_what_the_local_backend_writes(tmp_path, tiny_reference, tiny_reference_store):
-    ray = pytest.importorskip("ray")
-
-    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
-    # one run interrupted locally after its first checkpoint: the Ray task must resume it
-    spec = load_sweep(path)
-    interrupted = expand(spec)[1].config  # ln, seed 0
-
-    class StopAt:
-        def start(self, run_id, total, done): pass
-        def evaluated(self, step, train_loss, val_loss): pass
-        def finish(self, status): pass
-
-        def step(self, step, loss):
-            if step == 5:
-                raise KeyboardInterrupt
-
-    from atnbench.run.train import train
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with ResultsStore(store) as results, pytest.raises(KeyboardInterrupt):
-            train(interrupted, results, torch.device("cpu"), StopAt(), sweep="tiny")
-    finally:
-        torch.set_num_threads(previous)
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")  # its own cluster, never another test's
-    try:
-        result = invoke("sweep", path, "--store", store, "--backend", "ray", "--device", "cpu", "--json")
-    finally:
-        ray.shutdown()
-    assert result.exit_code == 0, result.output
-    counts = json.loads(result.stdout)["counts"]
-    assert counts["done"] == 8 and counts["skipped"] == 0
-    assert snapshot(store) == tiny_reference
-    reference = kept_weights(tiny_reference_store)
-    assert len(reference) == 8 and all(set(kinds) == {"best", "final"} for kinds in reference.values())
-    assert kept_weights(store) == reference  # the resumed run's best from before its interruption included
-    with ResultsStore(store, create=False) as results:
-        assert not (results.checkpoint_dir(run_id_of(interrupted)) / "checkpoint.pt").exists()
-
 
 @pytest.mark.ray
 def test_a_ray_task_asks_whether_to_stop_from_a_thread_of_its_own(monkeypatch):
