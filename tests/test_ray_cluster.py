@@ -123,6 +123,15 @@ def sweep_command(path: Path, store: Path, address: str) -> list[str]:
             "--backend", "ray", "--address", address, "--store", str(store), "--device", "cpu"]
 
 
+def read_ray_settings_again() -> None:
+    """Ray reads RAY_AUTH_MODE and the token once per process and keeps them; what Ray itself
+    calls after changing them (``_enable_token_auth``, ``ensure_token_if_auth_enabled``)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
 # what to set, by what the driver lacks; and Ray's own lines only when asked for
 @pytest.mark.parametrize("changes, expected", [
     ({}, "requires token authentication: export RAY_AUTH_MODE=token"),
@@ -182,9 +191,13 @@ def test_a_ray_sweep_killed_with_sigkill_resumes_its_run_from_the_checkpoint_shi
         at = max(point.step for point in results.curve(run.run_id))
         assert at >= 50 and (results.checkpoint_dir(run.run_id) / "checkpoint.pt").exists()
 
-    resumed = subprocess.run(sweep_command(path, store, cluster.address), env=cluster.authorized(), cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 0, resumed.stderr
+    read_ray_settings_again()  # the token set above, for this process's driver (the killed one had its own)
+    try:
+        resumed = invoke(*sweep_command(path, store, cluster.address)[3:])
+    finally:
+        monkeypatch.undo()
+        read_ray_settings_again()
+    assert resumed.exit_code == 0, resumed.output
     assert f"resuming at step {at})" in resumed.stderr, resumed.stderr  # from the shipped checkpoint, not scratch
     assert only_ours(resumed.stderr), resumed.stderr
 
@@ -212,15 +225,6 @@ def numbers(store: Path) -> list:
 
 # 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
 TINY = tiny_sweep("tiny", ["none", "ln", "atn"], [3, 5], steps=6)
-
-
-def read_ray_settings_again() -> None:
-    """Ray reads RAY_AUTH_MODE and the token once per process and keeps them; what Ray itself
-    calls after changing them (``_enable_token_auth``, ``ensure_token_if_auth_enabled``)."""
-    from ray._raylet import AuthenticationTokenLoader, Config
-
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path, monkeypatch):

@@ -70,11 +70,12 @@ def test_testing_at_every_look_without_spending_is_what_the_rule_prevents():
     from scipy import stats
 
     rng = np.random.default_rng(4)
-    draws, hits = 400, 0
-    for _ in range(draws):
-        a, b = rng.normal(0, 1, 30), rng.normal(0, 1, 30)
-        hits += any(stats.ttest_ind(a[:n], b[:n], equal_var=False).pvalue < 0.05 for n in LOOKS)
-    assert hits / draws > 0.09  # about 0.13 (the audit's simulation): well above 0.05
+    draws = 400
+    a, b = (np.stack(side) for side in zip(*[(rng.normal(0, 1, 30), rng.normal(0, 1, 30)) for _ in range(draws)]))
+    hit = np.zeros(draws, dtype=bool)
+    for n in LOOKS:  # Welch's test at each look, all studies at once
+        hit |= stats.ttest_ind(a[:, :n], b[:, :n], axis=1, equal_var=False).pvalue < 0.05
+    assert hit.mean() > 0.09, hit.mean()  # about 0.13 (the audit's simulation): well above 0.05
 
 
 def test_equivalence_is_declared_when_the_difference_is_small_and_rarely_when_it_is_the_margin():

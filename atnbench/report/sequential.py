@@ -127,6 +127,13 @@ def crossing_probability(fractions: Sequence[float], alpha: float, theta: float)
 def inflation(fractions: Sequence[float], alpha: float, power: float) -> float:
     """How many times the fixed-sample seeds the design needs at its last look for the same
     power (>= 1: the price of being able to stop early)."""
+    return _inflation(tuple(float(t) for t in fractions), float(alpha), float(power))
+
+
+@functools.lru_cache(maxsize=64)
+def _inflation(fractions: tuple[float, ...], alpha: float, power: float) -> float:
+    """``inflation``, kept: a root search over the design's power (~0.8 s), asked again for each
+    sizing of a command (every part of a reproduction, each --dry-run)."""
     fixed = stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)
     theta = optimize.brentq(lambda th: crossing_probability(fractions, alpha, th) - power, 0.0, 3 * fixed + 5)
     return float((theta / fixed) ** 2)
