@@ -142,6 +142,7 @@ CASES = [
     ("run", ["adding", "--permute"], USAGE, "generates its data"),
     ("run", ["adding", *SMALL, "--output", "{dir}"], USAGE, "is a folder"),
     ("run", ["adding", *SMALL, "--output", "{file}/r.json"], USAGE, "is a file, not a folder"),
+    ("run", ["adding", *SMALL, "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),  # not a file 'new'
     ("run", ["adding", "--config", "{missing_file}"], USAGE, "config file not found"),
     ("run", ["adding", "--config", "{dir}"], USAGE, "is a folder"),
     ("run", ["adding", "--config", "{binary}"], USAGE, "binary.yaml: is binary (it holds NUL bytes), not UTF-8 text"),
@@ -217,6 +218,7 @@ CASES = [
     ("report", ["--store", "{good}", "--format", "docx"], USAGE, "docx"),
     ("report", ["--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
     ("report", ["--store", "{good}", "--output", "{file}/report.md"], USAGE, "is a file, not a folder"),
+    ("report", ["--store", "{good}", "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),
     ("report", ["--store", "{good}", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),  # was --plots
     ("report", ["--store", "{good}", "--T", "abc"], USAGE, "'--T'"),
     ("report", ["--store", "{good}", "extra"], USAGE, "unexpected extra argument"),
@@ -269,6 +271,7 @@ CASES = [
     ("bench", ["--json", "--csv"], USAGE, "choose one of --json and --csv"),
     ("bench", ["--output", "{dir}"], USAGE, "is a folder"),
     ("bench", ["--output", "{file}/b.json"], USAGE, "is a file, not a folder"),
+    ("bench", ["--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),
     ("bench", ["--T", "0"], USAGE, "--T and --batch must be >= 1"),
     ("bench", ["--batch", "0"], USAGE, "--T and --batch must be >= 1"),
     ("bench", ["--T", BIG], USAGE, "needs ~"),
@@ -310,6 +313,7 @@ CASES = [
     ("runs", ["export", "--store", "{good}", "--format", "xml"], USAGE, "unknown format 'xml'"),
     ("runs", ["export", "--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{file}/runs.csv"], USAGE, "is a file, not a folder"),
+    ("runs", ["export", "--store", "{good}", "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),
     ("runs", ["export", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
     ("runs", ["export", "--store", "{good}", "--sweep", "nope", "-o", "{dir}/runs.csv"], USAGE, "no sweep named"),
     # -- atnbench store export|import|merge --------------------------------------------------------
@@ -317,6 +321,9 @@ CASES = [
     ("store", ["export", "--store", "{good}"], USAGE, "Missing argument"),
     ("store", ["export", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
     ("store", ["export", "{file}/out.jsonl", "--store", "{good}"], USAGE, "is a file, not a folder"),
+    ("store", ["export", "{dir}/new/", "--store", "{good}"], USAGE, "ends with '/', a folder"),
+    ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/new/", "--store", "{good}"], USAGE,
+     "ends with '/', a folder"),
     ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--status", "finished"], USAGE, "unknown status"),
     ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named 'nope'"),
     *[("store", ["import", "{jsonl}", "--store", "{%s}" % store], USAGE, "store") for store in ("garbage", "folder", "dropped")],

@@ -62,8 +62,16 @@ def output_file(what: str) -> typer.models.OptionInfo:
     """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
     ``atnbench.run.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
     command words a folder given as a file alike."""
-    return typer.Option("--output", "-o", metavar="FILE",
+    return typer.Option("--output", "-o", metavar="FILE", parser=file_path,
                         help=f"Write {what} to this FILE (replacing it, unless it is a results store or an export of runs).")
+
+
+def file_path(text: str) -> Path:
+    """A FILE argument as a Path, refusing one that ends with a slash: ``Path`` drops it, and
+    ``-o reports/`` would write a file named ``reports``."""
+    if text.endswith("/"):
+        raise typer.BadParameter(f"{text} ends with '/', a folder; give the name of a file in it")
+    return Path(text)
 
 
 def out_dir(what: str) -> typer.models.OptionInfo:

@@ -65,7 +65,7 @@ def _finish(tally: transfer.Tally, where: Path) -> None:
 @store_app.command("export")
 @user_errors
 def export_cmd(
-    file: Path = typer.Argument(..., help="JSON Lines file to write (one run per line); - for stdout."),
+    file: Path = typer.Argument(..., parser=options.file_path, help="JSON Lines file to write (one run per line); - for stdout."),
     task: options.TaskFilter = None,
     sweep: options.SweepFilter = None,
     status: options.StatusFilter = None,
@@ -73,7 +73,7 @@ def export_cmd(
                                          help="Leave out stale runs (made by other code) that the store also holds "
                                               "finished by this code, same config: the published set stays current."),
     store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
-    studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE",
+    studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE", parser=options.file_path,
                                                 help="Also write the store's studies (plans and looks of "
                                                      "`sweep --until-decided`) to this JSON file."),
 ):
