@@ -64,9 +64,9 @@ def _tree(tmp_path: Path, name: str) -> Path:
 @pytest.mark.slow
 def test_the_driver_tells_a_refactor_from_a_change_of_numbers(tmp_path, monkeypatch):
     """Two copies of this package, one with a function added (same numbers), one whose layer norm
-    doubles its epsilon (other numbers), each against the original."""
+    doubles its epsilon (other numbers), each against this checkout, whose driver runs once."""
     monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")  # the loop path: no C++ build in a temporary tree
-    original = _tree(tmp_path, "original")
+    original = PACKAGE.parent
     renamed = _tree(tmp_path, "renamed")
     functional = renamed / "atnbench" / "nn" / "functional.py"
     source = functional.read_text()
@@ -89,6 +89,10 @@ def test_the_driver_tells_a_refactor_from_a_change_of_numbers(tmp_path, monkeypa
 
     monkeypatch.setattr(canary, "run_driver", once)
     found = canary.canaries([tiny("ln"), tiny("none")], steps=4)
+    here = once(original, [c.config for c in found])  # what check() asks of this checkout: the driver on this code
+    assert here["code"] == code_fingerprint() and os.environ.get("ATNBENCH_NO_BUILD") == "1"
+    assert [(r["status"], [p[0] for p in r["curve"]], len(r["weights"])) for r in here["results"]] == \
+        [("done", [2, 4], 64)] * 2
     same = canary.check(found, original, renamed)
     assert [o.identical for o in same] == [True, True]
     moved = {o.canary.config["norm"]: o for o in canary.check(found, original, changed)}
@@ -123,15 +127,6 @@ def test_every_published_run_is_current():
     stale = [r["run_id"] for r in runs if not equivalence.is_current(r["env"].get("code"), r["config"])]
     assert not stale, (f"{len(stale)} published runs are stale under code {code_fingerprint()}: run "
                        f"`atnbench canary --record`, or re-run them and scripts/publish_results.sh")
-
-
-@pytest.mark.slow
-def test_the_driver_runs_on_this_code(tmp_path, monkeypatch):
-    monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")
-    out = canary.run_driver(PACKAGE.parent, [tiny("atn")])
-    assert out["code"] == code_fingerprint() and os.environ.get("ATNBENCH_NO_BUILD") == "1"
-    (result,) = out["results"]
-    assert result["status"] == "done" and [p[0] for p in result["curve"]] == [2, 4] and len(result["weights"]) == 64
 
 
 def test_run_and_sweep_skip_a_run_made_by_vouched_code(tmp_path, monkeypatch):
