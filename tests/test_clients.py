@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import warnings
 from functools import partial
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -399,6 +401,38 @@ def test_what_nn_lstm_refuses_is_refused_in_one_message(cell):
         rnn(x, as64)
     with pytest.raises(ValueError, match="sequence length larger than 0"):
         rnn(x[:0])
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_norms_options_are_checked_where_the_module_is_built(cell):
+    """A window or eps of the wrong kind is refused by the constructor, naming the option, not at
+    the first forward from inside a kernel (k=2.5 was a five-line C++ schema error there)."""
+    RNN = CELLS[cell][0]
+    for options, error, match in (({"k": 2.5}, TypeError, "k .* must be an integer, got 2.5"),
+                                  ({"k": "3"}, TypeError, "must be an integer, got '3'"),
+                                  ({"k": True}, TypeError, "must be an integer, got True"),
+                                  ({"k": 0}, ValueError, "k must be >= 1"),
+                                  ({"eps": "a"}, TypeError, "eps must be a number"),
+                                  ({"eps": float("nan")}, ValueError, "eps must be a finite number"),
+                                  ({"affine": "no"}, TypeError, "affine must be True or False"),
+                                  ({"momentum": None}, TypeError, "momentum must be a number")):
+        with pytest.raises(error, match=match):
+            RNN(3, 4, norm="atn", **options)
+    assert type(RNN(3, 4, norm="atn", k=np.int64(3)).spec.k) is int  # a NumPy integer is a window
+
+
+def test_nn_lstms_arguments_are_taken_in_its_order_and_its_dropout_warning_once():
+    """nn.LSTM(input, hidden, layers, bias, batch_first, dropout, bidirectional, proj_size, device,
+    dtype) and nn.GRU's (no proj_size) by position too; a single layer's dropout warned of once."""
+    lstm = NormLSTM(3, 4, 2, False, True, 0.0, True, 0, None, torch.float64, norm="ln")
+    assert (lstm.num_layers, lstm.batch_first, lstm.bidirectional, lstm.layers[0].bias) == (2, True, True, None)
+    assert lstm.layers[0].weight_ih.dtype == torch.float64
+    assert NormGRU(3, 4, 1, True, False, 0.0, False, None, torch.float64).layers[0].weight_ih.dtype == torch.float64
+    for norm in ("none", "atn"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            NormLSTM(3, 4, 1, dropout=0.5, norm=norm)
+        assert [str(w.message).count("non-zero dropout") for w in caught] == [1], norm
 
 
 def test_what_nn_lstm_takes_beside_the_state_is_taken():

@@ -203,9 +203,20 @@ def test_window_longer_than_sequence_is_statistics_over_all_steps():
 
 
 @pytest.mark.parametrize("fn", (F.assorted_time_norm, F.assorted_time_batch_norm))
-def test_invalid_k_raises(fn):
-    with pytest.raises(ValueError):
+def test_invalid_arguments_are_one_clear_error(fn):
+    """Not an IndexError or a torch warning from inside the window code: what is wrong, named."""
+    with pytest.raises(ValueError, match="k must be >= 1"):
         fn(seq(3, 2, 4), 0)
+    with pytest.raises(TypeError, match="must be an integer, got 2.5"):
+        fn(seq(3, 2, 4), 2.5)
+    with pytest.raises(TypeError, match="eps must be a number"):
+        fn(seq(3, 2, 4), 2, "a")
+    with pytest.raises(ValueError, match="at least one step, got T = 0"):
+        fn(seq(3, 2, 4)[:0], 2)
+    with pytest.raises(TypeError, match="floating-point sequence, got torch.int64"):
+        fn(torch.ones(3, 2, 4, dtype=torch.long), 2)
+    with pytest.raises(ValueError, match=r"\(T, B, n\) sequence"):
+        fn(seq(3, 2, 4)[0], 2)
 
 
 # ----------------------------------------------------------------------------- gradients

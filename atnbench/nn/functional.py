@@ -25,11 +25,42 @@ why and what the paper leaves open). Values, and every window that is not flat, 
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from atnbench.nn.window import history_at, step_moments, windowed_moments
+
+
+def checked_k(k) -> int:
+    """The window ``k`` as an int: TypeError unless an integer (2.5 or "3" would fail deep inside
+    the kernels), ValueError below 1."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"k (the window, in time steps) must be an integer, got {k!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return int(k)
+
+
+def checked_eps(eps) -> float:
+    """``eps`` as a float: TypeError unless a number, ValueError unless finite and >= 0."""
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"eps must be a number, got {eps!r}")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"eps must be a finite number >= 0, got {eps}")
+    return float(eps)
+
+
+def _checked_sequence(x: Tensor) -> None:
+    if x.dim() != 3:
+        raise ValueError(f"expected a (T, B, n) sequence, got shape {tuple(x.shape)}")
+    if x.shape[0] == 0:
+        raise ValueError("expected a sequence of at least one step, got T = 0")
+    if not x.is_floating_point():
+        raise TypeError(f"expected a floating-point sequence, got {x.dtype}")
 
 
 def affine(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
@@ -182,10 +213,8 @@ def assorted_time_norm(
     max(1, t-k+1)..t (eqs. 7-8), and only step t is normalized with them (eq. 9); eps sits
     inside the square root and ``weight``/``bias`` are shared over time. k=1 is LN.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if x.dim() != 3:
-        raise ValueError(f"expected a (T, B, n) sequence, got shape {tuple(x.shape)}")
+    k, eps = checked_k(k), checked_eps(eps)
+    _checked_sequence(x)
     return atn_ln_sequence(x, k, eps, weight, bias, None)[0]
 
 
@@ -213,8 +242,8 @@ def assorted_time_batch_norm(
     x: Tensor, k: int, eps: float = 1e-5, weight: Tensor | None = None, bias: Tensor | None = None
 ) -> Tensor:
     """ATN on top of BN (ATN-BN) of a (T, B, n) sequence, with the batch's statistics."""
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    k, eps = checked_k(k), checked_eps(eps)
+    _checked_sequence(x)
     return atn_bn_sequence(x, k, eps, weight, bias, None)[0]
 
 

@@ -56,6 +56,23 @@ class NormGRU(NormRecurrent):
     layer_class = NormGRULayer
     torch_class = nn.GRU
 
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 device=None, dtype=None, **options):
+        # nn.GRU's arguments in nn.GRU's order, positional too; the rest (norm, k, ...) by keyword
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device=device, dtype=dtype, **options)
+
+    def _merged_bias(self, bias_ih: Tensor, bias_hh: Tensor, where: str) -> Tensor:
+        """nn.GRU's two biases as this GRU's one, outside the normalizations and added to the input
+        term: exact for the r and z gates (only their sums count), and for the n gate only where
+        b_hn, which nn.GRU applies inside ``r * (W_hn h + b_hn)``, is 0."""
+        if bool((bias_hh.chunk(3)[2] != 0).any()):
+            raise ValueError(f"{where}: nn.GRU's b_hn (the n gate's hidden bias, applied inside r * (W_hn h + "
+                             f"b_hn)) is not 0, and this NormGRU(norm={self.norm!r}) has one bias, outside its "
+                             "normalizations, where b_hn has no place; build it with bias_inside=True, or zero b_hn")
+        return bias_ih + bias_hh
+
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":
             return layer(x, *carry, windows, lengths)

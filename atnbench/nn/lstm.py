@@ -106,6 +106,13 @@ class NormLSTM(NormRecurrent):
     function_norms = ("ln", "atn")
     carried = 2
 
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
+                 proj_size: int = 0, device=None, dtype=None, **options):
+        # nn.LSTM's arguments in nn.LSTM's order, positional too; the rest (norm, k, ...) by keyword
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         proj_size=proj_size, device=device, dtype=dtype, **options)
+
     def _run_layer(self, layer, x, carry, windows, lengths, path):
         if path == "loop":
             return layer(x, *carry, windows, lengths)

@@ -26,6 +26,7 @@ normalized output (time first, starting at step ``t0``). ``atnbench stats`` uses
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from atnbench.nn import functional as F_
+from atnbench.nn.functional import checked_eps, checked_k
 from atnbench.nn.padding import step_mask
 from atnbench.nn.window import (
     WindowStream,
@@ -70,10 +72,22 @@ class NormSpec:
     atn_bn_eval: str = "population"
 
     def __post_init__(self):
-        if self.k < 1:
-            raise ValueError(f"k must be >= 1, got {self.k}")
-        if self.eps < 0:
-            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        # checked and made plain here, where a module is built: a float k or a string eps would
+        # otherwise fail only at the first forward, deep inside a kernel
+        object.__setattr__(self, "k", checked_k(self.k))
+        object.__setattr__(self, "eps", checked_eps(self.eps))
+        if not isinstance(self.affine, bool):
+            raise TypeError(f"affine must be True or False, got {self.affine!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, numbers.Integral) or self.max_steps < 1:
+            raise ValueError(f"max_steps must be an integer >= 1, got {self.max_steps!r}")
+        for name, value in (("momentum", self.momentum), ("gain_init", self.gain_init)):
+            if (value is not None or name == "momentum") and (isinstance(value, bool) or
+                                                                not isinstance(value, numbers.Real)):
+                raise TypeError(f"{name} must be a number, got {value!r}")
+        flags = self.bln_population
+        if not isinstance(flags, (tuple, list)) or len(flags) != 4 or not all(isinstance(f, bool) for f in flags):
+            raise TypeError(f"bln_population must be four True/False flags (E_B, Std_B, E_F, Std_F), got {flags!r}")
+        object.__setattr__(self, "bln_population", tuple(flags))
         if self.bn_input_mode not in ("frame", "sequence"):
             raise ValueError(f"bn_input_mode must be 'frame' or 'sequence', got {self.bn_input_mode!r}")
         if self.atn_bn_eval not in ("population", "batch"):

@@ -210,8 +210,10 @@ class NormRecurrent(nn.Module):
         self.windowed = scheme.windowed
         self.fused = norm == "none" and backend in ("auto", "fused")
         if self.fused:
-            self.rnn = self.torch_class(input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                                        self.bidirectional)
+            with warnings.catch_warnings():  # its dropout warning was given above, once
+                warnings.filterwarnings("ignore", message="dropout option adds dropout")
+                self.rnn = self.torch_class(input_size, hidden_size, num_layers, bias, batch_first, dropout,
+                                            self.bidirectional)
             if init == "atn":
                 self._init_fused()
             self.layers = nn.ModuleList()
@@ -295,8 +297,13 @@ class NormRecurrent(nn.Module):
                 out[inner + "bias_ih"] = state_dict[f"{prefix}bias_ih_l{name}"]
                 out[inner + "bias_hh"] = state_dict[f"{prefix}bias_hh_l{name}"]
             elif layer.bias is not None:
-                out[inner + "bias"] = state_dict[f"{prefix}bias_ih_l{name}"] + state_dict[f"{prefix}bias_hh_l{name}"]
+                out[inner + "bias"] = self._merged_bias(state_dict[f"{prefix}bias_ih_l{name}"],
+                                                        state_dict[f"{prefix}bias_hh_l{name}"], f"bias_hh_l{name}")
         return out
+
+    def _merged_bias(self, bias_ih: Tensor, bias_hh: Tensor, where: str) -> Tensor:
+        """``nn.LSTM``'s two biases as a layer's one, outside the normalizations: only their sum counts."""
+        return bias_ih + bias_hh
 
     def load_torch_state_dict(self, state_dict: dict[str, Tensor]) -> None:
         """Load the recurrent weights of an ``nn.LSTM``/``nn.GRU`` of the same shape (its

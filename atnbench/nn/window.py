@@ -163,7 +163,7 @@ def check_history(history: Tensor) -> None:
     if history.numel() and bool(torch.isnan(history).any()):
         raise ValueError("this window state comes from a variable-length batch in which some sequence was "
                          "shorter than the window (k-1 steps) or, for ATN-BN, steps had padded rows: it "
-                         "cannot be continued exactly; start those sequences with state=None")
+                         "cannot be continued exactly; start the next call with state=None")
 
 
 def masked_step_moments(a: Tensor, mask: Tensor) -> Tensor:
