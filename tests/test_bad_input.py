@@ -292,6 +292,10 @@ CASES = [
     ("runs", ["nosuch"], USAGE, "No such command"),
     ("runs", ["list", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
     ("runs", ["list", "--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named 'nope'"),
+    # a task no one knows and no run of the store has: a typo, as in report (not "no runs match", exit 0)
+    ("runs", ["list", "--store", "{good}", "--task", "addng"], USAGE, "unknown task 'addng'"),
+    ("runs", ["export", "--store", "{good}", "--task", "addng"], USAGE, "unknown task 'addng'"),
+    ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--task", "addng"], USAGE, "unknown task 'addng'"),
     ("runs", ["list", "--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
     ("runs", ["show", "--store", "{good}"], USAGE, "Missing argument"),
     ("runs", ["show", "nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
@@ -314,6 +318,8 @@ CASES = [
     ("runs", ["export", "--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{file}/runs.csv"], USAGE, "is a file, not a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),
+    ("runs", ["export", "--store", "{good}", "--output", "-"], USAGE, "without --output the command prints"),
+    ("report", ["--store", "{good}", "-o", "-"], USAGE, "without --output the command prints"),
     ("runs", ["export", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
     ("runs", ["export", "--store", "{good}", "--sweep", "nope", "-o", "{dir}/runs.csv"], USAGE, "no sweep named"),
     # -- atnbench store export|import|merge --------------------------------------------------------
@@ -345,7 +351,7 @@ CASES = [
     ("store", ["import", "{jsonl:garbage}", "--store", "{missing}"], USAGE, "line 1: not JSON"),  # nothing created
     ("store", ["merge", "{dir}/all.db"], USAGE, "Missing argument"),
     ("store", ["merge", "{dir}/all.db", "{missing}"], USAGE, "no results store at"),
-    ("store", ["merge", "{dir}/all.db", "{dir}"], USAGE, "no results store at"),
+    ("store", ["merge", "{dir}/all.db", "{dir}"], USAGE, "is a folder; give the path of the database file"),
     *[("store", ["merge", "{dir}/all.db", "{%s}" % store], USAGE, "store") for store in ("garbage", "empty")],
     *[("store", ["merge", "{%s}" % store, "{good}"], USAGE, "store") for store in ("folder", "truncated")],
     ("store", ["merge", "{good}", "{good}"], USAGE, "is the output store"),

@@ -62,7 +62,7 @@ def output_file(what: str) -> typer.models.OptionInfo:
     """``--output/-o FILE``: a file the command writes ``what`` into. The command checks it with
     ``atnbench.run.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
     command words a folder given as a file alike."""
-    return typer.Option("--output", "-o", metavar="FILE", parser=file_path,
+    return typer.Option("--output", "-o", metavar="FILE", parser=output_path,
                         help=f"Write {what} to this FILE (replacing it, unless it is a results store or an export of runs).")
 
 
@@ -72,6 +72,14 @@ def file_path(text: str) -> Path:
     if text.endswith("/"):
         raise typer.BadParameter(f"{text} ends with '/', a folder; give the name of a file in it")
     return Path(text)
+
+
+def output_path(text: str) -> Path:
+    """``file_path`` for ``--output``, where ``-`` is not the terminal (that is where the command
+    prints without ``--output``): it would be a file named ``-``."""
+    if text == "-":
+        raise typer.BadParameter("- is not a file's name here; without --output the command prints to the terminal")
+    return file_path(text)
 
 
 def out_dir(what: str) -> typer.models.OptionInfo:

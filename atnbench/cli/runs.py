@@ -23,7 +23,7 @@ from atnbench.cli import options
 from atnbench.cli.run_flags import with_filters
 from atnbench.run.checkpoint import RunBusy, held_here, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, sigterm_interrupts, user_errors
-from atnbench.report.load import parse_since
+from atnbench.report.load import check_task, parse_since
 from atnbench.errors import UserError
 from atnbench.run.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
@@ -89,6 +89,7 @@ def _select(results: ResultsStore, task, T, norm, status, sweep, since) -> list[
 
     check_status(status)
     check_sweep(results, sweep)
+    check_task(results, task)
     stored, cell = norm_filter(norm) if norm else (None, None)
     return of_cell(results.runs(task=task, T=T, norm=stored, status=status, sweep=sweep, since=parse_since(since)),
                    cell)
@@ -380,11 +381,15 @@ def compare_figure(runs: list[RunRecord], curves: list[list], path: Path) -> Non
 @user_errors
 def compare_cmd(
     run_ids: list[str] = typer.Argument(..., help=IDS_HELP + " At least two."),
-    only_diff: bool = typer.Option(False, "--diff", help="Only the keys whose values differ."),
+    only_diff: bool = typer.Option(False, "--diff", help="Only the keys whose values differ (among the runs that use them)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the curves on one figure into this file (.png, .svg, .pdf)."),
     store: options.Store = options.STORE,
 ):
     """Runs side by side: config, environment and summary (differing keys marked *), curves with --plot.
+
+    The config is shown as the runs use it: '-' where a run has no use for a setting (k for a norm
+    without a window, eps for the plain LSTM), and a key differs (*) only among the runs that use
+    it. `runs show` gives each run's config as stored.
 
     Example: [bold]atnbench runs compare 3fa2 81c0 --plot cmp.png[/]
     """

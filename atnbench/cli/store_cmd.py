@@ -13,6 +13,7 @@ from rich.text import Text
 
 from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench.evidence import transfer
+from atnbench.report.load import check_task
 from atnbench.errors import UserError
 from atnbench.run.outputs import check_output_file
 from atnbench.cli import options
@@ -86,6 +87,7 @@ def export_cmd(
         check_output_file(file, "export to", store=store, export=True)  # not the store itself, not a device
     with open_store(store) as results:
         check_sweep(results, sweep)
+        check_task(results, task)
         recs = list(transfer.records(results, task=task, sweep=sweep, status=status, drop_superseded=drop_superseded))
         path = results.path
     if str(file) == "-":
@@ -222,8 +224,7 @@ def merge_cmd(
     target = output.expanduser().absolute()
     seen = {target.resolve()}
     for source in sources:
-        if not source.is_file():
-            raise FileNotFoundError(f"no results store at {source}")
+        check_store_path(source, create=False, write=False)  # a folder, a missing path: each said as it is
         where = source.expanduser().absolute().resolve()
         if where in seen:
             what = "the output store" if where == target.resolve() else "named twice"

@@ -34,6 +34,17 @@ def filters_text(task, T, sweep, norm, since) -> str:
     return " ".join(parts) if parts else "(no filters)"
 
 
+def check_task(results, task: Optional[str]) -> None:
+    """A --task filter that names no task and none of the store's runs is a typo: "unknown task"
+    (exit 2), not an empty selection. A task the store holds runs of passes, known here or not (a
+    user task not --include'd); the task registry (and torch) is asked only when none match."""
+    if task is None or results.runs(task=task):
+        return
+    from atnbench.tasks import get_task
+
+    get_task(task)
+
+
 def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optional[str], norm: Optional[str],
                 since: Optional[str]):
     """Open the store (never creating it), select the runs, aggregate them into groups.
@@ -47,22 +58,15 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
     from atnbench.registry import norm_filter, of_cell
 
     norm_column, cell = norm_filter(norm) if norm is not None else (None, None)
-    unknown = None
-    if task is not None:
-        try:
-            get_task(task)  # a typo is "unknown task", not "no finished runs match"
-        except UserError as error:  # unless the store holds runs of it (a user task not --include'd)
-            unknown = error
-            if not Path(store).is_file():
-                raise
+    if task is not None and not Path(store).is_file():
+        get_task(task)  # a typo is "unknown task", before "no store there"
     with ResultsStore.open_read_only(store) as results:  # reading never writes; StoreError: one line
         total = len(results.runs())
         if total == 0:
             raise UserError(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
                  f"or `atnbench sweep` first")
+        check_task(results, task)
         records = of_cell(results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since)), cell)
-        if unknown is not None and not results.runs(task=task):
-            raise unknown
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"
             raise UserError(f"no sweep named {sweep!r} in {results.path} (sweeps there: {known})")
