@@ -256,6 +256,14 @@ def test_gradcheck_cli():
     assert all(float(p[3]) < 1e-8 for p in lines if len(p) == 5 and p[0].isdigit())
 
 
+def test_gradcheck_names_a_nan_error_as_the_worst():
+    """One feature and eps 0: the window's variance is 0 past its first step, the derivatives NaN.
+    The summary line says nan (max() passed over it and printed the one finite error, 4e-16)."""
+    result = invoke("gradcheck", "--k", "3", "--T", "4", "--n", "1", "--eps", "0")
+    assert result.exit_code == 1, result.output
+    assert "FAIL: max error nan" in result.stdout, result.stdout
+
+
 @pytest.mark.parametrize("args", [("--k", "x"), ("--k", "0"), ("--T", "0"), ("--n", "0"), ("--eps", "-1")])
 def test_gradcheck_bad_input_is_one_line_exit_2(args):
     result = invoke("gradcheck", *args)

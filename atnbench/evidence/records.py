@@ -26,6 +26,8 @@ from atnbench.evidence import identity
 
 SQLITE_MAX = 2**63 - 1
 TEXT_SUMMARY_KEYS = frozenset({"metric", "model"})  # every other summary value is a number (or null)
+COUNT_SUMMARY_KEYS = frozenset({"steps", "params", "best_step"})  # whole numbers >= 0, as the trainer writes them
+DURATION_SUMMARY_KEYS = frozenset({"wall_s", "steps_per_s"})  # >= 0 (a rate: steps per second of wall time)
 
 
 def _number(value: Any) -> Any:
@@ -79,11 +81,18 @@ def _summary(values: dict) -> dict:
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"{key} must be text or null, got {value!r}")
         elif value is not None:
+            check = _count if key in COUNT_SUMMARY_KEYS else _nonnegative if key in DURATION_SUMMARY_KEYS else _number
             try:
-                _number(value)
+                check(value)
             except ValueError as error:
                 raise ValueError(f"{key} {error}") from None
     return values
+
+
+def _nonnegative(value: Any) -> Any:
+    if _number(value) < 0:
+        raise ValueError(f"must be ≥ 0, got {value!r}")
+    return value
 
 
 def _run_id(value: Any) -> str:
