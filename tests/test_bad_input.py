@@ -328,6 +328,11 @@ CASES = [
     ("store", ["export", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
     ("store", ["export", "{file}/out.jsonl", "--store", "{good}"], USAGE, "is a file, not a folder"),
     ("store", ["export", "{dir}/new/", "--store", "{good}"], USAGE, "ends with '/', a folder"),
+    # a bad --studies is refused before the runs' file is written (it was written, or replaced, first)
+    ("store", ["export", "{dir}/out.jsonl", "--studies", "{good}", "--store", "{good}"], USAGE, "--studies"),
+    ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
+    ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/out.jsonl", "--store", "{good}"], USAGE,
+     "the runs' file too"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/new/", "--store", "{good}"], USAGE,
      "ends with '/', a folder"),
     ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--status", "finished"], USAGE, "unknown status"),

@@ -122,13 +122,11 @@ def test_a_csv_regression_task_reports_in_its_measure(csv_task, tmp_path):
     assert "min_val_mae" in wrong.stderr
 
 
-def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):
+def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeypatch):
     store = tmp_path / "s.db"
     record = json.loads(ok(invoke("run", "vowels", "--include", npz_task, "--norm", "ln", "--store", store,
                                   "--format", "json")).stdout)
-    import os
-
-    os.environ["ATNBENCH_TASKS"] = ""  # the task file is no longer found: the run's options carry it
+    monkeypatch.setenv("ATNBENCH_TASKS", "")  # the task file is no longer found: the run's options carry it
     scores = json.loads(ok(invoke("evaluate", record["run_id"], "--store", store, "--format", "json")).stdout)
     assert scores  # the same validation split, rebuilt from the stored definition
     verified = ok(invoke("verify", record["run_id"], "--store", store))
@@ -137,6 +135,11 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path):
     ok(invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "other.db"))
     with sqlite3.connect(tmp_path / "other.db") as db:
         assert db.execute("select run_id from runs").fetchall() == [(record["run_id"],)]
+    xs, ys = ragged()  # the data file edited in place: the run's model would be scored on other data
+    np.savez(npz_task / "seqs.npz", x=xs + 1.0, y=ys)
+    edited = invoke("evaluate", record["run_id"], "--store", store)
+    assert edited.exit_code == 2 and "hold other contents than when the run was trained" in edited.stderr, edited.output
+    assert "seqs.npz" in edited.stderr and len(edited.stderr.strip().splitlines()) == 1
 
 
 def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_path):

@@ -85,6 +85,10 @@ def export_cmd(
     check_status(status)
     if str(file) != "-":
         check_output_file(file, "export to", store=store, export=True)  # not the store itself, not a device
+    if studies_file is not None:  # before anything is written: a refusal leaves the runs' file as it was
+        check_output_file(studies_file, "--studies", store=store)
+        if str(file) != "-" and studies_file.expanduser().absolute() == file.expanduser().absolute():
+            raise UserError(f"--studies {studies_file} is the runs' file too; give the studies a file of their own")
     with open_store(store) as results:
         check_sweep(results, sweep)
         check_task(results, task)
@@ -114,8 +118,7 @@ def _export_studies(store: Path, path: Path, exported: set[str], task: Optional[
 
     from atnbench.report import study
 
-    check_output_file(path, "--studies")
-    with open_store(store) as results:
+    with open_store(store) as results:  # ``path`` was checked before the runs were written
         studies = study.load(results)
     kept = [s for s in studies if s.runs_looked_at() <= exported
             and (s.runs_looked_at() or (task in (None, s.task) and sweep in (None, s.sweep)))]

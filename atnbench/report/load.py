@@ -34,15 +34,21 @@ def filters_text(task, T, sweep, norm, since) -> str:
     return " ".join(parts) if parts else "(no filters)"
 
 
-def check_task(results, task: Optional[str]) -> None:
+def check_task(results, task: Optional[str], include: bool = False) -> None:
     """A --task filter that names no task and none of the store's runs is a typo: "unknown task"
     (exit 2), not an empty selection. A task the store holds runs of passes, known here or not (a
-    user task not --include'd); the task registry (and torch) is asked only when none match."""
+    user task not --include'd); the task registry (and torch) is asked only when none match.
+    ``include``: the command takes --include (the message names it only then)."""
     if task is None or results.runs(task=task):
         return
-    from atnbench.tasks import get_task
+    from atnbench.tasks.lookup import get_task, task_names
 
-    get_task(task)
+    try:
+        get_task(task)
+    except UserError:
+        own = "--include DIR or $ATNBENCH_TASKS" if include else "$ATNBENCH_TASKS"
+        raise UserError(f"unknown task {task!r}: no task has that name and no run of {results.path} is of it "
+                        f"(tasks: {', '.join(task_names())}; one of your own is found through {own})") from None
 
 
 def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optional[str], norm: Optional[str],
@@ -65,7 +71,7 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
         if total == 0:
             raise UserError(f"the results store {results.path} holds no runs yet; record some with `atnbench run` "
                  f"or `atnbench sweep` first")
-        check_task(results, task)
+        check_task(results, task, include=True)
         records = of_cell(results.runs(task=task, T=T, norm=norm_column, sweep=sweep, since=parse_since(since)), cell)
         if sweep is not None and not records and sweep not in results.sweeps():
             known = ", ".join(results.sweeps()) or "none"

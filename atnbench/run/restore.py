@@ -48,6 +48,24 @@ def find_run(store: ResultsStore, run_id: str) -> RunRecord:
     return store.get_run(store.resolve_id(run_id))
 
 
+def check_data_unchanged(record: RunRecord) -> None:
+    """A run whose config names data files, a data folder or a task's Python file holds their
+    contents in its id. Where they hold other contents here now, the run's model would be scored
+    on other data than the run's, as if it were the run's: a one-line error naming them instead.
+    (Files that are not here are make_source's to name.)"""
+    from atnbench.evidence.identity import data_paths
+    from atnbench.evidence.records import expected_run_id
+
+    paths = data_paths(record.config.get("options") or {})
+    if not paths:
+        return
+    expected = expected_run_id({"config": record.config, "env": record.env})
+    if expected is not None and expected != record.run_id:
+        raise UserError(f"run {record.run_id}: {', '.join(map(str, paths))} hold other contents than when the run "
+                        f"was trained (its id no longer follows from them): scoring its model there would score "
+                        f"other data. Put the run's files back, or train a run on these")
+
+
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:
     """Rebuild run ``run_id``'s model with its kept ``kind`` weights on ``device``."""
     from atnbench.run.train import build_model
@@ -55,6 +73,7 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
     if kind not in MODEL_KINDS:
         raise UserError(f"unknown weights {kind!r}; choose one of: {', '.join(MODEL_KINDS)}")
     record = find_run(store, run_id)
+    check_data_unchanged(record)
     kept = store.model(record.run_id, kind)
     if kept is None:
         raise UserError(f"run {record.run_id} kept no {kind} model (status {record.status}; runs recorded "
