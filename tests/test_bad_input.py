@@ -331,6 +331,7 @@ CASES = [
     # a bad --studies is refused before the runs' file is written (it was written, or replaced, first)
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{good}", "--store", "{good}"], USAGE, "--studies"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
+    ("store", ["export", "-", "--studies", "-", "--store", "{good}"], USAGE, "- is not the terminal here"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/out.jsonl", "--store", "{good}"], USAGE,
      "the runs' file too"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/new/", "--store", "{good}"], USAGE,

@@ -217,6 +217,34 @@ def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled)
     assert _rows(store, "evals", ids[3]) == 3  # the others keep their curves
 
 
+def test_a_runs_export_is_named_as_one_where_store_import_is_given_it(trained, tmp_path):
+    """`runs export` writes CSV or a JSON list for analysis; `-o x.jsonl` (store export's format)
+    is refused, not written as CSV, and `store import` of what it writes says what the file is."""
+    store, _, _ = trained
+    wrong = invoke("runs", "export", "--store", store, "-o", tmp_path / "runs.jsonl")
+    assert wrong.exit_code == 2 and "is `atnbench store export`'s" in wrong.stderr and not (tmp_path / "runs.jsonl").exists()
+    for name, fmt in (("runs.csv", "csv"), ("runs.json", "json")):
+        assert invoke("runs", "export", "--store", store, "-o", tmp_path / name, "-f", fmt).exit_code == 0
+        refused = invoke("store", "import", tmp_path / name, "--store", tmp_path / "new.db")
+        assert refused.exit_code == 2 and "a `runs export` file" in refused.stderr, refused.output
+        assert not (tmp_path / "new.db").exists()
+
+
+def test_a_damaged_row_is_deleted_by_its_id(filled):
+    """A row whose JSON cannot be read is skipped, with a note, by every listing; `runs delete`
+    names it by its id and the damage, and deletes it (it refused, so nothing could)."""
+    store, ids = filled
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE runs SET summary_json = '{not json' WHERE run_id = ?", (ids[0],))
+    conn.close()
+    gone = invoke("runs", "delete", ids[0], "--yes", "--store", store)
+    assert gone.exit_code == 0, gone.output
+    assert f"{ids[0]}  (a damaged row: summary is not JSON" in gone.stdout and "deleted 1 run" in gone.stdout
+    assert _rows(store, "runs", ids[0]) == 0 and _rows(store, "evals", ids[0]) == 0
+    listed = invoke("runs", "list", "-q", "--store", store)
+    assert listed.stdout.split() == ids[1:] and "skipped" not in listed.stderr
+
+
 @pytest.mark.slow
 def test_a_run_that_is_training_is_not_deleted_and_finishes(tmp_path):
     from helpers import CliProcess, poll_store

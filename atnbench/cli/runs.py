@@ -28,7 +28,7 @@ from atnbench.errors import UserError
 from atnbench.run.outputs import check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.run.selection import selected_summary
-from atnbench.store import EvalPoint, ResultsStore, RunRecord, StoreError, check_store_path
+from atnbench.store import EvalPoint, MalformedRow, ResultsStore, RunRecord, StoreError, check_store_path
 from atnbench.tables import FitTable
 
 runs_app = command_group("runs", "List, show, compare, delete and export the runs of a results store.")
@@ -440,7 +440,7 @@ def delete_cmd(
         fail(str(error))
     with open_store(store) as reading:  # read-only until confirmed: a typo or a "no" leaves the file as it was
         ids = resolve_ids(reading, run_ids)
-        runs = [reading.get_run(run_id) for run_id in ids]
+        lines = [_listed(reading, run_id) for run_id in ids]
         where = reading.path
     with sigterm_interrupts() as interrupt:  # SIGTERM as Ctrl-C: the locks taken so far are let go
         try:
@@ -449,8 +449,8 @@ def delete_cmd(
         except KeyboardInterrupt:
             err.print("interrupted: nothing deleted")
             raise typer.Exit(128 + interrupt.signum) from None
-    for run in runs:
-        out.print(Text(f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"))
+    for line in lines:
+        out.print(Text(line))
     if not yes:
         try:
             confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {where}?",
@@ -464,6 +464,16 @@ def delete_cmd(
     out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"
                    + (f" and {folders} checkpoint folder{'s' if folders != 1 else ''}" if folders else "")),
               soft_wrap=True)
+
+
+def _listed(results: ResultsStore, run_id: str) -> str:
+    """A run as `runs delete` lists it before asking; a damaged row (its JSON unreadable) by its id
+    and the damage: deleting it needs nothing of what is damaged."""
+    try:
+        run = results.get_run(run_id)
+    except MalformedRow as damage:
+        return f"{run_id}  (a damaged row: {str(damage).split(': ', 1)[-1]})"
+    return f"{run.run_id}  {run.task} T={run.T} {model_label(run)} seed={run.seed}  {run.status}"
 
 
 def _delete(store: Path, ids: list[str], where: Path) -> tuple[Path, int]:
@@ -567,11 +577,16 @@ def export_cmd(
     """
     task, T, norm, status, sweep, since = (filters[key] for key in ("task", "T", "norm", "status", "sweep", "since"))
     suffix = output.suffix.lstrip(".").lower() if output is not None else ""
+    named = fmt_ is not None
     fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
     if fmt_ not in EXPORT_FORMATS:
         raise UserError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
         check_output_file(output, "--output", store=store)  # never the store it reads
+    if not named and suffix and suffix not in EXPORT_FORMATS:  # .jsonl, .tsv: a format this does not write
+        moving = "; JSON Lines, to move runs to another store, is `atnbench store export`'s" if suffix == "jsonl" else ""
+        raise UserError(f"--output {output}: runs export writes csv or json, which a .{suffix} file would not hold{moving}; "
+                        f"give the file a .csv or .json suffix, or name the format with --format")
     with open_store(store) as results:
         records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
     for record in records:  # test numbers at validation's pick, as `runs show` and `evaluate` give them

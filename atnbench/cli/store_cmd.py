@@ -86,6 +86,8 @@ def export_cmd(
     if str(file) != "-":
         check_output_file(file, "export to", store=store, export=True)  # not the store itself, not a device
     if studies_file is not None:  # before anything is written: a refusal leaves the runs' file as it was
+        if str(studies_file) == "-":
+            raise UserError("--studies -: give the studies a file's name (- is not the terminal here)")
         check_output_file(studies_file, "--studies", store=store)
         if str(file) != "-" and studies_file.expanduser().absolute() == file.expanduser().absolute():
             raise UserError(f"--studies {studies_file} is the runs' file too; give the studies a file of their own")

@@ -171,7 +171,10 @@ def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
             raise UserError(f"{name} line {number}: not UTF-8 text (not a JSON Lines file)") from None
         if not line.strip():
             continue
-        record = parse_json(line, f"{name} line {number}")
+        if not out and (line.strip() == "[" or line.startswith("run_id,")):  # a `runs export`: a list, or CSV
+            raise UserError(f"{name}: a `runs export` file (CSV or a JSON list, for analysis), not the JSON Lines "
+                            f"`atnbench store export` writes, which is what `store import` reads; nothing imported")
+        record = parse_json(line.strip(), f"{name} line {number}")
         found = _malformed(record) or problem(record)
         if found:
             run = f" run {record['run_id']}" if isinstance(record, dict) and isinstance(record.get("run_id"), str) else ""
