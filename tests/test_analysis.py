@@ -110,7 +110,7 @@ def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
     trained = st.train_model(config, 2, CPU)
     with ResultsStore(store_path) as store:
         store.start_run(run_id_of(config), config.to_dict(), {})
-        with pytest.raises(ValueError, match="kept no best model"):
+        with pytest.raises(ValueError, match="is not finished .status running.: it has no best model yet"):
             st.load_run(store, run_id_of(config), CPU)
         weights = io.BytesIO()
         torch.save(trained.model.state_dict(), weights)

@@ -367,8 +367,8 @@ CASES = [
     ("evaluate", ["--store", "{good}"], USAGE, "Missing argument"),
     ("evaluate", ["nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
     ("evaluate", ["run", "--store", "{good}"], USAGE, "matches 3 runs"),
-    ("evaluate", ["run0", "--store", "{good}"], USAGE, "kept no best model"),
-    ("evaluate", ["run2", "--store", "{good}", "--weights", "final"], USAGE, "kept no final model"),
+    ("evaluate", ["run0", "--store", "{good}"], USAGE, "has no best model in"),
+    ("evaluate", ["run2", "--store", "{good}", "--weights", "final"], USAGE, "is not finished"),
     ("evaluate", ["run0", "--store", "{good}", "--weights", "worst"], USAGE, "unknown weights 'worst'"),
     ("evaluate", ["run0", "--store", "{good}", "--device", "quantum"], USAGE, "quantum"),
     # -- atnbench reproduce (every case fails before any part starts) ------------------------------

@@ -189,7 +189,7 @@ def test_finished_runs_keep_their_models_for_evaluate_and_stats(tmp_path):
 
     bare = invoke("run", *TINY_RUN, "--norm", "ln", "--store", store, "--no-keep-model", "--json")
     missing = invoke("evaluate", json.loads(bare.stdout)["run_id"], "--store", store)
-    assert missing.exit_code == 2 and "kept no best model" in missing.stderr
+    assert missing.exit_code == 2 and "has no best model in" in missing.stderr and "--no-keep-model" in missing.stderr
     assert "Traceback" not in missing.output
 
 

@@ -138,7 +138,7 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeyp
     xs, ys = ragged()  # the data file edited in place: the run's model would be scored on other data
     np.savez(npz_task / "seqs.npz", x=xs + 1.0, y=ys)
     edited = invoke("evaluate", record["run_id"], "--store", store)
-    assert edited.exit_code == 2 and "hold other contents than when the run was trained" in edited.stderr, edited.output
+    assert edited.exit_code == 2 and "seqs.npz holds other contents than when the run was trained" in edited.stderr, edited.output
     assert "seqs.npz" in edited.stderr and len(edited.stderr.strip().splitlines()) == 1
 
 

@@ -69,10 +69,9 @@ def fmt(value, digits: int = 5) -> str:
 
 def model_label(run: RunRecord) -> str:
     """The model as the report names it, with the window for windowed norms: 'atn k=25'."""
-    from atnbench.registry import get_scheme
+    from atnbench.registry import get_scheme, model_name
 
-    cell = run.config.get("cell", "lstm")
-    name = run.summary.get("model") or (cell if run.norm == "none" else run.norm)
+    name = model_name(run.config.get("cell", "lstm"), run.norm)  # from the config, as the report: never the summary's copy
     try:
         windowed = get_scheme(run.norm).windowed
     except (ValueError, KeyError, TypeError):

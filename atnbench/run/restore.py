@@ -61,9 +61,10 @@ def check_data_unchanged(record: RunRecord) -> None:
         return
     expected = expected_run_id({"config": record.config, "env": record.env})
     if expected is not None and expected != record.run_id:
-        raise UserError(f"run {record.run_id}: {', '.join(map(str, paths))} hold other contents than when the run "
-                        f"was trained (its id no longer follows from them): scoring its model there would score "
-                        f"other data. Put the run's files back, or train a run on these")
+        names, verb = ", ".join(map(str, paths)), "holds" if len(paths) == 1 else "hold"
+        raise UserError(f"run {record.run_id}: {names} {verb} other contents than when the run was trained (its id "
+                        f"no longer follows from them): scoring its model there would score other data. Put the "
+                        f"run's files back, or train a run on these")
 
 
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:
@@ -75,10 +76,15 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
     record = find_run(store, run_id)
     check_data_unchanged(record)
     kept = store.model(record.run_id, kind)
+    if kept is None and record.status == "diverged":
+        raise UserError(f"run {record.run_id} diverged (its loss became non-finite): it kept no {kind} model to score")
+    if kept is None and record.status != "done":
+        raise UserError(f"run {record.run_id} is not finished (status {record.status}): it has no {kind} model yet")
     if kept is None:
-        raise UserError(f"run {record.run_id} kept no {kind} model (status {record.status}; runs recorded "
-                         f"before models were kept, or with --no-keep-model, have none): train it again "
-                         f"with `atnbench run ... --force`")
+        raise UserError(f"run {record.run_id} has no {kind} model in {store.path}: a run brought in by `store import` "
+                        f"or `store merge` left its weights in the store it was trained in (evaluate it there), and "
+                        f"one recorded before models were kept, or with --no-keep-model, kept none (train it again "
+                        f"with `atnbench run ... --force`)")
     step, weights = kept
     config = build_config({**record.config, "device": torch.device(device).type})
     check_fits(config_estimate(config), str(device), what=f"the model of run {record.run_id}")  # before it is built
