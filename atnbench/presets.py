@@ -132,6 +132,10 @@ def check_layer(path: Path, where: str, layer: Any) -> dict[str, Any]:
             raise _fail(path, f"{where}.{key}", f"expected {name}, got {value!r}{hint}")
     if "epochs" in layer and "steps" in layer:
         raise _fail(path, f"{where}.epochs", "give epochs or steps, not both")
+    from atnbench.config import check_values
+
+    for key, value in layer.items():  # ranges too (hidden >= 1, a finite lr), named with the file and key
+        check_values({key: value}, f"{path}: key '{where}.{key}'")
     return layer
 
 

@@ -210,7 +210,10 @@ def norm_filter(norm: str) -> tuple[str, Optional[str]]:
     named = str(norm).lower()
     if named in CELL_NOT_NORM:
         return "none", named
-    stored = canonical_norm(norm)
+    try:
+        stored = canonical_norm(norm)
+    except UserError as error:  # a filter also takes the cells' names (training does not)
+        raise UserError(f"{error}, gru (lstm, gru: one plain cell)") from None
     return stored, ("lstm" if stored == "none" and named == "lstm" else None)
 
 

@@ -175,6 +175,19 @@ def test_hub_prepare_saves_to_disk_and_checks_the_row_counts(tmp_path, monkeypat
     assert result.exit_code == 2 and "wikitext2 train: 2 rows, expected 36,718" in result.output
 
 
+def test_a_prepare_that_fails_leaves_no_folder_and_a_file_in_the_way_is_named(tmp_path, monkeypatch):
+    def unreachable(repo, config=None):
+        raise ConnectionError("Couldn't reach the Hub (offline)")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable)
+    failed = invoke("data", "prepare", "wikitext2", "--to", tmp_path / "new-root")
+    assert failed.exit_code == 2 and not (tmp_path / "new-root").exists(), failed.output  # no empty folders left
+    (tmp_path / "ptb").write_text("not a folder")
+    blocked = invoke("data", "prepare", "ptb-char", "--to", tmp_path)
+    assert blocked.exit_code == 2 and "is a file where ptb-char's folder goes" in blocked.stderr, blocked.output
+    assert (tmp_path / "ptb").read_text() == "not a folder"
+
+
 # --- tiny real runs through the CLI ----------------------------------------------------------------
 
 def unigram_bits(path) -> float:

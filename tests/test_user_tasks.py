@@ -277,6 +277,7 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not an archive")
     junk = invoke("tasks", "new", "junk", "--from", tmp_path / "junk.npz", "--dir", out)
     assert junk.exit_code == 2 and "not a NumPy .npz archive" in junk.stderr and not (out / "junk.yaml").exists()
+    assert "not a zip archive at all" in junk.stderr and "pickle" not in junk.stderr  # not NumPy's pickle advice
     for name, said in (("copying", "shipped task"), ("../up", "use letters")):
         refused = invoke("tasks", "new", name, "--from", npz_task / "seqs.npz", "--dir", out)
         assert refused.exit_code == 2 and said in refused.stderr
@@ -383,7 +384,12 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: good.npz, split: {validation: 1.5}}\n", "key 'data.split.validation'"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nstandardize: maybe\n", "key 'standardize'"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nepochs: 3\n", "key 'epochs': unknown key"),
-    ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {hidden: -1}\n", "hidden"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {hidden: -1}\n",
+     "key 'defaults.hidden': hidden must be >= 1, got -1"),  # the file and the key, not a flag's words
+    ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {lr: .nan}\n",
+     "key 'defaults.lr': lr must be a finite number"),
+    ("problem: sequence-classification\ndata: {train: good.npz}\ndefault_T: 100000000000000000000\n",
+     "key 'default_T': Input should be less than or equal to 9223372036854775807"),
     ("problem: sequence-classification\ndata: {train: empty.csv}\n", "no rows"),
     ("problem: sequence-classification\ndata: {train: gap.csv, y: label}\n", "an empty cell before its last value"),
     ("problem: sequence-classification\ndata: {train: text.csv, y: label}\n", "data.x: column 't0' holds non-numbers ('a' in row 1)"),

@@ -166,8 +166,19 @@ def prepare(name: str, root: Path, source: Optional[str] = None, force: bool = F
     folder = Path(root).expanduser() / dataset.subdir
     if not force and verify(dataset, folder) == []:
         return Prepared(dataset, folder, None, copy_files(dataset, folder))
+    if folder.exists() and not folder.is_dir():
+        raise UserError(f"{folder} is a file where {name}'s folder goes; move it away, or prepare into another folder")
+    made = [path for path in (folder, *folder.parents) if not path.exists()]  # innermost first
     folder.mkdir(parents=True, exist_ok=True)
-    SOURCES[source].writers[name](folder)
+    try:
+        SOURCES[source].writers[name](folder)
+    except BaseException:  # nothing written: the folders made for it go too (a partial copy stays, for its checks)
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:
+                break
+        raise
     problems = verify(dataset, folder)
     if problems is None or problems:
         found = "nothing written" if problems is None else "; ".join(problems)

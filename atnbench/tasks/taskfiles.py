@@ -38,6 +38,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from atnbench.config import ConfigError
+from atnbench.limits import INT_MAX
 
 ENV_FOLDERS = "ATNBENCH_TASKS"
 SPLIT_NAMES = ("train", "validation", "test")
@@ -81,7 +82,7 @@ class Definition(BaseModel):
     inputs: Literal["features", "tokens"] = "features"  # tokens: integer ids through an embedding
     embedding: Optional[StrictInt] = Field(None, ge=1)  # tokens: the embedding size (default 64)
     metric: Optional[Literal["accuracy", "bpc", "ppl", "mae"]] = None  # default: accuracy or mae
-    default_T: Optional[StrictInt] = Field(None, ge=1)
+    default_T: Optional[StrictInt] = Field(None, ge=1, le=INT_MAX)  # as --T: SQLite's largest integer
     defaults: dict[str, Any] = {}
     allow_pickle: StrictBool = False  # object arrays are read with pickle, which runs code from the file
     per_T: dict[int, dict[str, Any]] = {}

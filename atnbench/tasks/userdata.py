@@ -112,6 +112,8 @@ def load_npz(path: Path, allow_pickle: bool = False) -> dict[str, np.ndarray]:
     except ConfigError:
         raise
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError) as err:
+        if not zipfile.is_zipfile(path):  # NumPy reads any other file as a pickle, and says so
+            raise ConfigError(f"{path}: not a NumPy .npz archive (not a zip archive at all)") from None
         raise ConfigError(f"{path}: not a NumPy .npz archive ({_first_line(err)})") from None
 
 
