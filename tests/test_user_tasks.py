@@ -346,6 +346,7 @@ def _files(folder: Path) -> None:
     (folder / "empty.csv").write_text("label,t0,t1\n")
     (folder / "gap.csv").write_text("label,t0,t1,t2\n0,1.0,,3.0\n1,1.0,2.0,3.0\n")
     (folder / "long.csv").write_text("seq,time,v,label\n0,0,1.0,0\n0,1,2.0,1\n1,0,1.0,1\n")
+    (folder / "longnan.csv").write_text("id,time,v,label\n0,0,1.0,0\n0,1,nan,0\n1,0,1.0,1\n")
     (folder / "text.csv").write_text("label,t0,t1\n0,a,b\n1,c,d\n")
     lumpy = xs.copy()
     lumpy[3] = [[1.0, 2.0], [3.0]]  # one sequence's steps of different widths
@@ -407,6 +408,8 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: indexed.csv, y: label}\n", "column 'Unnamed: 0' has no name"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
+    ("problem: sequence-classification\ndata: {train: longnan.csv, y: label, layout: long}\n",
+     "data.x: row 2, column 'v': NaN (an empty cell, or nan); in a long table each row is a step"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),
     ("problem: [unclosed\n", "invalid YAML"),
     ("problem: sequence-classification\ninputs: tokens\ndata: {train: good.npz}\n", "inputs: tokens needs one whole number"),
@@ -645,7 +648,7 @@ def test_na_and_none_are_words_in_a_text_label_or_id_column(tmp_path):
     assert split.ys == ["cat", "None", "NA", "null"]
     long = tmp_path / "long.csv"
     long.write_text("id,time,a,tag\nNA,0,1.0,up\nNA,1,NA,up\nUS,0,2.0,None\nUS,1,3.0,None\n")
-    with pytest.raises(ConfigError, match="NaN or infinity in sequence 0 at step 1"):
+    with pytest.raises(ConfigError, match="row 2, column 'a': NaN"):
         read_split(long, Fields(y="tag", layout="long"), per_step=True)  # in a number column 'NA' is missing
     long.write_text("id,time,a,tag\nNA,0,1.0,up\nNA,1,0.5,up\nUS,0,2.0,None\nUS,1,3.0,None\n")
     split = read_split(long, Fields(y="tag", layout="long"), per_step=True)

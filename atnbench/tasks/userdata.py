@@ -378,7 +378,13 @@ def _long(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
         raise ConfigError(f"{source}: data.id: {int(empty.sum())} row(s) have an empty {fields.id!r} cell (the first: "
                           f"row {int(np.argmax(empty.to_numpy())) + 1}); every step needs its sequence's id")
     columns = _feature_columns(frame, fields, (fields.y, fields.id, fields.time), source)
-    _check_infinite(_numbers(frame[columns], source, "x"), columns, source)
+    values = _numbers(frame[columns], source, "x")
+    _check_infinite(values, columns, source)
+    missing = np.argwhere(np.isnan(values))
+    if len(missing):  # a row is one step here: there is no padding to end a row early with
+        row, column = missing[0]
+        raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: NaN (an empty cell, or nan); "
+                          f"in a long table each row is a step, and each step needs every feature")
     if fields.time is not None:
         frame = _in_time_order(frame, fields, source)
     rows = frame[fields.y].isna().to_numpy()
