@@ -230,6 +230,16 @@ def test_a_runs_export_is_named_as_one_where_store_import_is_given_it(trained, t
         assert not (tmp_path / "new.db").exists()
 
 
+def test_an_export_of_no_runs_says_so(trained):
+    """An empty selection: JSON is an empty list; CSV has no header to write (its columns come
+    from the runs), so the note on stderr is all there is, as in `runs list`."""
+    store, _, _ = trained
+    csv_out = invoke("runs", "export", "--store", store, "--task", "copying")
+    assert csv_out.exit_code == 0 and csv_out.stdout == "" and "no runs match (2 in" in csv_out.stderr
+    json_out = invoke("runs", "export", "--store", store, "--task", "copying", "-f", "json")
+    assert json_out.exit_code == 0 and json.loads(json_out.stdout) == [] and "no runs match" in json_out.stderr
+
+
 def test_a_damaged_row_is_deleted_by_its_id(filled):
     """A row whose JSON cannot be read is skipped, with a note, by every listing; `runs delete`
     names it by its id and the damage, and deletes it (it refused, so nothing could)."""

@@ -588,6 +588,8 @@ def export_cmd(
                         f"give the file a .csv or .json suffix, or name the format with --format")
     with open_store(store) as results:
         records = [results.export_record(run.run_id) for run in _select(results, task, T, norm, status, sweep, since)]
+        if not records:  # an empty CSV has not even a header (its columns come from the runs): said here
+            err.print(Text(f"no runs match ({len(results.run_ids())} in {results.path})"), soft_wrap=True)
     for record in records:  # test numbers at validation's pick, as `runs show` and `evaluate` give them
         record["summary"] = selected_summary(record["summary"], [EvalPoint(**point) for point in record["curve"]])
     if fmt_ == "json":
