@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -182,4 +183,4 @@ def gradcheck(
 
 def _worst(errors: list[float]) -> float:
     """The largest error, NaN where any is NaN (``max`` would pass over it: NaN compares false)."""
-    return next((e for e in errors if e != e), max(errors, default=0.0))
+    return next((e for e in errors if math.isnan(e)), max(errors, default=0.0))

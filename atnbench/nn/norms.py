@@ -80,10 +80,10 @@ class NormSpec:
             raise TypeError(f"affine must be True or False, got {self.affine!r}")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, numbers.Integral) or self.max_steps < 1:
             raise ValueError(f"max_steps must be an integer >= 1, got {self.max_steps!r}")
-        for name, value in (("momentum", self.momentum), ("gain_init", self.gain_init)):
-            if (value is not None or name == "momentum") and (isinstance(value, bool) or
-                                                                not isinstance(value, numbers.Real)):
-                raise TypeError(f"{name} must be a number, got {value!r}")
+        if not _is_number(self.momentum):
+            raise TypeError(f"momentum must be a number, got {self.momentum!r}")
+        if self.gain_init is not None and not _is_number(self.gain_init):
+            raise TypeError(f"gain_init must be a number or None, got {self.gain_init!r}")
         flags = self.bln_population
         if not isinstance(flags, (tuple, list)) or len(flags) != 4 or not all(isinstance(f, bool) for f in flags):
             raise TypeError(f"bln_population must be four True/False flags (E_B, Std_B, E_F, Std_F), got {flags!r}")
@@ -94,6 +94,10 @@ class NormSpec:
             raise ValueError(f"atn_bn_eval must be 'population' or 'batch', got {self.atn_bn_eval!r}")
         if not 0.0 < self.momentum <= 1.0:
             raise ValueError(f"momentum must be in (0, 1], got {self.momentum}")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 class NormStream:

@@ -53,14 +53,11 @@ def check_data_unchanged(record: RunRecord) -> None:
     contents in its id. Where they hold other contents here now, the run's model would be scored
     on other data than the run's, as if it were the run's: a one-line error naming them instead.
     (Files that are not here are make_source's to name.)"""
+    from atnbench.evidence.equivalence import on_its_data
     from atnbench.evidence.identity import data_paths
-    from atnbench.evidence.records import expected_run_id
 
     paths = data_paths(record.config.get("options") or {})
-    if not paths:
-        return
-    expected = expected_run_id({"config": record.config, "env": record.env})
-    if expected is not None and expected != record.run_id:
+    if paths and all(path.exists() for path in paths) and not on_its_data(record):
         names, verb = ", ".join(map(str, paths)), "holds" if len(paths) == 1 else "hold"
         raise UserError(f"run {record.run_id}: {names} {verb} other contents than when the run was trained (its id "
                         f"no longer follows from them): scoring its model there would score other data. Put the "
