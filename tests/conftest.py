@@ -1,14 +1,16 @@
 """Shared test set-up."""
 
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     """Tiny tensors: intra-op threads only add OpenMP hand-offs (and stall for milliseconds when
     the other core is busy), and results must not depend on the machine's core count.
-    Restored after each module."""
+    Restored after each module. Torch is imported here, not at the top: under xdist the controller
+    loads this file too, before it starts the workers, and it never needs torch."""
+    import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

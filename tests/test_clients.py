@@ -352,7 +352,7 @@ def test_windows_of_another_norm_or_k_are_refused_and_survive_save_and_detach(ce
     kept = [detach_state(state), copy.deepcopy(detach_state(state)), torch.load(saved)]
     for other in (RNN(3, 6, norm="atn-bn", k=3).to(DT), RNN(3, 6, norm="atn", k=5).to(DT)):
         for carried in kept:
-            with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3 model, and this model is "):
+            with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3, 1 layer, .* model, and this model is "):
                 other(x, carried)
         h = (state[0] if cell == "lstm" else state).detach().clone()
         other(x, (h, state[1].detach()) if cell == "lstm" else h)  # a plain tensor: fresh windows
@@ -360,8 +360,35 @@ def test_windows_of_another_norm_or_k_are_refused_and_survive_save_and_detach(ce
         torch.testing.assert_close(atn(x, carried)[0], atn(x, state)[0], rtol=0, atol=0)
     other_cell = (NormGRU if cell == "lstm" else NormLSTM)(3, 6, norm="atn", k=3).to(DT)  # windows of another cell
     h = detach_state(state)[0] if cell == "lstm" else detach_state(state)
-    with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3 model"):
+    with pytest.raises(ValueError, match=f"made by a {RNN.__name__} norm='atn', k=3, 1 layer, .* model"):
         other_cell(x, h if cell == "lstm" else (h, torch.zeros_like(h)))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_windows_of_another_layout_or_bias_placement_are_refused_and_older_states_continue(cell):
+    """One bidirectional layer's state has the shape, and its windows the count and sizes, of two
+    layers of one direction's: continued there, it would be read in another order, silently.
+    The layout and the bias placement are recorded with the windows; a state saved before they
+    were (its ``made_by`` names cell, norm and k only) continues in a model of those."""
+    RNN = CELLS[cell][0]
+    x = torch.randn(5, 4, 3, dtype=DT)
+    torch.manual_seed(0)
+    two_layers = RNN(3, 6, num_layers=2, norm="atn", k=3).to(DT)
+    _, state = RNN(3, 6, bidirectional=True, norm="atn", k=3).to(DT)(x)
+    with pytest.raises(ValueError, match=f"k=3, 1 layer, bidirectional, bias inside model, and this model is "
+                                         f"{RNN.__name__} norm='atn', k=3, 2 layers, unidirectional"):
+        two_layers(x, detach_state(state))
+    _, own = two_layers(x)
+    outside = RNN(3, 6, num_layers=2, norm="atn", k=3, bias_inside=False).to(DT)
+    with pytest.raises(ValueError, match="2 layers, unidirectional, bias inside model, and this model is .* bias outside"):
+        outside(x, detach_state(own))
+    older = detach_state(own)
+    h = older[0] if cell == "lstm" else older
+    assert h.made_by == f"{RNN.__name__} norm='atn', k=3, 2 layers, unidirectional, bias inside"
+    h.made_by = f"{RNN.__name__} norm='atn', k=3"  # as saved before the layout was recorded
+    torch.testing.assert_close(two_layers(x, older)[0], two_layers(x, own)[0], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="made by a .* norm='atn', k=3 model, and this model is .* k=5"):
+        RNN(3, 6, num_layers=2, norm="atn", k=5).to(DT)(x, older)
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -231,9 +231,14 @@ class NormRecurrent(nn.Module):
 
     @property
     def windows_made_by(self) -> str:
-        """What tells this model's ATN windows from another's: its cell, norm and k, in words (an
-        LSTM's windows hold the cell state's terms too, a GRU's do not)."""
-        return f"{type(self).__name__} norm={self.norm!r}, k={self.spec.k}"
+        """What tells this model's ATN windows from another's, in words: its cell, norm and k (an
+        LSTM's windows hold the cell state's terms too, a GRU's do not), and its layout (one
+        bidirectional layer holds as many windows, of the same sizes, as two layers of one
+        direction) and bias placement (a bias inside the norm is inside its statistics)."""
+        layers = f"{self.num_layers} layer{'s' if self.num_layers != 1 else ''}"
+        direction = "bidirectional" if self.bidirectional else "unidirectional"
+        bias = "bias inside" if self.bias_inside else "bias outside"
+        return f"{type(self).__name__} norm={self.norm!r}, k={self.spec.k}, {layers}, {direction}, {bias}"
 
     @property
     def scheme(self) -> NormScheme:

@@ -19,11 +19,12 @@ What keeps the windows and what drops them (``docs/library.md`` says it to users
   passing it back is refused with a ValueError that says what to do, never continued silently.
   The windows remember the tensor's version counter (``Tensor._version``, which every in-place
   write advances) when they are attached.
-* The windows also say which cell, normalization and window made them (``made_by``: "NormLSTM
-  norm='atn', k=5"): a model of another cell, windowed norm or k refuses them with a ValueError
-  (an LSTM's windows hold the cell state's terms, a GRU's do not; an ATN-LN window is per
-  sequence, an ATN-BN one per feature; a k=3 history is no k=5 one, though it could pass for a
-  short one).
+* The windows also say which cell, normalization, window, layout and bias placement made them
+  (``made_by``: "NormLSTM norm='atn', k=5, 2 layers, unidirectional, bias inside"): a model that
+  differs in any of these refuses them with a ValueError (an LSTM's windows hold the cell state's
+  terms, a GRU's do not; an ATN-LN window is per sequence, an ATN-BN one per feature; a k=3
+  history is no k=5 one, though it could pass for a short one; one bidirectional layer holds as
+  many windows of the same sizes as two layers of one direction, in another order).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class WindowedTensor(Tensor):
     # this state only, never to a result computed from it.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
-    made_by: Optional[str] = None  # the model's cell, windowed norm and k, in words (None: not recorded)
+    made_by: Optional[str] = None  # the model's cell, windowed norm, k and layout, in words (None: not recorded)
 
     @property
     def windows(self) -> Windows:
@@ -102,7 +103,7 @@ def windows_of(h: Any, reader: Optional[str] = None) -> Optional[Windows]:
     windows another norm or k made than the ``reader``'s."""
     if not isinstance(h, WindowedTensor):
         return None
-    if reader is not None and h.made_by is not None and h.made_by != reader:
+    if reader is not None and h.made_by is not None and not _same_maker(h.made_by, reader):
         raise ValueError(f"the state's windows were made by a {h.made_by} model, and this model is {reader}: "
                          f"they cannot continue here; pass h_n as a plain tensor (h.clone()) to start the "
                          f"windows empty, or pass the state to the model that made it")
@@ -112,6 +113,14 @@ def windows_of(h: Any, reader: Optional[str] = None) -> Optional[Windows]:
                          "new tensor (h.clone() after the change, or zeros), whose windows start empty for every "
                          "sequence, or run those sequences in a call of their own")
     return h.windows
+
+
+def _same_maker(made_by: str, reader: str) -> bool:
+    """Whether windows ``made_by`` one model continue in ``reader``. A state saved before the
+    layout was recorded names only cell, norm and k ("NormLSTM norm='atn', k=5"): it continues in
+    every model of those, as it did then, so that a run checkpointed then still resumes."""
+    recorded_layout = " layer" in made_by
+    return made_by == reader or (not recorded_layout and reader.startswith(made_by + ", "))
 
 
 def plain(h: Tensor) -> Tensor:
