@@ -500,6 +500,49 @@ def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_mod
         fused.load_state_dict(RNN(3, 4, 2, norm="ln", backend="loop").to(DT).state_dict())
 
 
+def client_init(rnn, layers: int, hidden: int) -> None:
+    """Initialisation as client code writes it for nn.LSTM, by attribute names: the second gate's
+    input bias set to 1 (the LSTM's forget gate), the recurrent weights drawn again."""
+    g = torch.Generator().manual_seed(3)
+    for i in range(layers):
+        for suffix in ("", "_reverse"):
+            getattr(rnn, f"bias_ih_l{i}{suffix}").data[hidden:2 * hidden].fill_(1.0)
+            weight = getattr(rnn, f"weight_hh_l{i}{suffix}")
+            with torch.no_grad():
+                weight.copy_(torch.randn(weight.shape, generator=g, dtype=weight.dtype))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("backend", ("auto", "loop"))
+def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
+    """``rnn.bias_ih_l0``, ``rnn.weight_hh_l1_reverse``: read, written in place and assigned as
+    client code does with nn.LSTM, they are the layers' own parameters (the same outputs as the
+    nn.LSTM client's after the same initialisation). A bias outside the normalizations is one
+    per layer, and is named; names nn.LSTM would not have are missing attributes."""
+    RNN, Torch = CELLS[cell]
+    torch.manual_seed(0)
+    ref = Torch(3, 4, 2, bidirectional=True).to(DT)
+    model = RNN(3, 4, 2, bidirectional=True, norm="none", backend=backend).to(DT)
+    model.load_state_dict(ref.state_dict())
+    for rnn in (ref, model):
+        client_init(rnn, layers=2, hidden=4)
+    x = torch.randn(5, 2, 3, dtype=DT)
+    torch.testing.assert_close(model(x)[0], ref(x)[0], rtol=0, atol=1e-12)
+    assert sorted(model.torch_state_dict()) == sorted(ref.state_dict())
+    atn = RNN(3, 4, 2, bidirectional=True, norm="atn", k=2).to(DT)
+    assert atn.bias_hh_l1_reverse is atn.layers[3].bias_hh and atn.weight_ih_l1 is atn.layers[2].weight_ih
+    replacement = nn.Parameter(torch.zeros_like(atn.layers[1].weight_hh))
+    atn.weight_hh_l0_reverse = replacement  # as nn.LSTM: the layer's parameter is replaced
+    assert atn.layers[1].weight_hh is replacement and "weight_hh_l0_reverse" not in dict(atn.named_parameters())
+    assert sum(p is replacement for p in atn.parameters()) == 1
+    with pytest.raises(AttributeError, match=r"norm='bn' has one bias per layer, outside the normalizations, .*"
+                                             r"layers\[2\]\.bias"):
+        RNN(3, 4, 2, bidirectional=True, norm="bn").bias_ih_l1
+    for missing, kwargs in (("weight_ih_l2", {}), ("bias_hh_l0_reverse", {}), ("bias_ih_l0", {"bias": False})):
+        assert not hasattr(RNN(3, 4, 2, norm="ln", **kwargs), missing)
+        assert not hasattr(Torch(3, 4, 2, **kwargs), missing)  # as nn.LSTM
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("backend", ("auto", "loop"))
 def test_language_model_none_equals_torch(cell, backend):

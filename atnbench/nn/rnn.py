@@ -21,7 +21,8 @@ returned ``h_n``/``c_n`` and ATN window are those of its last step) and its padd
 Parameter names: each layer holds ``weight_ih``, ``weight_hh`` and ``bias_ih``/``bias_hh``
 (bias inside the normalizations) or ``bias`` (outside), with ``nn.LSTM``'s shapes and gate
 order. ``torch_state_dict()`` names them as ``nn.LSTM``/``nn.GRU`` do (``weight_ih_l0``,
-``bias_hh_l1_reverse``, ...) and ``load_torch_state_dict`` reads such names;
+``bias_hh_l1_reverse``, ...), those names are attributes too (the layer's parameter, for
+client code that initialises by them), and ``load_torch_state_dict`` reads such names;
 ``load_state_dict`` also accepts them (a checkpoint of a model built around ``nn.LSTM`` loads
 into the same model built around ``NormLSTM``; with a normalization, pass ``strict=False``:
 its gains and shifts are not in the checkpoint). A bias outside the normalizations loads as
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import warnings
 from typing import Optional
 
@@ -59,6 +61,7 @@ from atnbench.nn.window import check_history
 
 INITS = ("atn", "torch")
 BACKENDS = ("auto", "loop", "fused", "cpp", "function", "triton")
+TORCH_PARAMETER = re.compile(r"(weight|bias)_(ih|hh)_l(\d+)(_reverse)?")  # nn.LSTM's names: weight_hh_l1_reverse
 
 
 def init_weights(layer: "NormRecurrentLayer", init: str) -> None:
@@ -323,6 +326,42 @@ class NormRecurrent(nn.Module):
             if own[name].shape != value.shape:
                 raise ValueError(f"{name}: shape {tuple(value.shape)} where {tuple(own[name].shape)} is expected")
         self.load_state_dict(self._internal_names("", state_dict), strict=False)
+
+    def __getattr__(self, name: str):
+        """``nn.LSTM``'s parameter names as attributes (``rnn.bias_ih_l0.data[h:2 * h].fill_(1)``,
+        ``nn.init.orthogonal_(rnn.weight_hh_l1_reverse)``): the layer's own parameter, not a copy."""
+        match = TORCH_PARAMETER.fullmatch(name)
+        if match is None:
+            return super().__getattr__(name)
+        owner, attribute = self._torch_parameter_home(name, match)
+        return getattr(owner, attribute)
+
+    def __setattr__(self, name: str, value) -> None:
+        """``rnn.weight_hh_l0 = nn.Parameter(...)`` replaces the layer's parameter, as in ``nn.LSTM``
+        (registered here under that name, it would be a parameter that nothing reads)."""
+        match = TORCH_PARAMETER.fullmatch(name) if name[:4] in ("weig", "bias") else None
+        if match is None:
+            return super().__setattr__(name, value)
+        owner, attribute = self._torch_parameter_home(name, match)
+        setattr(owner, attribute, value)
+
+    def _torch_parameter_home(self, name: str, match: re.Match) -> tuple[nn.Module, str]:
+        """(module, attribute) holding the parameter ``nn.LSTM`` names ``name``."""
+        kind, which, layer, reverse = match.group(1), match.group(2), int(match.group(3)), bool(match.group(4))
+        missing = AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        if layer >= self.num_layers or (reverse and not self.bidirectional):
+            raise missing
+        if self.fused:
+            return self.rnn, name
+        index = layer * self.num_directions + reverse
+        home = self.layers[index]
+        if kind == "weight" or home.bias_ih is not None:
+            return home, f"{kind}_{which}"
+        if home.bias is None:  # bias=False
+            raise missing
+        raise AttributeError(f"'{type(self).__name__}' with norm={self.norm!r} has one bias per layer, outside the "
+                             f"normalizations, not nn.LSTM's two: layers[{index}].bias (it stands for bias_ih + "
+                             f"bias_hh); bias_inside=True gives the two")
 
     def flatten_parameters(self) -> None:
         """As ``nn.LSTM.flatten_parameters`` (a no-op unless torch's fused kernel is used)."""
