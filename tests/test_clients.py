@@ -529,6 +529,7 @@ def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
     x = torch.randn(5, 2, 3, dtype=DT)
     torch.testing.assert_close(model(x)[0], ref(x)[0], rtol=0, atol=1e-12)
     assert sorted(model.torch_state_dict()) == sorted(ref.state_dict())
+    assert (model.proj_size, model.hidden_size, model.num_layers) == (ref.proj_size, ref.hidden_size, ref.num_layers)
     atn = RNN(3, 4, 2, bidirectional=True, norm="atn", k=2).to(DT)
     assert atn.bias_hh_l1_reverse is atn.layers[3].bias_hh and atn.weight_ih_l1 is atn.layers[2].weight_ih
     replacement = nn.Parameter(torch.zeros_like(atn.layers[1].weight_hh))

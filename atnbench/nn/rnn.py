@@ -207,6 +207,7 @@ class NormRecurrent(nn.Module):
         # the path each layer took in the last forward: a backend's name, or "empty" (a batch of 0)
         self.last_paths: tuple[str, ...] = ()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.proj_size = 0  # as nn.LSTM's attribute: client code reads it to size what follows
         self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
         self.bias_inside = scheme.bias_inside if bias_inside is None else bias_inside
@@ -360,8 +361,8 @@ class NormRecurrent(nn.Module):
         if home.bias is None:  # bias=False
             raise missing
         raise AttributeError(f"'{type(self).__name__}' with norm={self.norm!r} has one bias per layer, outside the "
-                             f"normalizations, not nn.LSTM's two: layers[{index}].bias (it stands for bias_ih + "
-                             f"bias_hh); bias_inside=True gives the two")
+                             f"normalizations, not nn.LSTM's two: layers[{index}].bias (torch_state_dict() gives it as "
+                             f"bias_ih, with bias_hh 0); bias_inside=True gives the two")
 
     def flatten_parameters(self) -> None:
         """As ``nn.LSTM.flatten_parameters`` (a no-op unless torch's fused kernel is used)."""
