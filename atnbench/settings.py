@@ -72,7 +72,7 @@ RUN_SETTINGS: tuple[RunSetting, ...] = (
     _setting("patience", "--patience",
              "Early stopping: end the run once N evaluations in a row found no lower validation loss "
              "(its best-validation weights are kept); 0 trains every step. Default: the task's (10 for "
-             "a task of your own, 0 for the paper's fixed protocols).", int),
+             "a task from data files, 0 for the paper's fixed protocols and for a task from code).", int),
     _setting("val_samples", "--val-samples", "Size of the held-out validation set.", int),
     _setting("clip", "--clip", "Clip the gradient norm at this value.", float, check="finite"),
     _setting("affine", "--affine/--no-affine", "Trainable gain and bias in the normalizations.", bool),

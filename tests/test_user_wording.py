@@ -64,4 +64,7 @@ def test_a_sweep_applied_to_a_user_task_describes_that_task(mine, tmp_path):
     assert spec.citation is None  # the paper's protocol on adding is not this task's
     dry = ok(invoke("sweep", "norm-ablation", "--task", "mine", "--include", mine, "--dry-run",
                     "--store", tmp_path / "s.db")).stdout
-    assert "grid on task mine" in " ".join(dry.split()) and "adding T=100" not in dry
+    assert "grid on task mine (T from its defaults)" in " ".join(dry.split()) and "adding T=100" not in dry
+    given = ok(invoke("sweep", "norm-ablation", "--task", "mine", "--include", mine, "--T", "7", "--dry-run",
+                      "--store", tmp_path / "s.db")).stdout
+    assert "grid on task mine (T=7)" in " ".join(given.split()), given  # the T asked for, not "its defaults"

@@ -292,10 +292,11 @@ def _resolve(request: SweepRequest):
 
     spec = load_sweep(request.name)
     if request.task is not None:
-        from atnbench.sweep.spec import retarget
+        from atnbench.tasks import get_task
 
-        spec = retarget(spec, request.task)
-    overrides = {key: value for key, value in request.overrides_for(spec.task).items() if value is not None}
+        get_task(request.task)  # an unknown task is one line, before anything else
+    overrides = {key: value for key, value in request.overrides_for(request.task or spec.task).items()
+                 if value is not None}
     if request.config is not None:  # the file below the flags, as in `atnbench run`
         from atnbench.run.runspec import read_config_file
         from atnbench.sweep.expand import merge_layers
@@ -304,6 +305,10 @@ def _resolve(request: SweepRequest):
         if "seed" in file_values:
             raise UserError(f"{request.config}: a sweep's seeds come from the sweep or --seeds, not a config file's seed")
         overrides = merge_layers(file_values, overrides)
+    if request.task is not None:  # its description says where T comes from, so after the flags and the file
+        from atnbench.sweep.spec import retarget
+
+        spec = retarget(spec, request.task, T=overrides.get("T"))
     resolved = resolve_device(request.device)  # "cuda" on a machine without one: one line now, not N failed runs
     overrides.update(threads=request.threads, device=resolved.type)
     varied = set(spec.varied) | ({"steps", "epochs"} if {"steps", "epochs"} & set(spec.varied) else set())

@@ -70,10 +70,11 @@ class SweepSpec:
         return keys
 
 
-def retarget(spec: SweepSpec, task: str) -> SweepSpec:
+def retarget(spec: SweepSpec, task: str, T: Optional[int] = None) -> SweepSpec:
     """The sweep's grid applied to another task (``--task``): the sweep's sequence lengths were
-    chosen for its own task, so the new task's preset gives T; the rest of the grid, the base
-    settings and the seeds stay. Its runs are stored as sweep ``NAME@TASK``."""
+    chosen for its own task, so the new task's preset gives T (``T``: the one asked for instead);
+    the rest of the grid, the base settings and the seeds stay. Its runs are stored as sweep
+    ``NAME@TASK``."""
     import dataclasses
 
     from atnbench.tasks import get_task
@@ -85,16 +86,19 @@ def retarget(spec: SweepSpec, task: str) -> SweepSpec:
     grid, runs = without_T(spec.grid), [e for e in map(without_T, spec.runs) if e] or []
     # its description and citation were written for its own task (and the paper's protocol there)
     return dataclasses.replace(spec, name=f"{spec.name}@{task}", task=task, base=without_T(spec.base), grid=grid,
-                               runs=runs, description=retargeted_description(spec.name, task, grid, runs),
+                               runs=runs, description=retargeted_description(spec.name, task, grid, runs, T),
                                citation=None)
 
 
-def retargeted_description(name: str, task: str, grid: dict[str, list], runs: list[dict]) -> str:
-    """"The norm-ablation grid on task vowels (T from its defaults): norm = none, ln, atn"."""
+def retargeted_description(name: str, task: str, grid: dict[str, list], runs: list[dict],
+                           T: Optional[int] = None) -> str:
+    """"The norm-ablation grid on task vowels (T from its defaults): norm = none, ln, atn"
+    ("(T=10)" where the command line or a config file gave T)."""
     varied = [f"{key} = {', '.join(map(str, values))}" for key, values in grid.items()]
     if runs:
         varied.append(f"{len(runs)} listed run{'s' if len(runs) != 1 else ''}")
-    return f"The {name} grid on task {task} (T from its defaults)" + (f": {'; '.join(varied)}" if varied else "")
+    length = "T from its defaults" if T is None else f"T={T}"
+    return f"The {name} grid on task {task} ({length})" + (f": {'; '.join(varied)}" if varied else "")
 
 
 def _fail(path: Path, key: str, expected: str) -> ConfigError:
