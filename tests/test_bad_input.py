@@ -329,6 +329,12 @@ CASES = [
     ("store", ["export", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
     ("store", ["export", "{file}/out.jsonl", "--store", "{good}"], USAGE, "is a file, not a folder"),
     ("store", ["export", "{dir}/new/", "--store", "{good}"], USAGE, "ends with '/', a folder"),
+    # a store is its SQLite file: `trail/` and `-` were created as files named `trail` and `-`
+    ("store", ["merge", "{dir}/new/", "{good}"], USAGE, "ends with '/', a folder; give the path of the database"),
+    ("store", ["merge", "-", "{good}"], USAGE, "- is not a results store"),
+    ("store", ["import", "{jsonl}", "--store", "-"], USAGE, "- is not a results store"),
+    ("run", ["adding", *SMALL, "--store", "{dir}/new/"], USAGE, "ends with '/', a folder; give the path of the database"),
+    ("runs", ["list", "--store", "-"], USAGE, "- is not a results store"),
     # a bad --studies is refused before the runs' file is written (it was written, or replaced, first)
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{good}", "--store", "{good}"], USAGE, "--studies"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}", "--store", "{good}"], USAGE, "is a folder"),

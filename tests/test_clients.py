@@ -529,7 +529,9 @@ def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
     x = torch.randn(5, 2, 3, dtype=DT)
     torch.testing.assert_close(model(x)[0], ref(x)[0], rtol=0, atol=1e-12)
     assert sorted(model.torch_state_dict()) == sorted(ref.state_dict())
-    assert (model.proj_size, model.hidden_size, model.num_layers) == (ref.proj_size, ref.hidden_size, ref.num_layers)
+    for name in ("proj_size", "bias", "hidden_size", "num_layers", "bidirectional", "batch_first"):
+        assert getattr(model, name) == getattr(ref, name), name
+    assert RNN(3, 4, bias=False).bias is False
     atn = RNN(3, 4, 2, bidirectional=True, norm="atn", k=2).to(DT)
     assert atn.bias_hh_l1_reverse is atn.layers[3].bias_hh and atn.weight_ih_l1 is atn.layers[2].weight_ih
     replacement = nn.Parameter(torch.zeros_like(atn.layers[1].weight_hh))
@@ -539,6 +541,10 @@ def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
     with pytest.raises(AttributeError, match=r"norm='bn' has one bias per layer, outside the normalizations, .*"
                                              r"layers\[2\]\.bias"):
         RNN(3, 4, 2, bidirectional=True, norm="bn").bias_ih_l1
+    before = atn(x)[0]  # weight norm as docs/library.md says to apply it: to the layer, by its name
+    torch.nn.utils.parametrizations.weight_norm(atn.layers[2], "weight_hh")
+    torch.testing.assert_close(atn(x)[0], before, rtol=1e-12, atol=1e-12)
+    assert "layers.2.parametrizations.weight_hh.original0" in dict(atn.named_parameters())
     for missing, kwargs in (("weight_ih_l2", {}), ("bias_hh_l0_reverse", {}), ("bias_ih_l0", {"bias": False})):
         assert not hasattr(RNN(3, 4, 2, norm="ln", **kwargs), missing)
         assert not hasattr(Torch(3, 4, 2, **kwargs), missing)  # as nn.LSTM

@@ -66,6 +66,11 @@ BAD = {
     "an infinite config setting": (_set("config.lr", float("inf")), "config.lr: must be a finite number"),
     "a code fingerprint that is not text": (_set("env.code", 5), "env.code"),
     "a tampered id with a null code": (_both(_set("env.code", None), _tampered), "does not follow from the config"),
+    # the store keys a curve by (run, step): a second point at a step was SQLite's IntegrityError, "a bug"
+    "a step twice in the curve": (lambda record: record["curve"].append(dict(record["curve"][0])),
+                                  "curve: step 100 appears twice"),
+    "a created_at that is no date": (_set("created_at", "not a date"), "created_at: not an ISO-8601 date/time"),
+    "an updated_at that is a number": (_set("updated_at", 5), "updated_at: must be an ISO-8601 date/time as text"),
 }
 
 

@@ -24,7 +24,7 @@ BatchSize = Annotated[Optional[int], typer.Option("--batch-size", help="Batch si
 StatsOut = Annotated[Optional[Path], options.out_dir("the figures and CSV (default: atnbench-results/stats)")]
 BIAS_PLACEMENT = tuple(setting for setting in RUN_SETTINGS if setting.param == "bias_inside")  # run's own flag
 # the one --store, read only with --from-run here: said in the help, not found out from a refusal
-RunsStore = Annotated[Path, typer.Option("--store", metavar="PATH",
+RunsStore = Annotated[Path, typer.Option("--store", metavar="PATH", parser=options.store_path,
                                          help="Results database (SQLite) that holds the --from-run runs.")]
 FromRun = Annotated[Optional[list[str]], typer.Option(
     "--from-run", metavar="RUN_ID", help="Use this finished run's kept model (its best-validation weights) instead of "

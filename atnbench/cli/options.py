@@ -82,6 +82,19 @@ def output_path(text: str) -> Path:
     return file_path(text)
 
 
+def store_path(text) -> Path:
+    """A results store's path (``--store``, ``store merge``'s stores): the SQLite file itself.
+    ``trail/`` would create a file named ``trail`` (``Path`` drops the slash) and ``-`` one named
+    ``-``, where export and import read ``-`` as the terminal; both are refused."""
+    text = str(text)
+    if text == "-":
+        raise typer.BadParameter("- is not a results store: give the path of its SQLite file")
+    if text.endswith("/"):
+        raise typer.BadParameter(f"{text} ends with '/', a folder; give the path of the database file inside it "
+                                 f"(e.g. {text}{DEFAULT_STORE.name})")
+    return Path(text)
+
+
 def out_dir(what: str) -> typer.models.OptionInfo:
     """``--out-dir DIR``: the folder the command writes its files (``what``) into; checked with
     ``atnbench.run.outputs.check_output_dir`` before any work (one wording across commands)."""
@@ -156,7 +169,7 @@ Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH",
                                                 help="YAML/JSON file of config keys or flag names (steps or "
                                                      "iters, batch_size or batch-size); flags on the command "
                                                      "line override it.")]
-Store = Annotated[Path, typer.Option("--store", metavar="PATH", help="Results database (SQLite).")]
+Store = Annotated[Path, typer.Option("--store", metavar="PATH", parser=store_path, help="Results database (SQLite).")]
 STORE = DEFAULT_STORE
 
 

@@ -73,7 +73,8 @@ def export_cmd(
     drop_superseded: bool = typer.Option(False, "--drop-superseded",
                                          help="Leave out stale runs (made by other code) that the store also holds "
                                               "finished by this code, same config: the published set stays current."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to read."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", parser=options.store_path,
+                              help="Results database (SQLite) to read."),
     studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE", parser=options.file_path,
                                                 help="Also write the store's studies (plans and looks of "
                                                      "`sweep --until-decided`) to this JSON file."),
@@ -140,7 +141,8 @@ def _export_studies(store: Path, path: Path, exported: set[str], task: Optional[
 @user_errors
 def import_cmd(
     file: Path = typer.Argument(..., help="JSON Lines file written by `atnbench store export`; - reads standard input."),
-    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", help="Results database (SQLite) to import into (created if missing)."),
+    store: Path = typer.Option(DEFAULT_STORE, "--store", metavar="PATH", parser=options.store_path,
+                              help="Results database (SQLite) to import into (created if missing)."),
     studies_file: Optional[Path] = typer.Option(None, "--studies", metavar="FILE",
                                                 help="Also bring in the studies of this JSON file (`store export "
                                                      "--studies`): a plan never changes, looks are only added; "
@@ -213,8 +215,8 @@ def _bring_in_studies(results, studies, source: str) -> tuple[int, int]:
 @store_app.command("merge")
 @user_errors
 def merge_cmd(
-    output: Path = typer.Argument(..., help="Store to merge into (created if missing; runs already there count like an earlier source)."),
-    sources: list[Path] = typer.Argument(..., help="Stores to read (never written)."),
+    output: Path = typer.Argument(..., parser=options.store_path, help="Store to merge into (created if missing; runs already there count like an earlier source)."),
+    sources: list[Path] = typer.Argument(..., parser=options.store_path, help="Stores to read (never written)."),
 ):
     """Combine several stores into one, e.g. the halves of a sweep run on two machines.
 

@@ -4,7 +4,8 @@ written into a store: one pydantic schema, checked record by record.
 A record is refused when a field has the wrong type (a ``T`` given as a string, a loss given as
 a word: no coercion), a number is not finite (``1e999``, NaN, inf; a missing value is ``null``,
 as the store writes it), a step or size is negative, an integer does not fit SQLite's 64 bits,
-a curve's ``wall_s`` is negative, a done run has no curve (its numbers could not be traced to
+a curve's ``wall_s`` is negative or a step appears twice in it, a date is no ISO-8601 date, a
+done run has no curve (its numbers could not be traced to
 one), the task is unknown, the run id is not 12 hexadecimal characters, a column the store lists runs by (``task``, ``T``, ``norm``, ``k``, ``seed``,
 ``budget``) is given at the top level with another value or type than its config's (the store
 would list and report the run by the top-level one), or the run id does not follow from the config (recomputed with ``identity`` under the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, StrictStr, ValidationError
@@ -95,6 +97,30 @@ def _nonnegative(value: Any) -> Any:
     return value
 
 
+def _moment(value: Any) -> Any:
+    """An ISO-8601 date/time as the store reads it (a trailing Z is UTC), or null (now)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"must be an ISO-8601 date/time as text, got {value!r}")
+    text = value.strip()
+    try:
+        datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 date/time: {value!r}") from None
+    return value
+
+
+def _distinct_steps(curve: list) -> list:
+    """One evaluation per step: the store keys a curve by (run, step)."""
+    seen = set()
+    for point in curve:
+        if point.step in seen:
+            raise ValueError(f"step {point.step} appears twice; a curve has one evaluation per step")
+        seen.add(point.step)
+    return curve
+
+
 def _run_id(value: Any) -> str:
     if not isinstance(value, str) or re.fullmatch(r"[0-9a-f]{12}", value) is None:
         raise ValueError(f"must be 12 hexadecimal characters (as atnbench names runs), got {value!r}")
@@ -148,8 +174,10 @@ class Record(BaseModel):
     config: Config
     env: Env = Env()
     summary: Annotated[dict[str, Any], AfterValidator(_summary)] = {}
-    curve: list[CurvePoint] = []
+    curve: Annotated[list[CurvePoint], AfterValidator(_distinct_steps)] = []
     sweeps: list[StrictStr] = []
+    created_at: Annotated[Any, PlainValidator(_moment)] = None
+    updated_at: Annotated[Any, PlainValidator(_moment)] = None
     # the store's columns, as an export writes them: each must say what the config says
     task: Optional[StrictStr] = None
     T: Optional[Count] = None

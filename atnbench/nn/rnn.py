@@ -207,7 +207,7 @@ class NormRecurrent(nn.Module):
         # the path each layer took in the last forward: a backend's name, or "empty" (a batch of 0)
         self.last_paths: tuple[str, ...] = ()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.proj_size = 0  # as nn.LSTM's attribute: client code reads it to size what follows
+        self.proj_size, self.bias = 0, bool(bias)  # nn.LSTM's attributes, which client code reads
         self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
         self.bias_inside = scheme.bias_inside if bias_inside is None else bias_inside
