@@ -341,6 +341,9 @@ CASES = [
     ("store", ["export", "-", "--studies", "-", "--store", "{good}"], USAGE, "- is not the terminal here"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/out.jsonl", "--store", "{good}"], USAGE,
      "the runs' file too"),
+    # spelled another way (`..`): it was written over the runs' export, exit 0
+    ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/../adir/out.jsonl", "--store", "{good}"], USAGE,
+     "the runs' file too"),
     ("store", ["export", "{dir}/out.jsonl", "--studies", "{dir}/new/", "--store", "{good}"], USAGE,
      "ends with '/', a folder"),
     ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--status", "finished"], USAGE, "unknown status"),

@@ -71,6 +71,9 @@ BAD = {
                                   "curve: step 100 appears twice"),
     "a created_at that is no date": (_set("created_at", "not a date"), "created_at: not an ISO-8601 date/time"),
     "an updated_at that is a number": (_set("updated_at", 5), "updated_at: must be an ISO-8601 date/time as text"),
+    "an error that is a mapping": (_set("error", {"a": [1, 2]}), "error: Input should be a valid string"),
+    "an error that is a number": (_set("error", 5), "error: Input should be a valid string"),
+    "a schema version that is a boolean": (_set("schema_version", True), "schema_version"),
 }
 
 

@@ -90,7 +90,7 @@ def export_cmd(
         if str(studies_file) == "-":
             raise UserError("--studies -: give the studies a file's name (- is not the terminal here)")
         check_output_file(studies_file, "--studies", store=store)
-        if str(file) != "-" and studies_file.expanduser().absolute() == file.expanduser().absolute():
+        if str(file) != "-" and studies_file.expanduser().resolve() == file.expanduser().resolve():  # ../, links
             raise UserError(f"--studies {studies_file} is the runs' file too; give the studies a file of their own")
     with open_store(store) as results:
         check_sweep(results, sweep)

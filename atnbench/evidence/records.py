@@ -4,8 +4,8 @@ written into a store: one pydantic schema, checked record by record.
 A record is refused when a field has the wrong type (a ``T`` given as a string, a loss given as
 a word: no coercion), a number is not finite (``1e999``, NaN, inf; a missing value is ``null``,
 as the store writes it), a step or size is negative, an integer does not fit SQLite's 64 bits,
-a curve's ``wall_s`` is negative or a step appears twice in it, a date is no ISO-8601 date, a
-done run has no curve (its numbers could not be traced to
+a curve's ``wall_s`` is negative or a step appears twice in it, a date is no ISO-8601 date, an
+``error`` is no text, a done run has no curve (its numbers could not be traced to
 one), the task is unknown, the run id is not 12 hexadecimal characters, a column the store lists runs by (``task``, ``T``, ``norm``, ``k``, ``seed``,
 ``budget``) is given at the top level with another value or type than its config's (the store
 would list and report the run by the top-level one), or the run id does not follow from the config (recomputed with ``identity`` under the
@@ -178,6 +178,8 @@ class Record(BaseModel):
     sweeps: list[StrictStr] = []
     created_at: Annotated[Any, PlainValidator(_moment)] = None
     updated_at: Annotated[Any, PlainValidator(_moment)] = None
+    error: Optional[StrictStr] = None  # the store keeps it as text
+    schema_version: Optional[Count] = None
     # the store's columns, as an export writes them: each must say what the config says
     task: Optional[StrictStr] = None
     T: Optional[Count] = None
