@@ -131,6 +131,9 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeyp
     assert scores  # the same validation split, rebuilt from the stored definition
     verified = ok(invoke("verify", record["run_id"], "--store", store))
     assert "bit for bit" in verified.stdout
+    probed = ok(invoke("stats", "--from-run", record["run_id"], "--store", store, "-q",
+                       "--out-dir", tmp_path / "stats"))  # as evaluate: it asked for --include, which stats lacks
+    assert f"[{record['run_id']}]" in probed.stdout
     ok(invoke("store", "export", tmp_path / "runs.jsonl", "--store", store))
     ok(invoke("store", "import", tmp_path / "runs.jsonl", "--store", tmp_path / "other.db"))
     with sqlite3.connect(tmp_path / "other.db") as db:

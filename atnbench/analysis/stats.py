@@ -40,7 +40,7 @@ from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
-from atnbench.tasks import get_task
+from atnbench.tasks import task_for
 from atnbench.tasks.source import make_source
 from atnbench.run.train import build_model, make_optimizer, run_model, task_loss
 
@@ -137,7 +137,7 @@ def model_label(norm: str, k: int) -> str:
 def train_model(config: RunConfig, iters: int, device: torch.device, label: Optional[str] = None,
                 on_step: Optional[Callable[[int, float], None]] = None) -> TrainedModel:
     """A short training run of ``config`` (``iters`` optimizer steps, may be 0), kept in memory."""
-    task = get_task(config.task)
+    task = task_for(config)
     torch.manual_seed(config.seed)
     source = make_source(task, config, device)
     model = build_model(config, source).to(device)
@@ -184,7 +184,7 @@ def record_iteration(trained: TrainedModel) -> list[Series]:
     """One training iteration (forward, backward, step) with every normalization probed."""
     trained.model.train()
     with Recorder(trained.model) as recorder:
-        _iteration(trained, get_task(trained.config.task))
+        _iteration(trained, task_for(trained.config))  # a user task from the run's stored definition
     return recorder.series(trained.label, trained.run_id)
 
 
