@@ -143,8 +143,16 @@ def test_a_plan_is_recorded_before_its_runs_reused_and_never_changed(tmp_path):
         confirm.record_or_reuse(db, other, False)
 
 
+def study_dry_run(tmp_path, db) -> list:
+    result = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                    "--store", db, "--dry-run", "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
 def test_a_look_waits_for_its_runs_then_is_recorded_once_and_decides(tmp_path):
     db, study = recorded_study(tmp_path)
+    assert len(study_dry_run(tmp_path, db)) == 3 * 10  # every seed the plan may need of the three sides
     fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015]}, range(20, 25))
     with ResultsStore(db) as store:
         assert studies.take_look(store, study) is None  # ln's fifth seed is missing: the look waits
@@ -158,6 +166,7 @@ def test_a_look_waits_for_its_runs_then_is_recorded_once_and_decides(tmp_path):
     assert decided[("atn k=45", "ln")]["decision"] == studies.REPRODUCED
     assert decided[("atn k=45", "ln")]["p"] < decided[("atn k=45", "ln")]["nominal_level"]
     assert kept.next_look() is None  # every comparison decided: the study is over
+    assert study_dry_run(tmp_path, db) == []  # and its dry run prices nothing (it listed the seeds of looks not taken)
     # the report shows the study's verdict and keeps the same runs out of the exploratory rows
     report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
     claims = json.loads(report.stdout)["verdicts"]["claims"]

@@ -346,7 +346,11 @@ def _plan(request: SweepRequest, spec, overrides: dict, picks: dict, seed_list):
         found = _study(spec, expand_picked, request.store, request.claims_file, request.looks,
                        request.first_seed, request.seeds_for_power, request.max_seeds,
                        request.dry_run and not request.plan_only)
-        return found, [run for _, runs in found for run in runs], request.dry_run or request.plan_only
+        if request.dry_run:  # what the command would run: the looks left, for the comparisons still open
+            from atnbench.sweep import confirm
+
+            return found, [run for study, runs in found for run in confirm.still_needed(study, runs)], True
+        return found, [run for _, runs in found for run in runs], request.plan_only
     if request.looks is not None or request.first_seed is not None or request.claims_file is not None \
             or request.plan_only:
         raise UserError("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")
@@ -358,6 +362,8 @@ def _check_sizes(request: SweepRequest, spec, runs, local_device: str) -> None:
     from atnbench.run.resources import check_buildable, check_fits
     from atnbench.run.runspec import config_estimate
 
+    if not runs:  # a study that is over: nothing left to run
+        return
     if request.backend == "local":
         biggest = max(runs, key=lambda run: config_estimate(run.config).bytes)
         check_fits(config_estimate(biggest.config), local_device, what=f"run {biggest.label} of sweep {spec.name}")

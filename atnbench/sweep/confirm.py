@@ -272,6 +272,15 @@ def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable,
     return 0
 
 
+def still_needed(study: studies.Study, runs: list) -> list:
+    """The runs of ``runs`` that the study's looks left may ask for (``run``): every seed up to
+    its maximum of the configurations its open comparisons compare; none once it is over."""
+    if study.next_look() is None:
+        return []
+    wanted = {run_id for side in studies.needed_sides(study) for run_id in study.run_ids[side]}
+    return [run for run in runs if planned_id(run, study.code) in wanted]
+
+
 def run_all(planned: list[tuple[studies.Study, list]], store_path: Path, run_sweep: Callable, say: Callable) -> int:
     """Each study's looks in turn (``run``); stops at a signal's exit code, else the worst code."""
     worst = 0
