@@ -217,6 +217,17 @@ def test_a_good_task_from_code_is_checked_and_runs(tmp_path, monkeypatch):
     assert torch.equal(x, expected) and torch.equal(y, expected[:, :, 0].sum(0))
 
 
+def test_a_run_whose_task_file_was_moved_says_no_such_file_not_that_its_code_raised(tmp_path):
+    folder = _task(tmp_path / "t", "SPEC = spec()\n")
+    store = tmp_path / "s.db"
+    ran = invoke("run", "mine", "--include", folder, "--T", "6", "--hidden", "4", "--iters", "2", "--store", store,
+                 "--format", "json")
+    assert ran.exit_code == 0, ran.output
+    (folder / "code.py").rename(tmp_path / "elsewhere.py")
+    message = one_error(invoke("evaluate", json.loads(ran.stdout)["run_id"], "--store", store))
+    assert f"{folder / 'code.py'}: no such file: task 'mine' is written in Python there" in message, message
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
 def test_a_batch_of_another_float_dtype_is_cast_to_float32(tmp_path, dtype):
     """x from torch.tensor(numpy array) is float64: cast to the model's dtype, not an internal error."""

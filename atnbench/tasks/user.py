@@ -11,6 +11,7 @@ import functools
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any
 
 from atnbench.config import ConfigError
@@ -21,6 +22,10 @@ def spec_from_options(name: str, options: dict[str, Any]):
     """The TaskSpec of a user task from a run's options (the same for every run of one config)."""
     user = options["user_task"]
     if "module" in user:  # read again once its file changes, as its run id does
+        code = Path(options["task_code"])
+        if not code.is_file():  # moved or deleted since: not an error of the user's code
+            raise ConfigError(f"{code}: no such file: task {name!r} is written in Python there, and a run of it "
+                              f"reads it from where it was included")
         return _code_spec(name, user["module"], options["task_code"], file_stat(options["task_code"]))
     from atnbench.tasks.userprep import data_spec
 
