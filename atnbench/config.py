@@ -66,14 +66,9 @@ class RunConfig:
     device: str = "cpu"  # the device type the run trains on: cpu, cuda or mps
 
     def __post_init__(self):
-        checks = [
-            (self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; choose one of: {', '.join(OPTIMIZERS)}"),
-            (self.cell in ("lstm", "gru"), f"unknown cell {self.cell!r}; choose lstm or gru"),
-            (self.init in (None, "atn", "torch"), f"unknown init {self.init!r}; choose atn or torch"),
-            (self.device in ("cpu", "cuda", "mps"), f"unknown device type {self.device!r}; choose cpu, cuda or mps"),
-        ]
-        for ok, message in checks:
-            if not ok:
+        for key in CHOICES:
+            message = choice_problem(key, getattr(self, key))
+            if message is not None:
                 raise ConfigError(message)
 
     @property
@@ -82,6 +77,21 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# the settings that take one of a few names: (the names, how the error calls the setting)
+CHOICES = {"optimizer": (OPTIMIZERS, "optimizer"), "cell": (("lstm", "gru"), "cell"),
+           "init": ((None, "atn", "torch"), "init"), "device": (("cpu", "cuda", "mps"), "device type")}
+
+
+def choice_problem(key: str, value: Any) -> Optional[str]:
+    """The error for a value of ``key`` (one of ``CHOICES``) that is none of its names, else None."""
+    names, called = CHOICES[key]
+    if value in names:
+        return None
+    shown = [name for name in names if name is not None]
+    listed = f"one of: {', '.join(shown)}" if len(shown) > 3 else " or ".join([", ".join(shown[:-1]), shown[-1]])
+    return f"unknown {called} {value!r}; choose {listed}"
 
 
 FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
@@ -101,6 +111,16 @@ def check_values(values: dict[str, Any], where: str) -> None:
                 _CHECKERS[key].validate_python(value)
             except ValidationError as err:
                 raise ConfigError(f"{where}: {explain(err, key)}") from None
+        problem = choice_problem(key, value) if key in CHOICES else None
+        if key == "norm" and isinstance(value, str):
+            from atnbench.registry import canonical_norm
+
+            try:
+                canonical_norm(value)
+            except ValueError as err:
+                problem = str(err)
+        if problem is not None:
+            raise ConfigError(f"{where}: {problem}")
 
 
 def check_budget(budget: float) -> float:

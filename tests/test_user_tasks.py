@@ -392,6 +392,10 @@ BAD = [  # (task file text, what the one line must say)
      "key 'defaults.hidden': hidden must be >= 1, got -1"),  # the file and the key, not a flag's words
     ("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {lr: .nan}\n",
      "key 'defaults.lr': lr must be a finite number"),
+    *[("problem: sequence-classification\ndata: {train: good.npz}\ndefaults: {%s: %s}\n" % (key, value),
+       f"key 'defaults.{key}': unknown {called} '{value}'")  # a name none of its choices: the file and the key too
+      for key, value, called in (("cell", "rnn", "cell"), ("optimizer", "ADAM", "optimizer"), ("norm", "foo", "norm"),
+                                 ("init", "xavier", "init"), ("device", "tpu", "device type"))],
     ("problem: sequence-classification\ndata: {train: good.npz}\ndefault_T: 100000000000000000000\n",
      "key 'default_T': Input should be less than or equal to 9223372036854775807"),
     ("problem: sequence-classification\ndata: {train: empty.csv}\n", "no rows"),
