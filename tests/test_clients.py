@@ -500,6 +500,30 @@ def test_a_norm_none_checkpoint_loads_on_every_backend_and_into_a_normalized_mod
         fused.load_state_dict(RNN(3, 4, 2, norm="ln", backend="loop").to(DT).state_dict())
 
 
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("norm, backend", (("none", "auto"), ("none", "loop"), ("atn", "auto"), ("bn", "auto")))
+def test_an_nn_lstm_checkpoint_missing_a_tensor_loads_the_others_as_nn_lstm_does(cell, norm, backend):
+    """strict=False with a checkpoint that lacks one tensor: nn.LSTM loads the rest and reports
+    that one missing; so does the drop-in (it had loaded none of them, and said nothing)."""
+    RNN, Torch = CELLS[cell]
+    torch.manual_seed(0)
+    ref = Torch(3, 4, 2).to(DT)
+    partial_dict = {k: v for k, v in ref.state_dict().items() if k != "bias_hh_l1"}
+    model = RNN(3, 4, 2, norm=norm, backend=backend).to(DT)
+    if cell == "gru" and norm == "bn":  # nn.GRU's b_hn has no place outside the norms (refused, as documented)
+        with pytest.raises(ValueError, match="b_hn"):
+            model.load_state_dict(partial_dict, strict=False)
+        return
+    missing, unexpected = model.load_state_dict(partial_dict, strict=False)
+    assert any("bias_hh" in key or key.endswith(".bias") for key in missing) and len(missing) >= 1
+    for layer in (0, 1):
+        assert torch.equal(getattr(model, f"weight_hh_l{layer}"), ref.state_dict()[f"weight_hh_l{layer}"])
+    if norm == "bn":  # one bias outside: layer 1's needs both of nn.LSTM's, so it is reported, not guessed
+        assert unexpected == ["bias_ih_l1"] and "layers.1.bias" in missing
+    else:
+        assert unexpected == [] and torch.equal(model.bias_ih_l1, ref.bias_ih_l1)
+
+
 def client_init(rnn, layers: int, hidden: int) -> None:
     """Initialisation as client code writes it for nn.LSTM, by attribute names: the second gate's
     input bias set to 1 (the LSTM's forget gate), the recurrent weights drawn again."""

@@ -291,24 +291,34 @@ class NormRecurrent(nn.Module):
                 out[f"bias_hh_l{name}"] = torch.zeros_like(out[f"bias_ih_l{name}"])
         return out
 
-    def _internal_names(self, prefix: str, state_dict: dict) -> dict[str, Tensor]:
-        """``nn.LSTM``-named entries of ``state_dict`` (under ``prefix``) under this module's names."""
-        out = {}
+    def _internal_names(self, prefix: str, state_dict: dict) -> tuple[dict[str, Tensor], set[str]]:
+        """``nn.LSTM``-named entries of ``state_dict`` (under ``prefix``) under this module's names,
+        and the keys they replace. A key that is not there is left out, so that load_state_dict
+        reports it missing and loads the others, as ``nn.LSTM`` does; a bias outside the
+        normalizations needs both of its layer's biases."""
+        out, used = {}, set()
+
+        def take(source: str, target: str) -> None:
+            if source in state_dict:
+                out[target], _ = state_dict[source], used.add(source)
+
         if self.fused:
             for name in self.rnn.state_dict():
-                out[f"{prefix}rnn.{name}"] = state_dict[prefix + name]
-            return out
+                take(prefix + name, f"{prefix}rnn.{name}")
+            return out, used
         for index, (name, layer) in enumerate(self._named_layers()):
             inner = f"{prefix}layers.{index}."
-            out[inner + "weight_ih"] = state_dict[f"{prefix}weight_ih_l{name}"]
-            out[inner + "weight_hh"] = state_dict[f"{prefix}weight_hh_l{name}"]
+            take(f"{prefix}weight_ih_l{name}", inner + "weight_ih")
+            take(f"{prefix}weight_hh_l{name}", inner + "weight_hh")
             if layer.bias_ih is not None:
-                out[inner + "bias_ih"] = state_dict[f"{prefix}bias_ih_l{name}"]
-                out[inner + "bias_hh"] = state_dict[f"{prefix}bias_hh_l{name}"]
+                take(f"{prefix}bias_ih_l{name}", inner + "bias_ih")
+                take(f"{prefix}bias_hh_l{name}", inner + "bias_hh")
             elif layer.bias is not None:
-                out[inner + "bias"] = self._merged_bias(state_dict[f"{prefix}bias_ih_l{name}"],
-                                                        state_dict[f"{prefix}bias_hh_l{name}"], f"bias_hh_l{name}")
-        return out
+                ih, hh = f"{prefix}bias_ih_l{name}", f"{prefix}bias_hh_l{name}"
+                if ih in state_dict and hh in state_dict:
+                    out[inner + "bias"] = self._merged_bias(state_dict[ih], state_dict[hh], f"bias_hh_l{name}")
+                    used |= {ih, hh}
+        return out, used
 
     def _merged_bias(self, bias_ih: Tensor, bias_hh: Tensor, where: str) -> Tensor:
         """``nn.LSTM``'s two biases as a layer's one, outside the normalizations: only their sum counts."""
@@ -322,11 +332,11 @@ class NormRecurrent(nn.Module):
             missing, unexpected = sorted(expected - set(state_dict)), sorted(set(state_dict) - expected)
             raise ValueError(f"not the state dict of a {self.torch_class.__name__} of this shape: "
                              f"missing {missing}, unexpected {unexpected}")
-        own = self.state_dict()
-        for name, value in self._internal_names("", state_dict).items():
+        own, renamed = self.state_dict(), self._internal_names("", state_dict)[0]
+        for name, value in renamed.items():
             if own[name].shape != value.shape:
                 raise ValueError(f"{name}: shape {tuple(value.shape)} where {tuple(own[name].shape)} is expected")
-        self.load_state_dict(self._internal_names("", state_dict), strict=False)
+        self.load_state_dict(renamed, strict=False)
 
     def __getattr__(self, name: str):
         """``nn.LSTM``'s parameter names as attributes (``rnn.bias_ih_l0.data[h:2 * h].fill_(1)``,
@@ -529,15 +539,11 @@ class NormRecurrent(nn.Module):
                 state_dict[prefix + name[len(prefix) + len("rnn."):]] = state_dict.pop(name)
         if self.fused and prefix + "layers.0.weight_ih" in state_dict:  # the same model on the loop backend
             self._loop_keys_to_torch(prefix, state_dict)
-        if prefix + "weight_ih_l0" in state_dict:
-            try:
-                renamed = self._internal_names(prefix, state_dict)
-            except KeyError:
-                renamed = None  # incomplete: leave the keys as they are, load_state_dict reports them
-            if renamed is not None:
-                for name in self.torch_state_dict():
-                    state_dict.pop(prefix + name, None)
-                state_dict.update(renamed)
+        if any(key.startswith(prefix) and TORCH_PARAMETER.fullmatch(key[len(prefix):]) for key in state_dict):
+            renamed, used = self._internal_names(prefix, state_dict)  # what is there loads, the rest is missing
+            for name in used:
+                del state_dict[name]
+            state_dict.update(renamed)
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def _loop_keys_to_torch(self, prefix: str, state_dict) -> None:
