@@ -11,6 +11,7 @@ from atnbench.report.aggregate import STAT_LABELS
 from atnbench.tables import FitTable
 from atnbench.report.verdicts import (
     CONTRADICTED,
+    DEFAULT_MARGIN,
     EQUIVALENT,
     EXPLORATORY,
     INCONCLUSIVE,
@@ -38,7 +39,8 @@ FOOTNOTE = (f"mean ± sample std (ddof 1) over seeds; [..]: {LEVEL:.0%} t interv
             f"lower − higher with its {LEVEL:.0%} Welch CI; g: Hedges' g of the difference (exact small-sample "
             f"correction); P(lower < higher): the probability that a seed of the claimed-lower row ends below a "
             f"seed of the other (ties half), {LEVEL:.0%} stratified-bootstrap interval, from {MIN_SEEDS} seeds a "
-            f"side; left baseline: seeds more than the margin below the no-memory baseline, lower row; higher "
+            f"side; left baseline: seeds more than {DEFAULT_MARGIN:.0%} below the no-memory baseline (not the "
+            f"claim's equivalence margin), lower row; higher "
             f"row, with Clopper-Pearson {LEVEL:.0%} intervals; p: Welch's t-test, two-sided, and m·p with m the "
             f"claims file's distinct comparisons (the family); processors: the processor classes of each side's "
             f"seeds (sides that mix classes differently are tested stratified by class); seeds for {POWER:.0%} "
