@@ -640,3 +640,25 @@ def test_a_cell_of_fewer_seeds_than_its_row_says_how_many(tmp_path):
     (line,) = [line for line in markdown.splitlines() if line.startswith("| ln")]
     assert line.count("(n=2)") == 1, line
     assert mean_pm_std(0.5, 0.1, 1.0, n=3, of=3) == "0.500 ± 0.100" and mean_pm_std(0.5, None, 1.0, n=1, of=3) == "0.500 (n=1)"
+
+
+def test_a_table_that_pools_seeds_of_several_processor_classes_says_so(tmp_path):
+    """Float rounding differs between AVX2 and AVX-512 (docs/run-identity.md): a mean over seeds
+    made on both pools them, and the table's notes say which classes and how many runs each."""
+    import sqlite3
+
+    from helpers import fill_store
+
+    db = tmp_path / "r.db"
+    ids = fill_store(db, [("adding", 100, "ln", None, seed, "done", 0.01 * (seed + 1), None) for seed in range(3)])
+    one = invoke("report", "--store", db, "--format", "json")
+    assert one.exit_code == 0 and "processor classes" not in one.stdout  # one class ("unknown"): nothing to say
+    with sqlite3.connect(db) as conn:
+        for run_id, capability in zip(ids, ("AVX2", "AVX512")):
+            conn.execute("UPDATE runs SET env_json = json_set(env_json, '$.cpu_capability', ?) WHERE run_id = ?",
+                         (capability, run_id))
+    result = invoke("report", "--store", db, "--format", "json")
+    assert result.exit_code == 0, result.output
+    notes = [note for table in json.loads(result.stdout)["tables"] for note in table["notes"]]
+    assert "seeds made on 3 processor classes, pooled (AVX2 1, AVX512 1, unknown 1 runs): float rounding differs " \
+           "between them, which moves a single seed by a few percent" in notes

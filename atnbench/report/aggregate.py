@@ -332,6 +332,11 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
     if left_out:
         parts = ", ".join(f"{n} {status}" for status, n in sorted(left_out.items()))
         notes.append(f"not shown: {parts} run{'s' if sum(left_out.values()) > 1 else ''}")
+    classes = _processor_classes(run for row in rows for run in row_runs.get(row.label, []))
+    if len(classes) > 1:  # a mean over seeds pools them; a study tests such sides stratified
+        counted = ", ".join(f"{name} {n}" for name, n in sorted(classes.items()))
+        notes.append(f"seeds made on {len(classes)} processor classes, pooled ({counted} runs): float rounding "
+                     f"differs between them, which moves a single seed by a few percent")
 
     baseline = baselines.get((task, T))
     if baseline is None:
@@ -372,6 +377,18 @@ def current_code() -> str:
     from atnbench.evidence.identity import code_fingerprint
 
     return code_fingerprint()
+
+
+def _processor_classes(runs: Iterable[RunData]) -> dict[str, int]:
+    """How many runs each processor class (``machine.processor_class``; "unknown" where none was
+    recorded) made."""
+    from atnbench.evidence.machine import processor_class
+
+    counts: dict[str, int] = {}
+    for run in runs:
+        name = processor_class(run.record.env)
+        counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _is_stale(code: Optional[str]) -> bool:
