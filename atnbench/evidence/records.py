@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import datetime
 from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, PlainValidator, StrictStr, ValidationError
@@ -98,14 +97,15 @@ def _nonnegative(value: Any) -> Any:
 
 
 def _moment(value: Any) -> Any:
-    """An ISO-8601 date/time as the store reads it (a trailing Z is UTC), or null (now)."""
+    """An ISO-8601 date/time as the store reads it (``parse_moment``), or null (now)."""
+    from atnbench.store.results import parse_moment
+
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"must be an ISO-8601 date/time as text, got {value!r}")
-    text = value.strip()
     try:
-        datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+        parse_moment(value)
     except ValueError:
         raise ValueError(f"not an ISO-8601 date/time: {value!r}") from None
     return value

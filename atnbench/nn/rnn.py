@@ -300,7 +300,8 @@ class NormRecurrent(nn.Module):
 
         def take(source: str, target: str) -> None:
             if source in state_dict:
-                out[target], _ = state_dict[source], used.add(source)
+                out[target] = state_dict[source]
+                used.add(source)
 
         if self.fused:
             for name in self.rnn.state_dict():
@@ -341,16 +342,19 @@ class NormRecurrent(nn.Module):
     def __getattr__(self, name: str):
         """``nn.LSTM``'s parameter names as attributes (``rnn.bias_ih_l0.data[h:2 * h].fill_(1)``,
         ``nn.init.orthogonal_(rnn.weight_hh_l1_reverse)``): the layer's own parameter, not a copy."""
-        match = TORCH_PARAMETER.fullmatch(name)
-        if match is None:
+        try:  # the module's own parameters, buffers and submodules first, as before
             return super().__getattr__(name)
+        except AttributeError:
+            match = TORCH_PARAMETER.fullmatch(name)
+            if match is None:
+                raise
         owner, attribute = self._torch_parameter_home(name, match)
         return getattr(owner, attribute)
 
     def __setattr__(self, name: str, value) -> None:
         """``rnn.weight_hh_l0 = nn.Parameter(...)`` replaces the layer's parameter, as in ``nn.LSTM``
         (registered here under that name, it would be a parameter that nothing reads)."""
-        match = TORCH_PARAMETER.fullmatch(name) if name[:4] in ("weig", "bias") else None
+        match = TORCH_PARAMETER.fullmatch(name) if name.startswith(("weight_", "bias_")) else None
         if match is None:
             return super().__setattr__(name, value)
         owner, attribute = self._torch_parameter_home(name, match)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -379,16 +380,12 @@ def current_code() -> str:
     return code_fingerprint()
 
 
-def _processor_classes(runs: Iterable[RunData]) -> dict[str, int]:
+def _processor_classes(runs: Iterable[RunData]) -> Counter:
     """How many runs each processor class (``machine.processor_class``; "unknown" where none was
     recorded) made."""
     from atnbench.evidence.machine import processor_class
 
-    counts: dict[str, int] = {}
-    for run in runs:
-        name = processor_class(run.record.env)
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+    return Counter(processor_class(run.record.env) for run in runs)
 
 
 def _is_stale(code: Optional[str]) -> bool:

@@ -570,15 +570,20 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
 
 
+def parse_moment(text: str) -> datetime:
+    """An ISO-8601 date/time (a trailing Z is UTC); ValueError where the text is none."""
+    text = text.strip()
+    return datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+
+
 def _iso(moment: Union[str, datetime]) -> str:
     """Normalize a datetime or ISO-8601 string to the stored UTC form, so text order is time
     order. Naive values are taken as UTC."""
     if isinstance(moment, str):
-        text = moment.strip()
         try:
-            moment = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            moment = parse_moment(moment)
         except ValueError:
-            raise UserError(f"not an ISO-8601 date/time: {text!r}") from None
+            raise UserError(f"not an ISO-8601 date/time: {moment.strip()!r}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")

@@ -291,10 +291,6 @@ def _resolve(request: SweepRequest):
     from atnbench.zoo import resolve_device
 
     spec = load_sweep(request.name)
-    if request.task is not None:
-        from atnbench.tasks import get_task
-
-        get_task(request.task)  # an unknown task is one line, before anything else
     overrides = {key: value for key, value in request.overrides_for(request.task or spec.task).items()
                  if value is not None}
     if request.config is not None:  # the file below the flags, as in `atnbench run`
