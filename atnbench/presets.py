@@ -95,9 +95,16 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
     from atnbench.userfiles import read_yaml
 
     data = read_yaml(path)
+    if data is None:
+        raise ConfigError(f"{path}: is empty (or only comments); expected a mapping of keys (key: value lines)")
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+        raise ConfigError(f"{path}: expected a mapping of keys (key: value lines) at the top level, "
+                          f"got {_YAML_KINDS.get(type(data), type(data).__name__)}")
     return data
+
+
+# What a file holds when it is not a mapping, in YAML's words (a user wrote YAML, not Python).
+_YAML_KINDS = {list: "a list", str: "a single text value", int: "a number", float: "a number", bool: "true or false"}
 
 
 # --- task presets -----------------------------------------------------------------------------

@@ -226,7 +226,10 @@ def test_missing_presets_and_bad_kinds(away):
     (MINIMAL.replace("  60:", "  sixty:"), "'per_T.sixty': expected a positive integer T"),
     (MINIMAL + "default_T: 60\n", "duplicate key 'default_T'"),
     (MINIMAL.replace("{hidden: 8,", "{hidden: 8"), "invalid YAML at line 4"),
-    ("- just\n- a list\n", "expected a mapping of keys at the top level"),
+    ("- just\n- a list\n", "expected a mapping of keys (key: value lines) at the top level, got a list"),
+    ("", "is empty (or only comments); expected a mapping of keys"),
+    ("# only a comment\n", "is empty (or only comments); expected a mapping of keys"),
+    ("adding\n", "at the top level, got a single text value"),
 ])
 def test_validation_errors(tmp_path, text, key):
     path = write(tmp_path, "bad.yaml", text)

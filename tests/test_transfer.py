@@ -72,6 +72,25 @@ def test_export_then_import_into_an_empty_store_gives_the_same_store_and_report(
     assert "k=25" in "\n".join(reports(tmp_path / "b.db")["k"])  # the k view really came out
 
 
+def test_an_export_saved_with_a_byte_order_mark_imports_as_the_plain_one(tmp_path):
+    """An editor's "UTF-8 with BOM" is read as every other user file is: the mark dropped."""
+    fill_store(tmp_path / "a.db", RUNS)
+    assert invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db").exit_code == 0
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + (tmp_path / "a.jsonl").read_bytes())
+    imported = invoke("store", "import", tmp_path / "bom.jsonl", "--store", tmp_path / "b.db")
+    assert imported.exit_code == 0 and f"{len(RUNS)} added" in imported.stderr, imported.output
+    assert dump(tmp_path / "b.db") == dump(tmp_path / "a.db")
+
+
+def test_a_store_given_to_import_is_refused_with_the_merge_that_does_it(tmp_path):
+    fill_store(tmp_path / "a.db", RUNS)
+    refused = invoke("store", "import", tmp_path / "a.db", "--store", tmp_path / "b.db")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert "a results store (SQLite), not the JSON Lines" in refused.stderr
+    assert f"atnbench store merge OUTPUT {tmp_path / 'a.db'}" in refused.stderr
+    assert not (tmp_path / "b.db").exists()
+
+
 def test_importing_twice_changes_nothing(tmp_path):
     fill_store(tmp_path / "a.db", RUNS)
     invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db")

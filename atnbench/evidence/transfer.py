@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Optional, TextIO
 
 from atnbench.errors import UserError
-from atnbench.store import RECORD_VERSION, STATUSES, ResultsStore
+from atnbench.store import RECORD_VERSION, SQLITE_HEADER, STATUSES, ResultsStore
 
 TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
 RANK = {"running": 0, "failed": 1, "done": 2, "diverged": 2}  # how finished a row is
@@ -165,8 +165,11 @@ def _checked_lines(stream: BinaryIO, name: str) -> list[dict]:
 
     out = []
     for number, raw in enumerate(stream, 1):
-        try:
-            line = raw.decode("utf-8")
+        if number == 1 and raw.startswith(SQLITE_HEADER):
+            raise UserError(f"{name}: a results store (SQLite), not the JSON Lines `atnbench store export` writes; "
+                            f"to bring a store's runs into another: atnbench store merge OUTPUT {name}; nothing imported")
+        try:  # a byte-order mark opening the file (an editor's "UTF-8 with BOM") is dropped, as in every user file
+            line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError:
             raise UserError(f"{name} line {number}: not UTF-8 text (not a JSON Lines file)") from None
         if not line.strip():

@@ -44,9 +44,11 @@ def _holds_evidence(path: Path) -> Optional[str]:
     """SQLITE or RUN_EXPORT when the file at ``path`` is one (by its first bytes), else None."""
     import json
 
+    from atnbench.store import SQLITE_HEADER
+
     try:
         with open(path, "rb") as handle:
-            if handle.read(16) == b"SQLite format 3\x00":
+            if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
                 return SQLITE
             handle.seek(0)
             first = handle.readline(1 << 26)  # a run with thousands of evaluations is one long line

@@ -6,7 +6,7 @@ writes: ``ResultsStore``), ``files`` (the file's default place and checks), ``pr
 """
 
 from atnbench.store.errors import MalformedRow, StoreError, StoreMissing, UnknownRun
-from atnbench.store.files import DEFAULT_STORE, check_store_path
+from atnbench.store.files import DEFAULT_STORE, SQLITE_HEADER, check_store_path
 from atnbench.store.provenance import _torch_version, environment
 from atnbench.store.results import EvalPoint, ResultsStore, RunRecord
 from atnbench.store.schema import (
@@ -20,5 +20,5 @@ from atnbench.store.schema import (
 )
 
 __all__ = ["DEFAULT_STORE", "FINAL_STATUSES", "MIGRATIONS", "MODEL_KINDS", "RECORD_VERSION", "SCHEMA_VERSION",
-           "STATUSES", "STORE_TABLES", "EvalPoint", "MalformedRow", "ResultsStore", "RunRecord",
+           "SQLITE_HEADER", "STATUSES", "STORE_TABLES", "EvalPoint", "MalformedRow", "ResultsStore", "RunRecord",
            "StoreError", "StoreMissing", "UnknownRun", "_torch_version", "check_store_path", "environment"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from atnbench.store.errors import StoreError, StoreMissing
 
 DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
 def check_store_path(path: Path, create: bool = True, write: bool = True) -> None:
