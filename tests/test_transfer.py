@@ -82,6 +82,26 @@ def test_an_export_saved_with_a_byte_order_mark_imports_as_the_plain_one(tmp_pat
     assert dump(tmp_path / "b.db") == dump(tmp_path / "a.db")
 
 
+def test_an_old_summary_holding_the_best_test_score_exports_the_one_validation_chose(tmp_path):
+    """Summaries written before the selection rule held the best test score over the curve; the
+    export (what results/runs.jsonl is) carries the numbers at validation's pick, and the old and
+    new spellings of one run are the same numbers to import, not a conflict."""
+    curve = [{"step": 10, "train_loss": 1.0, "val_loss": 0.5, "metrics": {"test_accuracy": 0.3, "val_accuracy": 0.6}},
+             {"step": 20, "train_loss": 0.9, "val_loss": 0.7, "metrics": {"test_accuracy": 0.4, "val_accuracy": 0.5}}]
+    old = valid_record(curve=curve, summary={"test_accuracy": 0.4, "val_accuracy": 0.6, "min_val_loss": 0.5})
+    (tmp_path / "old.jsonl").write_text(json.dumps(old) + "\n")
+    assert invoke("store", "import", tmp_path / "old.jsonl", "--store", tmp_path / "a.db").exit_code == 0
+    exported = invoke("store", "export", tmp_path / "new.jsonl", "--store", tmp_path / "a.db")
+    assert exported.exit_code == 0, exported.output
+    new = json.loads((tmp_path / "new.jsonl").read_text())
+    assert new["summary"] == {"test_accuracy": 0.3, "val_accuracy": 0.6, "min_val_loss": 0.5, "best_step": 10}
+    again = invoke("store", "import", tmp_path / "new.jsonl", "--store", tmp_path / "a.db")
+    assert again.exit_code == 0 and "1 unchanged" in again.stderr, again.output
+    other = {**new, "summary": {**new["summary"], "min_val_loss": 0.45}}  # another number is still a conflict
+    (tmp_path / "other.jsonl").write_text(json.dumps(other) + "\n")
+    assert invoke("store", "import", tmp_path / "other.jsonl", "--store", tmp_path / "a.db").exit_code == 1
+
+
 def test_a_store_given_to_import_is_refused_with_the_merge_that_does_it(tmp_path):
     fill_store(tmp_path / "a.db", RUNS)
     refused = invoke("store", "import", tmp_path / "a.db", "--store", tmp_path / "b.db")
@@ -173,7 +193,8 @@ def test_a_conflict_is_reported_and_never_overwritten(tmp_path):
     assert imported.exit_code == 1
     conflicts = [line for line in imported.stderr.splitlines() if line.startswith("conflict:")]
     assert len(conflicts) == 2 and ids[1] in conflicts[0] + conflicts[1] and ids[2] in conflicts[0] + conflicts[1]
-    assert "min_val_loss" in conflicts[0] and "1 unchanged, 2 conflict" in imported.stderr
+    # the first number that differs: validation's pick moved with the changed curve
+    assert "summary best_step: 200 here, 300 there" in conflicts[0] and "1 unchanged, 2 conflict" in imported.stderr
     assert dump(tmp_path / "a.db") == before
 
     merged = invoke("store", "merge", tmp_path / "m.db", tmp_path / "b.db", tmp_path / "a.db")

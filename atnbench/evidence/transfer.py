@@ -6,6 +6,9 @@ is the same as if every run had been recorded there.
 
 The file: JSON Lines, one run per line, each line ``ResultsStore.export_record``'s dict (the row,
 the curve, the sweeps the run belongs to). Non-finite numbers are already ``null`` in the store.
+Its summary's held-out (test) numbers are those at the evaluation validation chose
+(``run.selection``), also for a run whose stored summary is older than that rule (it held the best
+test score over the curve); the two spellings of one run's summary are the same numbers here.
 
 Combining a run into a store that may already hold it (``combine``):
 
@@ -83,7 +86,19 @@ def records(store: ResultsStore, task: Optional[str] = None, sweep: Optional[str
     superseded = _superseded(store) if drop_superseded else set()
     for run in store.runs(task=task, sweep=sweep, status=status):
         if run.run_id not in superseded:
-            yield store.export_record(run.run_id)
+            record = store.export_record(run.run_id)
+            yield {**record, "summary": _selected(record["summary"], record["curve"])}
+
+
+def _selected(summary: Optional[dict], curve: list[dict]) -> Optional[dict]:
+    """``summary`` with its held-out numbers at validation's pick (``run.selection``), from a record's curve."""
+    from types import SimpleNamespace
+
+    from atnbench.run.selection import selected_summary
+
+    blank = {"step": None, "val_loss": None, "metrics": {}}
+    points = [SimpleNamespace(**{**blank, **point}) for point in curve if isinstance(point, dict)]
+    return selected_summary(summary, points)
 
 
 def _superseded(store: ResultsStore) -> set[str]:
@@ -218,7 +233,8 @@ def _malformed(record) -> Optional[str]:
 
 def numbers(record: dict) -> dict:
     """What must be equal for two records of one run to be the same result (timings left out)."""
-    summary = {k: v for k, v in (record.get("summary") or {}).items() if k not in TIMING_KEYS}
+    selected = _selected(record.get("summary") or {}, record.get("curve", []))
+    summary = {k: v for k, v in selected.items() if k not in TIMING_KEYS}
     curve = [{k: v for k, v in point.items() if k not in TIMING_KEYS} for point in record.get("curve", [])]
     for point in curve:
         point.setdefault("metrics", {})
