@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -309,3 +310,70 @@ def test_a_model_too_deep_to_build_in_seconds_is_refused_before_building(tmp_pat
     line = one_error(invoke(*[str(sweep) if a == "{sweep}" else a for a in args], "--store", tmp_path / "s.db"))
     assert "stacked layers (--layers); at most 1,000" in line and time.perf_counter() - started < 30
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_task_from_code_keeps_its_run_ids_when_its_folder_moves(tmp_path):
+    """The file enters a run's id by its contents, as data files do: a copy elsewhere (another
+    checkout, a collaborator's machine) makes the same runs; other contents make other runs."""
+    store = tmp_path / "s.db"
+    args = ("--T", "6", "--hidden", "4", "--iters", "2", "--store", store, "--format", "json")
+    first = invoke("run", "mine", "--include", _task(tmp_path / "a", "SPEC = spec()\n"), *args)
+    assert first.exit_code == 0, first.output
+    again = invoke("run", "mine", "--include", _task(tmp_path / "b", "SPEC = spec()\n"), *args)
+    assert again.exit_code == 0 and "not training again" in again.stderr, again.output
+    assert json.loads(again.stdout)["run_id"] == json.loads(first.stdout)["run_id"]
+    other = invoke("run", "mine", "--include", _task(tmp_path / "c", "SPEC = spec(min_T=2)\n"), *args)
+    assert other.exit_code == 0 and "not training again" not in other.stderr, other.output
+    assert json.loads(other.stdout)["run_id"] != json.loads(first.stdout)["run_id"]
+
+    # the first run as stored under the earlier rule (its folder's path in its id): the same run still
+    from atnbench.evidence import identity
+
+    assert invoke("store", "export", tmp_path / "e.jsonl", "--store", store, "--task", "mine").exit_code == 0
+    record = json.loads((tmp_path / "e.jsonl").read_text().splitlines()[0])
+    earlier = identity.run_ids_under(record["config"], identity.code_fingerprint())[1]
+    (tmp_path / "e.jsonl").write_text(json.dumps({**record, "run_id": earlier}) + "\n")
+    assert invoke("store", "import", tmp_path / "e.jsonl", "--store", tmp_path / "old.db").exit_code == 0
+    old = invoke("run", "mine", "--include", tmp_path / "a", *args[:6], "--store", tmp_path / "old.db")
+    assert old.exit_code == 0, old.output
+    assert f"as run {earlier}, its id under an earlier rule of run identity" in old.stderr.replace("\n", "")
+
+
+# A run id given under the rule before 2026-11-27, when a task from code entered by its file's path
+# too: this task at this path, under code fingerprint 0123456789abcdef (computed by that code).
+EARLIER_RULE_ID, EARLIER_RULE_FOLDER = "4bcd5e6281fa", Path("/tmp/atnbench-legacy-id/t")
+
+
+def test_a_run_stored_under_the_earlier_rule_of_identity_stays_the_same_run(monkeypatch):
+    from atnbench.evidence import identity, records
+    from atnbench.evidence.equivalence import on_its_data
+    from atnbench.run.runspec import resolve_run
+    from atnbench.store import RunRecord
+
+    EARLIER_RULE_FOLDER.parent.mkdir(exist_ok=True)
+    folder = _task(EARLIER_RULE_FOLDER, "SPEC = spec()\n")
+    try:
+        monkeypatch.setenv("ATNBENCH_TASKS", str(folder))
+        config = resolve_run("mine", {}).to_dict()
+        code = "0123456789abcdef"
+        ids = identity.run_ids_under(config, code)
+        assert ids[0] == identity.run_id_under(config, code) != EARLIER_RULE_ID and ids[1] == EARLIER_RULE_ID
+        assert len(identity.config_keys(config)) == 2 and identity.config_keys(config)[0] == identity.config_key(config)
+        record = {"run_id": EARLIER_RULE_ID, "status": "done", "config": config, "env": {"code": code},
+                  "curve": [{"step": 2, "train_loss": 1.0, "val_loss": 0.5}], "sweeps": []}
+        assert records.problem(record) is None  # store import and merge take it
+        assert records.problem({**record, "run_id": "4bcd5e6281fb"}).startswith("run_id: 4bcd5e6281fb does not follow")
+        stored = RunRecord(run_id=EARLIER_RULE_ID, task="mine", T=6, norm="atn", k=10, seed=0, budget=1.0,
+                           status="done", config=config, env={"code": code}, summary={}, error=None,
+                           created_at="", updated_at="")
+        assert on_its_data(stored)  # a sweep and `run` let it stand for its experiment
+        from types import SimpleNamespace
+
+        from atnbench.sweep.confirm import in_plan
+
+        planned = SimpleNamespace(config=resolve_run("mine", {}))  # a study planned under the earlier rule
+        assert in_plan([planned], code, {EARLIER_RULE_ID}) == [planned]
+        (folder / "code.py").write_text(HEADER + "SPEC = spec(min_T=2)\n")
+        assert not on_its_data(stored) and records.problem(record).startswith("run_id: ")  # other contents
+    finally:
+        shutil.rmtree(EARLIER_RULE_FOLDER.parent, ignore_errors=True)

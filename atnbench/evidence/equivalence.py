@@ -95,12 +95,12 @@ def on_its_data(record) -> bool:
     the files named in a config as they are now, so a run made before a file was edited in place
     would otherwise pass for the same experiment on the new contents; its id, made from the old
     contents, says it is not."""
-    from atnbench.evidence.identity import DATA_OPTIONS, run_id_under
+    from atnbench.evidence.identity import DATA_OPTIONS, run_ids_under
 
     code = (record.env or {}).get("code")
     if code is None or not any(key in (record.config.get("options") or {}) for key in DATA_OPTIONS):
         return True  # nothing that can change under the same config (or no way to tell)
-    return run_id_under(record.config, code) == record.run_id
+    return record.run_id in run_ids_under(record.config, code)
 
 
 def finished_equivalent(records, config: dict[str, Any]):

@@ -9,7 +9,9 @@ The id is a hash of ``identity(config)``, the config with
   window then always holds every step so far); ``momentum`` is dropped for optimizers without
   one; the CPU thread count is dropped off the CPU;
 * data locations replaced by a fingerprint of the data files' contents (moving the data keeps
-  the id; changing a file changes it);
+  the id; changing a file changes it); a task written in Python enters by its file's contents and
+  the name of the object it exports, not by where the file lies (until 2026-11-27 its path entered
+  too: ``run_ids_under`` still accepts the ids that rule gave, so runs stored under it stay valid);
 * settings added after ``FIRST_FIELDS`` left out at their neutral value (their default, e.g.
   ``patience`` 0: early stopping off), so a run stored before the setting existed keeps its id;
 * what does matter added: the thread count and device type (reductions, hence the last bits,
@@ -73,6 +75,30 @@ def run_id_under(config: dict[str, Any], code: str) -> str:
     return _digest({**identity(config), "code": code})
 
 
+def run_ids_under(config: dict[str, Any], code: str) -> tuple[str, ...]:
+    """Every id ``config`` has had under code ``code``, the current one first: a run stored under an
+    earlier rule of identity keeps the id it was given, and is the same run. The one earlier rule:
+    a task from a Python file entered by the file's path as well (``identity(code_path=True)``)."""
+    current = run_id_under(config, code)
+    if not _code_path_entered(config):
+        return (current,)
+    return current, _digest({**identity(config, code_path=True), "code": code})
+
+
+def config_keys(config: dict[str, Any]) -> tuple[str, ...]:
+    """Every ``config_key`` the config has had, the current one first (``run_ids_under``): a study
+    planned under the earlier rule recorded its experiments' keys by it."""
+    current = config_key(config)
+    return (current, _digest(identity(config, code_path=True))) if _code_path_entered(config) else (current,)
+
+
+def _code_path_entered(config: dict[str, Any]) -> bool:
+    """Whether the earlier rule gave this config another identity: a task from a Python file."""
+    options = config.get("options") or {}
+    user, code = options.get("user_task"), options.get("task_code")
+    return isinstance(user, dict) and isinstance(code, str) and str(user.get("module", "")).startswith(code + ":")
+
+
 def config_key(config: dict[str, Any]) -> str:
     """The id the config would have under any code: groups a run with its stale copies."""
     return _digest(identity(config))
@@ -83,8 +109,10 @@ def _digest(values: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def identity(config: dict[str, Any]) -> dict[str, Any]:
-    """The canonical settings of a config (a dict of RunConfig fields; missing ones default)."""
+def identity(config: dict[str, Any], code_path: bool = False) -> dict[str, Any]:
+    """The canonical settings of a config (a dict of RunConfig fields; missing ones default).
+    ``code_path``: the rule before 2026-11-27, under which a task from a Python file entered by its
+    path too (``run_ids_under``)."""
     from atnbench.config import RunConfig
 
     fields = {f.name: f for f in dataclasses.fields(RunConfig)}
@@ -111,7 +139,7 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
         values["momentum"] = None
     if values.get("device", "cpu") != "cpu":
         values["threads"] = None
-    values["options"] = _options_identity(values.get("options") or {})
+    values["options"] = _options_identity(values.get("options") or {}, code_path)
     _drop_neutral_settings(values, fields, hints)
     return values
 
@@ -234,10 +262,14 @@ def data_paths(options: Any) -> list[Path]:
 READING_ONLY = ("allow_pickle",)  # a user task's keys that say how its files may be read, not what they hold
 
 
-def _options_identity(options: dict[str, Any]) -> dict[str, Any]:
+def _options_identity(options: dict[str, Any], code_path: bool = False) -> dict[str, Any]:
     options = dict(options)
     if isinstance(options.get("user_task"), dict):  # allowed to unpickle or not, the same data: the same run
         options["user_task"] = {k: v for k, v in options["user_task"].items() if k not in READING_ONLY}
+        if not code_path and _code_path_entered({"options": options}):
+            # "FILE.py:OBJECT": the file enters by its contents (task_code below), the object by its name
+            module = options["user_task"]["module"]
+            options["user_task"]["module"] = "task_code" + module[len(options["task_code"]):]
     for key in DATA_OPTIONS:
         if key not in options:
             continue

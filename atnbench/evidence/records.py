@@ -226,10 +226,10 @@ def problem(record: dict) -> Optional[str]:
     user_task = "user_task" in (record["config"].get("options") or {})  # a user's task: its definition travels with it
     if checked.config.task not in task_names() and not user_task:
         return f"config.task: unknown task {checked.config.task!r} (known: {', '.join(task_names())})"
-    expected = expected_run_id(record)
-    if expected is not None and expected != checked.run_id:
+    expected = expected_run_ids(record)
+    if expected and checked.run_id not in expected:
         data = " and the contents of its data files here" if identity.data_paths(_options(record)) else ""
-        return f"run_id: {checked.run_id} does not follow from the config{data} (it gives {expected})"
+        return f"run_id: {checked.run_id} does not follow from the config{data} (it gives {expected[0]})"
     return None
 
 
@@ -240,16 +240,17 @@ def id_checkable(record: dict) -> bool:
     return all(path.exists() for path in identity.data_paths(_options(record)))
 
 
-def expected_run_id(record: dict) -> Optional[str]:
-    """The run id the record's config gives under its own code fingerprint (this code's when it
-    records none or null); None when it cannot be told here (``id_checkable``)."""
+def expected_run_ids(record: dict) -> tuple[str, ...]:
+    """The run ids the record's config gives under its own code fingerprint (this code's when it
+    records none or null), the current rule's first (``identity.run_ids_under``); none when they
+    cannot be told here (``id_checkable``)."""
     if not id_checkable(record):
-        return None
+        return ()
     code = (record.get("env") or {}).get("code")
     try:
-        return identity.run_id_under(record["config"], identity.code_fingerprint() if code is None else code)
+        return identity.run_ids_under(record["config"], identity.code_fingerprint() if code is None else code)
     except (TypeError, ValueError, KeyError):
-        return "(none: the config does not resolve)"
+        return ("(none: the config does not resolve)",)
 
 
 def _options(record: dict) -> Any:

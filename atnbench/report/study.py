@@ -343,13 +343,14 @@ def standing_runs(store, study: Study, side: str, n: int, experiments: Callable[
 
 def experiments_of(store, study: Study) -> Callable[[], dict[str, list]]:
     """config key -> the store's runs of the study's task and length, read once on first call."""
-    from atnbench.evidence.identity import config_key
+    from atnbench.evidence.identity import config_keys
 
     @functools.cache
     def read() -> dict[str, list]:
         grouped: dict[str, list] = {}
         for record in store.runs(task=study.task, T=study.T):
-            grouped.setdefault(config_key(record.config), []).append(record)
+            for key in config_keys(record.config):  # a plan made under an earlier rule of identity keeps its keys
+                grouped.setdefault(key, []).append(record)
         return grouped
 
     return read

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Optional, Sequence
 
 from atnbench.errors import UserError
-from atnbench.evidence.identity import config_key
+from atnbench.evidence.identity import config_keys
 from atnbench.evidence.machine import processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
 from atnbench.report.rule import ALPHA, MIN_SEEDS, RULE  # noqa: F401 - re-exported for the tables
@@ -479,7 +479,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
     planned = {key for study in studies for key in study.planned_experiments()}
     if planned:  # a planned seed's run not yet in a look (another code's stand-in) is the study's too
         in_studies |= {r.record.run_id for group in groups for runs in group.runs.values() for r in runs
-                       if config_key(r.record.config) in planned}
+                       if not planned.isdisjoint(config_keys(r.record.config))}
     results, not_run = [], []
     for claim in family.claims:
         found = False

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from atnbench.errors import UserError
 from atnbench.evidence.equivalence import finished_equivalent
-from atnbench.evidence.identity import run_id_of
+from atnbench.evidence.identity import code_fingerprint, run_id_of, run_ids_under
 from atnbench.run.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.run.learned import at_baseline, stopped_early
 from atnbench.run.runspec import resolve_run
@@ -196,6 +196,8 @@ def _already_finished(request: RunRequest, run_config, results) -> Optional[str]
                   soft_wrap=True, highlight=False)
         return None
     vouched = "" if finished.run_id == run_id else \
+        f" as run {finished.run_id}, its id under an earlier rule of run identity" if \
+        finished.run_id in run_ids_under(run_config.to_dict(), code_fingerprint()) else \
         f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
     err.print(f"run {run_id} is already in {results.path}{vouched} ({finished.status}, "
               f"{finished.updated_at[:19]} UTC): not training again. See it with "

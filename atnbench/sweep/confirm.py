@@ -43,6 +43,14 @@ def planned_id(run, code: str) -> str:
     return run_id_under(run.config.to_dict(), code)
 
 
+def in_plan(runs: list, code: str, planned: set) -> list:
+    """The runs of ``runs`` whose id under ``code`` is among ``planned``, by any rule of identity
+    (a plan made under an earlier one keeps the ids it recorded: ``identity.run_ids_under``)."""
+    from atnbench.evidence.identity import run_ids_under
+
+    return [run for run in runs if not planned.isdisjoint(run_ids_under(run.config.to_dict(), code))]
+
+
 def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_seed: int, alpha: float,
          code: Optional[str] = None, taken: Optional[dict] = None, sweep: Optional[str] = None) -> studies.Study:
     """The study of ``runs`` (one protocol of a sweep, seeds first_seed .. first_seed + max - 1),
@@ -198,7 +206,7 @@ def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dic
             say(f"  {c.lower} < {c.higher}: tested in study {other}, not here")
     say(f"  plan {note}")
     planned = {run_id for ids in study.run_ids.values() for run_id in ids}
-    return study, [run for run in runs if planned_id(run, study.code) in planned]
+    return study, in_plan(runs, study.code, planned)
 
 
 def place(config, comparison) -> tuple:
@@ -247,9 +255,11 @@ def look_lines(look: dict, study: studies.Study) -> list[str]:
 def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable, say: Callable) -> int:
     """Run the looks left: each look's seeds for the configurations still needed, then the look
     recorded. Returns the exit code of the last sweep of runs (0 when every look could be taken)."""
+    from atnbench.evidence.identity import run_ids_under
     from atnbench.store import ResultsStore
 
-    by_id = {planned_id(run, study.code): run for run in runs}  # the plan's ids, under its code
+    by_id = {run_id: run for run in runs  # the plan's ids, under its code, by any rule of identity
+             for run_id in run_ids_under(run.config.to_dict(), study.code)}
     while (index := study.next_look()) is not None:
         n = study.looks[index]
         wanted = [rid for side in sorted(studies.needed_sides(study)) for rid in study.run_ids[side][:n]]
@@ -278,7 +288,7 @@ def still_needed(study: studies.Study, runs: list) -> list:
     if study.next_look() is None:
         return []
     wanted = {run_id for side in studies.needed_sides(study) for run_id in study.run_ids[side]}
-    return [run for run in runs if planned_id(run, study.code) in wanted]
+    return in_plan(runs, study.code, wanted)
 
 
 def run_all(planned: list[tuple[studies.Study, list]], store_path: Path, run_sweep: Callable, say: Callable) -> int:
@@ -297,7 +307,7 @@ def left_to_run(study: studies.Study, store_path: Path):
     still need: every seed up to its maximum of the configurations its open comparisons compare,
     less those finished (or stood in for by vouched code); None where the plan cannot be expanded
     again here (planned before plans named their sweep, or from a sweep file not here)."""
-    from atnbench.evidence.identity import config_key
+    from atnbench.evidence.identity import config_keys
     from atnbench.store import ResultsStore
     from atnbench.sweep import estimate, expand, load_sweep, measured_rates
 
@@ -308,7 +318,7 @@ def left_to_run(study: studies.Study, store_path: Path):
                       overrides={"threads": 1, "device": "cpu"})
     except (UserError, OSError):  # a ConfigError is a UserError
         return None
-    by_key = {config_key(run.config.to_dict()): run for run in runs}
+    by_key = {key: run for run in runs for key in config_keys(run.config.to_dict())}
     needed = []
     with ResultsStore.open_read_only(store_path) as results:
         experiments = studies.experiments_of(results, study)
