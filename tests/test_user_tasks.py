@@ -593,6 +593,23 @@ def test_an_nct_array_is_read_as_its_layout_says(tmp_path):
     assert "30 to 30 steps" in checked
 
 
+def test_tasks_new_drafts_an_nct_array_with_its_layout_said(tmp_path):
+    """aeon's (N, channels, T) arrays: the draft says layout: NCT (the data check refuses to guess
+    it), and the task it writes checks; NTC-shaped arrays get no layout line."""
+    rng = np.random.default_rng(4)
+    np.savez(tmp_path / "nct.npz", x=rng.normal(size=(20, 1, 24)), y=np.arange(20) % 2)
+    np.savez(tmp_path / "ntc.npz", x=rng.normal(size=(20, 24, 1)), y=np.arange(20) % 2)
+    out = tmp_path / "mine"
+    ok(invoke("tasks", "new", "aeon", "--from", tmp_path / "nct.npz", "--dir", out))
+    drafted = (out / "aeon.yaml").read_text()
+    assert re.search(r"^  layout: NCT +# inferred: x read as \(sequences, channels, steps\)", drafted, re.M)
+    assert "# 20 sequences, 1 channel(s), lengths 24 to 24" in drafted
+    checked = ok(invoke("tasks", "check", "aeon", "--include", out)).stdout
+    assert re.search(r"channels\s+1\b", checked) and "24 to 24 steps" in checked
+    ok(invoke("tasks", "new", "plain", "--from", tmp_path / "ntc.npz", "--dir", out))
+    assert "layout" not in (out / "plain.yaml").read_text()
+
+
 def test_long_tables_sort_numeric_time_stamps_as_numbers(tmp_path):
     """Time stamps written as text digits sort as numbers (10 after 7), not as text."""
     from atnbench.tasks.userdata import Fields, read_split

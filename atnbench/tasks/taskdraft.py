@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 
 from atnbench.config import ConfigError
-from atnbench.tasks.userdata import Fields, load_frame, load_npz, read_split
+from atnbench.tasks.userdata import ARRAY_LAYOUTS, LOOKS_NCT, Fields, load_frame, load_npz, read_split
 from atnbench.tasks.userprep import PROBLEMS
 from atnbench.userfiles import check_file
 
@@ -36,7 +36,9 @@ def _infer_fields(path: Path, allow_pickle: bool) -> Fields:
         x, y = _first(NAMES["x"], arrays), _first(NAMES["y"], arrays)
         if x is None or y is None:
             raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(arrays)})")
-        return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], arrays))
+        shape = arrays[x].shape if arrays[x].dtype != object else ()
+        nct = len(shape) == 3 and shape[2] >= LOOKS_NCT * shape[1]  # (N, channels, T), as aeon keeps them
+        return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], arrays), layout="NCT" if nct else None)
     columns = list(load_frame(path).columns)
     y = _first(NAMES["y"], columns) or columns[0]
     seq_id, time = _first(NAMES["id"], columns), _first(NAMES["time"], columns)
@@ -74,6 +76,10 @@ def _quoted(text: str) -> str:
 def _field_lines(fields: Fields) -> list[str]:
     """The ``data:`` lines naming the arrays or columns (a long table's id and time too)."""
     named = {"x": fields.x, "y": fields.y, "lengths": fields.lengths}
+    if fields.layout in ARRAY_LAYOUTS:
+        steps = "(sequences, channels, steps), aeon's layout" if fields.layout == "NCT" else "(sequences, steps, channels)"
+        return [f"  {key}: {_quoted(value)}" for key, value in named.items() if value is not None] + \
+            [f"  layout: {fields.layout}            # inferred: x read as {steps}; NTC reads the other way"]
     if fields.layout is not None:
         named.update(layout=fields.layout, id=fields.id, time=fields.time)
     return [f"  {key}: {'null' if value is None else _quoted(value)}" for key, value in named.items()
