@@ -158,4 +158,4 @@ def test_a_sweeps_live_line_names_the_tasks_measure():
     view = SweepView("t", total=2, skipped=0, labels={"a": "mine ln"}, live=False, stream=stream)
     summary = {"metric": "mae", "val_mae": 0.125, "test_mae": 0.5, "min_val_loss": 0.03, "steps": 4, "wall_s": 1.0}
     view.finished("a", outcome_of("a", "done", summary))
-    assert "min val 0.03  best val MAE 0.125" in stream.getvalue()
+    assert "min val 0.03  min val MAE 0.125" in stream.getvalue()

@@ -145,6 +145,26 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeyp
     assert "seqs.npz" in edited.stderr and len(edited.stderr.strip().splitlines()) == 1
 
 
+def test_a_changed_file_among_several_is_not_pinned_on_one_of_them(tmp_path):
+    """A run's id holds one fingerprint of all its data files: the refusal cannot tell which one
+    changed, and says so instead of saying each of them did."""
+    from atnbench.errors import UserError
+    from atnbench.evidence.identity import code_fingerprint
+    from atnbench.run.restore import check_data_unchanged
+    from atnbench.store import RunRecord
+
+    files = {split: str(tmp_path / f"{split}.npz") for split in ("train", "test")}
+    for path in files.values():
+        Path(path).write_bytes(b"x")
+    record = RunRecord(run_id="000000000000", task="mine", T=8, norm="ln", k=None, seed=0, budget=1.0,
+                       status="done", config={"task": "mine", "options": {"data_files": files}},
+                       env={"code": code_fingerprint()}, summary={}, error=None, created_at="", updated_at="")
+    with pytest.raises(UserError) as refused:
+        check_data_unchanged(record)
+    assert f"one or more of {files['train']}, {files['test']} hold other contents" in str(refused.value)
+    assert str(refused.value).endswith("or train a new run on the files as they are now")
+
+
 def test_parquet_and_a_saved_hugging_face_dataset_hold_sequences_as_lists(tmp_path):
     """The nested layout: one sequence per row, its steps a list (of channel lists)."""
     import pandas as pd
@@ -608,6 +628,22 @@ def test_tasks_new_drafts_an_nct_array_with_its_layout_said(tmp_path):
     assert re.search(r"channels\s+1\b", checked) and "24 to 24 steps" in checked
     ok(invoke("tasks", "new", "plain", "--from", tmp_path / "ntc.npz", "--dir", out))
     assert "layout" not in (out / "plain.yaml").read_text()
+
+
+def test_a_table_without_a_header_row_is_refused_not_read_one_sequence_short(tmp_path):
+    """UCR/aeon .tsv files have no header: their first sequence must not become column names."""
+    rows = [f"{i % 2}\t{i}.5\t{i}.25\t-{i}.125" for i in range(1, 11)]
+    (tmp_path / "ucr.tsv").write_text("\n".join(rows) + "\n")
+    refused = invoke("tasks", "new", "ucr", "--from", tmp_path / "ucr.tsv", "--dir", tmp_path / "mine")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert "ucr.tsv: its first row is numbers (1, 1.5, 1.25, ...), not column names" in refused.stderr
+    assert not (tmp_path / "mine" / "ucr.yaml").exists()
+    (tmp_path / "ucr.yaml").write_text("problem: sequence-classification\ndata: {train: ucr.tsv, y: '1'}\n")
+    assert "its first row is numbers" in invoke("tasks", "check", "ucr", "--include", tmp_path).stderr
+    # integer names counting up (DataFrame.to_csv of integer columns) are a header
+    (tmp_path / "named.csv").write_text("0,1,2,3\n" + "\n".join(row.replace("\t", ",") for row in rows) + "\n")
+    ok(invoke("tasks", "new", "named", "--from", tmp_path / "named.csv", "--dir", tmp_path / "mine"))
+    assert "# 10 sequences" in (tmp_path / "mine" / "named.yaml").read_text()
 
 
 def test_long_tables_sort_numeric_time_stamps_as_numbers(tmp_path):

@@ -18,7 +18,7 @@ from atnbench.evidence.identity import code_fingerprint, run_id_of, run_ids_unde
 from atnbench.run.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.run.learned import at_baseline, stopped_early
 from atnbench.run.runspec import resolve_run
-from atnbench.run.selection import metric_name, selected_summary
+from atnbench.run.selection import attained_label, metric_name, selected_summary
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable, err, out
 from atnbench.zoo import resolve_device
@@ -63,15 +63,16 @@ def window_text(config) -> str:
 
 
 def measured_rows(record: dict) -> list[tuple[str, str]]:
-    """The task's own measure on validation (the best attained: validation selects) and the test
-    numbers at the evaluation validation chose, which the kept "best" weights give again
-    (`atnbench evaluate`): the test split never selects (``atnbench.run.selection``)."""
+    """The task's own measure on validation (the best attained over the evaluations, labelled so:
+    it need not be at the evaluation validation's loss chose) and the test numbers at that
+    evaluation, which the kept "best" weights give again (`atnbench evaluate`): the test split
+    never selects (``atnbench.run.selection``)."""
     metric = record.get("metric")
     name = metric_name(metric) if metric else None
     at = f" (step {record['best_step']})" if record.get("best_step") is not None else ""
     rows = []
     if metric and record.get(f"val_{metric}") is not None:
-        rows.append((f"best validation {name}", _fmt(record[f"val_{metric}"])))
+        rows.append((attained_label(metric), _fmt(record[f"val_{metric}"])))
     if record.get("test_loss") is not None:
         rows.append((f"test loss at best val.{at}", _fmt(record["test_loss"])))
     if metric and record.get(f"test_{metric}") is not None:

@@ -58,10 +58,12 @@ def check_data_unchanged(record: RunRecord) -> None:
 
     paths = data_paths(record.config.get("options") or {})
     if paths and all(path.exists() for path in paths) and not on_its_data(record):
-        names, verb = ", ".join(map(str, paths)), "holds" if len(paths) == 1 else "hold"
+        # the id holds one fingerprint of them all: which of several changed cannot be told
+        names = str(paths[0]) if len(paths) == 1 else f"one or more of {', '.join(map(str, paths))}"
+        verb = "holds" if len(paths) == 1 else "hold"
         raise UserError(f"run {record.run_id}: {names} {verb} other contents than when the run was trained (its id "
                         f"no longer follows from them): scoring its model there would score other data. Put the "
-                        f"run's files back, or train a run on these")
+                        f"run's files back, or train a new run on the files as they are now")
 
 
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:

@@ -25,6 +25,18 @@ def metric_name(metric: str) -> str:
     return METRIC_NAMES.get(metric, metric)
 
 
+def attained(key: str):
+    """How a validation measure's best over a curve is taken (the paper reports the attained best):
+    ``max`` for an accuracy, ``min`` for a loss, bpc, perplexity or MAE. It is over every evaluation,
+    so it need not be the evaluation validation's loss chose (``best_val_point``)."""
+    return max if key.endswith("accuracy") else min
+
+
+def attained_label(metric: str) -> str:
+    """"max validation accuracy", "min validation bpc": what a summary's ``val_METRIC`` is."""
+    return f"{attained(metric).__name__} validation {metric_name(metric)}"
+
+
 def _finite(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None

@@ -33,7 +33,7 @@ from atnbench.errors import UserError
 from atnbench.nn import detach_state
 from atnbench.nn.norms import SequenceNorm
 from atnbench.nn.padding import last_steps
-from atnbench.run.selection import BEST_STEP, best_val_point, held_out_at_best_val, is_held_out
+from atnbench.run.selection import BEST_STEP, attained, best_val_point, held_out_at_best_val, is_held_out
 from atnbench.store import ResultsStore, environment
 from atnbench.tasks.lookup import task_for
 from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metric, make_source
@@ -239,8 +239,7 @@ def summarize(store: ResultsStore, config: RunConfig, steps: int, wall_s: float,
             extra[key] = held_out.get(key)
             continue
         values = [p.metrics[key] for p in curve if p.metrics.get(key) is not None]
-        best = max if key.endswith("accuracy") else min  # the attained best, as the paper reports
-        extra[key] = best(values) if values else None
+        extra[key] = attained(key)(values) if values else None
     return {**extra, "metric": task.metric,
         "min_train_loss": min(train) if train else None,
         "min_val_loss": min(val) if val else None,

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from atnbench.run.selection import metric_name
+from atnbench.run.selection import attained, metric_name
 from atnbench.tables import FitTable
 
 STATUS_STYLE = {"done": "green", "diverged": "yellow", "failed": "red", "interrupted": "yellow"}
@@ -155,7 +155,8 @@ class SweepView:
         detail = outcome.get("error") or (f"min val {_num(outcome.get('min_val_loss'))}"
                                           if outcome.get("min_val_loss") is not None else "")
         if not outcome.get("error") and outcome.get("val_metric") is not None:
-            detail += f"  best val {metric_name(outcome['metric'])} {_num(outcome['val_metric'])}"
+            detail += f"  {attained(outcome['metric']).__name__} val {metric_name(outcome['metric'])} " \
+                      f"{_num(outcome['val_metric'])}"
         if status != "interrupted":
             self.finished_count += 1
         if self.progress is not None:

@@ -282,6 +282,7 @@ def _read_text_table(path: Path):
 
     import pandas as pd
 
+    _refuse_a_first_row_of_data(path)
     # index_col=False: by default a header one name short makes the first column (often the
     # target) the index, dropped without a word; pandas then warns that it cuts the rows instead
     with warnings.catch_warnings():
@@ -289,6 +290,27 @@ def _read_text_table(path: Path):
         # in one piece, not in chunks: a column reads as one type, and a 100,000-column file in
         # seconds (the chunks' concatenation was most of a minute)
         return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False, index_col=False)
+
+
+def _refuse_a_first_row_of_data(path: Path) -> None:
+    """A table's first row names its columns. One of numbers only (the UCR/aeon .tsv files have no
+    header: a label, then the values) would be taken as the names and its sequence lost without a
+    word; refused. Whole numbers counting up from 0 or 1 are names (``DataFrame.to_csv`` of a frame
+    with integer columns writes them so)."""
+    import pandas as pd
+
+    first = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], header=None, nrows=1, dtype=str,
+                        keep_default_na=False, index_col=False)
+    cells = [str(cell).strip() for cell in first.iloc[0]] if len(first) else []
+    try:
+        numbers = [float(cell) for cell in cells]
+    except ValueError:
+        return
+    if not cells or any(numbers == list(range(start, start + len(numbers))) for start in (0, 1)):
+        return
+    raise ConfigError(f"{path}: its first row is numbers ({', '.join(cells[:3])}, ...), not column names: the file "
+                      f"has no header row (as the UCR/aeon .tsv files have none), so its first sequence would be "
+                      f"read as the names; add a header row naming the columns, the target's too")
 
 
 def _keep_words(frame, path: Path, words: tuple):
