@@ -377,3 +377,33 @@ def test_a_run_stored_under_the_earlier_rule_of_identity_stays_the_same_run(monk
         assert not on_its_data(stored) and records.problem(record).startswith("run_id: ")  # other contents
     finally:
         shutil.rmtree(EARLIER_RULE_FOLDER.parent, ignore_errors=True)
+
+
+def test_the_files_a_task_from_code_reads_enter_its_run_ids_when_it_says_so(tmp_path):
+    """`reads:` names the data the code reads: a changed file makes a new run (without it the old
+    run would be found and its numbers given for other data), and `evaluate` of the old run refuses
+    to score its model on the changed file, as for a task from data files."""
+    folder = _task(tmp_path / "t", "import numpy\nSCALE = float(numpy.load(__file__[:-7] + 'data/scale.npy'))\n"
+                   "SPEC = spec(make_batch=lambda g, b, T: (lambda x: (x, x[:, :, 0].sum(0)))"
+                   "(SCALE * torch.randn(T, b, 2, generator=g)))\n")
+    (folder / "data").mkdir()
+    import numpy
+
+    numpy.save(folder / "data" / "scale.npy", numpy.array(1.0))
+    (folder / "mine.yaml").write_text(TASK_FILE + "reads: [data]\n")
+    store = tmp_path / "s.db"
+    args = ("run", "mine", "--include", folder, "--T", "6", "--iters", "2", "--store", store, "--format", "json")
+    first = invoke(*args)
+    assert first.exit_code == 0, first.output
+    numpy.save(folder / "data" / "scale.npy", numpy.array(2.0))
+    second = invoke(*args)
+    assert second.exit_code == 0 and "not training again" not in second.stderr, second.output
+    old_id = json.loads(first.stdout)["run_id"]
+    assert json.loads(second.stdout)["run_id"] != old_id
+    refused = one_error(invoke("evaluate", old_id, "--store", store))
+    assert f"one or more of {folder / 'code.py'}, {folder / 'data'} hold other contents" in refused
+
+    (folder / "mine.yaml").write_text(TASK_FILE + "reads: [data, nowhere.npy]\n")
+    assert f"key 'reads': no such file or folder {folder / 'nowhere.npy'}" in one_error(invoke(*args))
+    (folder / "mine.yaml").write_text("problem: sequence-regression\ndata: {train: data/scale.npy}\nreads: [data]\n")
+    assert "key 'reads': for a task from code (module:)" in one_error(invoke(*args))

@@ -52,7 +52,8 @@ from atnbench.userfiles import cache_base, file_stat
 
 PACKAGE = Path(__file__).resolve().parent.parent
 CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py", "registry.py")
-DATA_OPTIONS = ("data_dir", "data_files", "task_code")  # task_code: a user task's Python file
+# task_code: a user task's Python file; task_reads: the files and folders its code reads (its `reads:`)
+DATA_OPTIONS = ("data_dir", "data_files", "task_code", "task_reads")
 MOMENTUM_OPTIMIZERS = ("rmsprop", "sgd")
 # RunConfig's fields when runs were first stored: each enters every id at any value (its default
 # included), as it always has, so the ids of stored and published runs stay. Never add to this:
@@ -255,7 +256,8 @@ def data_paths(options: Any) -> list[Path]:
     for key in DATA_OPTIONS:
         value = options.get(key)
         if value is not None:
-            paths.extend(Path(str(path)) for path in (value.values() if isinstance(value, dict) else (value,)))
+            listed = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
+            paths.extend(Path(str(path)) for path in listed)
     return paths
 
 
@@ -276,6 +278,8 @@ def _options_identity(options: dict[str, Any], code_path: bool = False) -> dict[
         value = options.pop(key)
         if isinstance(value, dict):  # split -> file: which file feeds which split is part of the data
             options[f"{key}_content"] = {str(split): _data_fingerprint((str(path),)) for split, path in value.items()}
+        elif isinstance(value, list):  # files and folders a task's code reads, each by its contents
+            options[f"{key}_content"] = [_data_fingerprint((str(path),)) for path in value]
         else:
             options[f"{key}_content"] = _data_fingerprint((str(value),))
     return options

@@ -85,6 +85,7 @@ class Definition(BaseModel):
     default_T: Optional[StrictInt] = Field(None, ge=1, le=INT_MAX)  # as --T: SQLite's largest integer
     defaults: dict[str, Any] = {}
     allow_pickle: StrictBool = False  # object arrays are read with pickle, which runs code from the file
+    reads: list[StrictStr] = []  # a task from code: the files and folders its code reads (they enter the id)
     per_T: dict[int, dict[str, Any]] = {}
     variants: dict[str, dict[str, Any]] = {}
 
@@ -177,6 +178,9 @@ def read_definition(path: Path) -> Definition:
         raise ConfigError(f"{path}: key '{where}': {problem}{got}") from None
     if (definition.data is None) == (definition.module is None):
         raise ConfigError(f"{path}: give 'data' (files) or 'module' (a TaskSpec in Python), one of them")
+    if definition.data is not None and definition.reads:
+        raise ConfigError(f"{path}: key 'reads': for a task from code (module:); the files under data: enter "
+                          f"each run's id already")
     if definition.data is not None and definition.problem is None:
         raise ConfigError(f"{path}: key 'problem': required with 'data'; one of: sequence-classification, "
                           f"sequence-regression, step-classification, step-regression")
@@ -204,8 +208,12 @@ def task_options(definition: Definition, path: Path) -> dict[str, Any]:
         code = base / target if target.endswith(".py") else Path(_module_file(target, path))
         if not code.is_file():
             raise ConfigError(f"{path}: key 'module': no such file {code}")
+        reads = [base / read for read in definition.reads]
+        missing = next((read for read in reads if not read.exists()), None)
+        if missing is not None:
+            raise ConfigError(f"{path}: key 'reads': no such file or folder {missing}")
         return {"user_task": {"module": f"{code}:{obj}" if target.endswith(".py") else definition.module},
-                "task_code": str(code)}
+                "task_code": str(code), **({"task_reads": [str(read) for read in reads]} if reads else {})}
     data = definition.data
     files: dict[str, str] = {}
     for split in SPLIT_NAMES:
