@@ -415,6 +415,8 @@ def test_the_baseline_legend_names_its_formula_only_when_the_task_has_one(groups
     assert _baseline_name(group) == f"no-memory baseline (10·ln 8/(T+20)) = {group.baseline:.4g}"
     classifier = dataclasses.replace(group, task="smnist-noise", baseline=2.302585)
     assert _baseline_name(classifier) == "no-memory baseline = 2.303"  # was "(no memory)" twice over
+    # a task of your own: a guess that ignores the inputs, as `tasks check` names it
+    assert _baseline_name(dataclasses.replace(classifier, task="my-ucr-task")) == "no-information baseline = 2.303"
 
 
 def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
@@ -435,6 +437,12 @@ def test_k_ablation_figure_marks_the_papers_k_and_draws_the_baseline(groups):
     (shorter,) = [v for v in k_ablations([dataclasses.replace(group, budget=0.25)]) if v.model == "atn"]
     assert not [line for ax in draw_k_ablation(shorter).axes for line in ax.get_lines()
                 if line.get_marker() == PAPER_MARKER]
+    assert any("paper values: full protocol" in t.get_text() for t in fig.texts)
+    # a task of your own: no paper values drawn, none named in the footer; its baseline named as its own
+    (mine,) = [v for v in k_ablations([dataclasses.replace(group, task="my-task")]) if v.model == "atn"]
+    own = draw_k_ablation(mine)
+    assert not any("paper" in t.get_text() for t in own.texts) and not any("paper" in t for t in _legend_texts(own))
+    assert any(t.startswith("no-information baseline") for t in _legend_texts(own))
 
 
 def test_a_k_ablation_with_two_bias_placements_names_and_draws_each_apart(tmp_path):

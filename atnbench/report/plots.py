@@ -41,7 +41,7 @@ from atnbench.report.aggregate import (  # noqa: E402
     k_ablations,
 )
 from atnbench.report.paper import paper, paper_row_for, protocol_label  # noqa: E402
-from atnbench.report.render import measure_of  # noqa: E402
+from atnbench.report.render import baseline_words, measure_of  # noqa: E402
 from atnbench.report.style import (  # noqa: E402
     BASELINE_COLOR,
     PAPER_MARKER,
@@ -160,7 +160,8 @@ def _legend(fig: Figure, handles: list) -> None:
 
 def _baseline_name(group: Group) -> str:
     formula = {"copying": "10·ln 8/(T+20)", "denoise": "10·ln 8/T", "adding": "always predict 1"}.get(group.task)
-    return f"no-memory baseline{f' ({formula})' if formula else ''} = {group.baseline:.4g}"
+    return f"{baseline_words(group.task).replace(' ', '-')} baseline{f' ({formula})' if formula else ''} = " \
+           f"{group.baseline:.4g}"
 
 
 def _draw_baseline(ax, group: Group) -> None:
@@ -370,8 +371,9 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
         refs = ", ".join(f"{row.label}: {row.n}" for row in view.references)
         fig.suptitle(f"k-ablation of {view.model}: {_where(group)} — loss against the window k" + _subtitle(subset),
                      fontweight="bold")
+        drawn = paper_atn is not None and paper_k is not None or any(r.label in paper_values for r in view.references)
         _footer(fig, f"{_budget_text(group)} · {seeds}" + (f"; {refs}" if refs else "")
-                + " · paper values: full protocol, minimum only")
+                + (" · paper values: full protocol, minimum only" if drawn else ""))
     return fig
 
 
