@@ -53,3 +53,21 @@ def test_a_hand_edited_number_in_a_block_is_caught(tmp_path):
     invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
     text = "<!-- generated:verdicts -->\n| made up | 0.001 |\n<!-- /generated -->\n"
     assert fill(text, _groups(store)) != text
+
+
+def test_the_verdicts_block_of_a_claim_without_comparisons_says_no_seeds_instead_of_failing(monkeypatch):
+    """A claim whose group holds none of its rows measured by current code (every run stale after
+    a code change no canary vouched for yet) has no comparison: the block written by
+    scripts/publish_results.sh says "-" where it failed with an IndexError."""
+    from types import SimpleNamespace
+
+    from atnbench.report import verdicts
+    from atnbench.report.prose import render_verdicts
+
+    group = SimpleNamespace(variant=None, reduced=False, budget=1.0, runs={})
+    result = SimpleNamespace(group=group, claim=SimpleNamespace(text="ATN < LN on copying"), comparisons=[],
+                             design="exploratory", seeds="", verdict="not run")
+    monkeypatch.setattr(verdicts, "evaluate", lambda family, groups, studies: ([result], []))
+    monkeypatch.setattr("atnbench.report.paper.protocol_label", lambda group: ("full protocol", []))
+    row = render_verdicts([group]).splitlines()[-1]
+    assert row == "| ATN < LN on copying | full protocol, exploratory | - | not run |  |", row

@@ -70,9 +70,9 @@ def render_verdicts(groups, store: Optional[Path] = None) -> str:
         runs = ", ".join(filter(None, [f"variant {group.variant}" if group.variant else None,
                                        protocol_label(group)[0], result.design, result.seeds or None]))
         seeds = sorted({n for c in result.comparisons for n in (c.a.n, c.b.n)})
+        counted = "-" if not seeds else f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 else str(seeds[0])  # none: all stale
         p = ", ".join("-" if c.p_value is None else f"{c.p_value:.2g} ({c.p_adjusted:.2g})" for c in result.comparisons)
-        lines.append(f"| {result.claim.text} | {runs} | {'-'.join(map(str, (seeds[0], seeds[-1]))) if len(seeds) > 1 else seeds[0]} "
-                     f"| {result.verdict} | {p} |")
+        lines.append(f"| {result.claim.text} | {runs} | {counted} | {result.verdict} | {p} |")
     return "\n".join(lines) + "\n"
 
 
