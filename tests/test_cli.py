@@ -284,6 +284,30 @@ BENCH_RECORDS = [
     for model, k, ms in (("lstm-fused", None, 10.0), ("ln", None, 30.0), ("atn", 5, 40.0), ("atn", 45, 42.0))]
 
 
+@pytest.mark.parametrize("field, value, said", [
+    ("train_ms", "abc", 'record 2: train_ms input should be a valid number, got "abc"'),
+    ("train_ms", None, "record 2: train_ms input should be a valid number, got null"),
+    ("infer_ms", float("nan"), "record 2: infer_ms input should be a finite number, got NaN"),
+    ("infer_ms", float("inf"), "record 2: infer_ms input should be a finite number, got Infinity"),
+    ("train_ms_p25", -1.0, "record 2: train_ms_p25 input should be greater than or equal to 0, got -1.0"),
+    ("T", True, "record 2: T input should be a valid integer, got true"),
+    ("workload", 5, "record 2: workload input should be a valid string, got 5"),
+    ("workload", "a/b", "record 2: workload should be a name of letters, digits, '_', '.' and '-' (at most 64)"),
+    ("workload", "", "record 2: workload should be a name of letters"),
+])
+def test_plot_bench_refuses_a_record_of_the_wrong_type_as_input(tmp_path, field, value, said):
+    """A field that is there but not what bench writes is the input's fault (exit 2, one line),
+    not "a bug in atnbench" from matplotlib, nor a file name made of it."""
+    import json
+
+    records = tmp_path / "bench.json"
+    records.write_text(json.dumps([BENCH_RECORDS[0], {**BENCH_RECORDS[1], field: value}]))
+    refused = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert said in refused.stderr and "bug in atnbench" not in refused.stderr
+    assert not (tmp_path / "figs").exists()
+
+
 def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path):
     import json
 

@@ -383,19 +383,48 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
 BENCH_FIELDS = ("workload", "model", "batch", "hidden", "T", "train_ms", "train_ms_p25", "train_ms_p75", "infer_ms")
 
 
+def _bench_schema():
+    """What the cost figure reads of a record, typed (``atnbench bench --output`` writes more)."""
+    from typing import Annotated
+
+    from pydantic import ConfigDict, Field, StrictFloat, StrictInt, StrictStr, StringConstraints, create_model
+
+    millis = Annotated[StrictFloat, Field(ge=0, allow_inf_nan=False)]  # 12 or 12.5; not "12", true or NaN
+    count = Annotated[StrictInt, Field(ge=1)]
+    name = Annotated[StrictStr, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]  # in file names
+    types = {"workload": name, "model": StrictStr, "batch": count, "hidden": count, "T": count}
+    fields = {name: (types.get(name, millis), ...) for name in BENCH_FIELDS}
+    return create_model("BenchRecord", __config__=ConfigDict(extra="allow"), k=(Optional[StrictInt], None), **fields)
+
+
 def read_bench_records(path: Path) -> list[dict]:
-    """The records of ``atnbench bench --output`` in ``path``; a ValueError naming the file (and
-    the first field missing) for anything else."""
+    """The records of ``atnbench bench --output`` in ``path``; a UserError naming the file, the
+    record and its first field that is missing or not what bench writes, for anything else."""
+    import json
+
+    from pydantic import ValidationError
+
     from atnbench.userfiles import parse_json, read_text
 
     what = "not the records of `atnbench bench --output`"
     records = parse_json(read_text(path, "records"), f"{path}: {what}")
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         raise UserError(f"{path}: {what} (a non-empty JSON list of objects)")
+    schema = _bench_schema()
     for i, record in enumerate(records):
         missing = [field for field in BENCH_FIELDS if field not in record]
         if missing:
             raise UserError(f"{path}: {what} (record {i + 1} has no {missing[0]!r})")
+        try:
+            schema.model_validate(record)
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"])
+            said = "should be a name of letters, digits, '_', '.' and '-' (at most 64)" \
+                if first["type"] == "string_pattern_mismatch" else first["msg"][0].lower() + first["msg"][1:]
+            got = json.dumps(first["input"])
+            raise UserError(f"{path}: {what} (record {i + 1}: {field} {said}, got "
+                            f"{got if len(got) <= 40 else got[:37] + '...'})") from None
     return records
 
 
