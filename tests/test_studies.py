@@ -550,3 +550,15 @@ def test_the_report_draws_a_studys_runs_apart_from_the_exploratory_ones(tmp_path
     assert sorted(p.name for p in written if p.suffix == ".png") == [
         "curves_copying_T100_budget0.01.png", "curves_copying_T100_budget0.01_study-k-ablation.png",
         "curves_copying_T200_budget0.01.png"]
+
+
+def test_a_claim_on_a_task_no_one_knows_is_refused_before_a_plan_counts_it(tmp_path):
+    """A typo'd task would be one more comparison in the family (m = 3, alpha a third each) and
+    a recorded plan cannot be changed: the sweep refuses it as `report --claims` does."""
+    typo = {"claims": CLAIMS["claims"] + [{**CLAIMS["claims"][1], "id": "typo", "task": "copyng"}]}
+    for plan in ("--plan-only", "--dry-run"):
+        refused = invoke("sweep", "k-ablation", "--budget", "0.01", "--until-decided", plan, "--claims",
+                         claims_file(tmp_path, typo), "--store", tmp_path / "s.db")
+        assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+        assert "claim 'typo': unknown task 'copyng' (did you mean 'copying'?)" in refused.stderr
+        assert not (tmp_path / "s.db").exists()

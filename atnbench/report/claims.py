@@ -259,6 +259,23 @@ def read_family(path: Path) -> Family:
         raise ConfigError(str(error)) from None
 
 
+def check_claim_tasks(family: Family, path: Path, stored: set[str]) -> None:
+    """A claim about a task no one here knows (not shipped, not in the search folders, no runs in
+    the store) is a typo, not a claim without runs yet: one line, with the nearest name."""
+    import difflib
+
+    from atnbench.config import ConfigError
+    from atnbench.tasks.lookup import task_names
+
+    known = set(task_names()) | stored
+    for claim in family.claims:
+        if claim.task not in known:
+            close = difflib.get_close_matches(claim.task, sorted(known), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"--claims {path}: claim {claim.id!r}: unknown task {claim.task!r}{hint}; a task of "
+                              f"your own: --include DIR")
+
+
 @functools.lru_cache(maxsize=1)
 def paper_family() -> Family:
     return family_from(CLAIMS_FILE, yaml.safe_load(CLAIMS_FILE.read_text(encoding="utf-8")),

@@ -40,6 +40,7 @@ def report_command(request: ReportRequest) -> None:
     """Every input checked (format, margin, claims file, output paths) before anything is read
     or written; then the tables, the verdicts where asked, and the figures."""
     from atnbench.report.export import export, format_for
+    from atnbench.report.claims import check_claim_tasks
     from atnbench.report.verdicts import check_margin, read_family
     from atnbench.run.outputs import check_output_dir, check_output_file
 
@@ -56,7 +57,7 @@ def report_command(request: ReportRequest) -> None:
         check_output_dir(request.plots, request.plots_flag)
     groups, path, selected, total = load_groups(request.store, *(filters.get(key) for key in FILTERS))
     if user_claims is not None:
-        _check_claim_tasks(user_claims, request.claims_file, {group.task for group in groups})
+        check_claim_tasks(user_claims, request.claims_file, {group.task for group in groups})
         _check_claim_stats(user_claims, request.claims_file, groups)
     k_view = request.by_k or is_k_sweep(filters.get("sweep"))
     views = _views(request, groups, k_view, margin)
@@ -197,22 +198,6 @@ def _study_runs(path: Path, plans) -> dict:
                 if record is not None:
                     found[run_id] = RunData(record, tuple(results.curve(run_id)))
     return found
-
-
-def _check_claim_tasks(family, path: Path, stored: set[str]) -> None:
-    """A claim about a task no one here knows (not shipped, not in the search folders, no runs in
-    the store) is a typo, not a claim without runs yet: one line, with the nearest name."""
-    import difflib
-
-    from atnbench.tasks.lookup import task_names
-
-    known = set(task_names()) | stored
-    for claim in family.claims:
-        if claim.task not in known:
-            close = difflib.get_close_matches(claim.task, sorted(known), n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UserError(f"--claims {path}: claim {claim.id!r}: unknown task {claim.task!r}{hint}; a task of "
-                            f"your own: --include DIR")
 
 
 def _check_claim_stats(family, path: Path, groups) -> None:

@@ -241,12 +241,21 @@ def _study(spec, expand_picked, store: Path, claims_file: Optional[Path], looks_
            first_seed: Optional[int], power: Optional[float], max_seeds: int, dry_run: bool):
     """The sweep's studies, one per protocol with claims (atnbench.sweep.confirm), their plans said
     on stderr: [(study, its runs)]."""
-    from atnbench.report.claims import paper_family, read_family
+    from atnbench.report.claims import check_claim_tasks, paper_family, read_family
     from atnbench.sweep import confirm
 
     family = read_family(claims_file) if claims_file is not None else paper_family()
+    if claims_file is not None:  # a typo'd task is refused, as by report --claims, before a plan counts it in m
+        check_claim_tasks(family, claims_file, {spec.task} | _stored_tasks(store))
     return confirm.prepare(spec.name, spec.task, spec.varied, expand_picked, store, family, looks_text, first_seed,
                            power, max_seeds, dry_run, lambda line: err.print(Text(line), soft_wrap=True))
+
+
+def _stored_tasks(store: Path) -> set[str]:
+    if not Path(store).is_file():
+        return set()
+    with ResultsStore.open_read_only(store) as results:
+        return {run.task for run in results.runs()}
 
 
 def sweep_command(request: SweepRequest) -> int:
