@@ -66,6 +66,34 @@ def test_precedence_flag_over_config_file_over_preset(tmp_path):
     assert resolve_run("adding", {"epochs": 1}).steps == 2000  # the preset's epoch
 
 
+def test_the_config_files_threads_and_device_count_where_no_flag_says_otherwise(tmp_path):
+    """Flags on the command line override the file; where they are not given, the file's threads
+    and device are the run's (they were the flags' defaults, 1 and auto, without a word)."""
+    from helpers import invoke
+
+    (tmp_path / "threads.yaml").write_text("T: 8\nhidden: 4\niters: 2\nthreads: 2\n")
+    (tmp_path / "cuda.yaml").write_text("T: 8\nhidden: 4\niters: 2\ndevice: cuda\n")
+    store = tmp_path / "s.db"
+
+    def run(*args):
+        return invoke("run", "adding", "--store", store, "--format", "json", *args)
+
+    two = run("--config", tmp_path / "threads.yaml")
+    assert two.exit_code == 0, two.output
+    one = run("--config", tmp_path / "threads.yaml", "--threads", "1")
+    assert one.exit_code == 0, one.output
+    with ResultsStore(store) as results:
+        assert results.get_run(json.loads(two.stdout)["run_id"]).config["threads"] == 2
+        assert results.get_run(json.loads(one.stdout)["run_id"]).config["threads"] == 1
+    import torch
+
+    if not torch.cuda.is_available():  # the file's device asked for, refused as the flag is
+        refused = run("--config", tmp_path / "cuda.yaml")
+        assert refused.exit_code == 2, refused.output
+        assert f"{tmp_path / 'cuda.yaml'}: device: cuda asked for, but torch sees no CUDA GPU here" in refused.stderr
+    assert run("--config", tmp_path / "cuda.yaml", "--device", "cpu").exit_code == 0
+
+
 def test_budget_shrinks_steps_evals_and_validation():
     full = resolve_run("adding", {"T": 200})
     small = resolve_run("adding", {"T": 200}, budget=0.01)

@@ -53,8 +53,8 @@ def task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
 @app.command()
 @user_errors
 @with_settings(RUN_SETTINGS, after="task")
-def run(task: Task, config: options.Config = None, device: options.Device = options.DEVICE,
-        threads: options.Threads = options.THREADS, store: options.Store = options.STORE, resume: Resume = False,
+def run(task: Task, config: options.Config = None, device: options.Device = None,
+        threads: options.Threads = None, store: options.Store = options.STORE, resume: Resume = False,
         force: Force = False, keep_model: KeepModel = True, checkpoint_every: CheckpointEvery = 2, fmt: Format = None,
         output: Output = None, quiet: options.Quiet = False, include: options.Include = None,
         json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
@@ -69,7 +69,8 @@ def run(task: Task, config: options.Config = None, device: options.Device = opti
     fmt = options.check_format(options.deprecated("json" if json_old else None, "--json", "--format json", fmt),
                                ("table", "json"))
     out_file = options.deprecated(out_old, "--out", "--output", output)
-    options.check_threads(threads)
+    if threads is not None:  # None: the --config file's, else 1 (as device: the file's, else auto)
+        options.check_threads(threads)
     request = RunRequest(
         task=task, flags=config_flags(RUN_SETTINGS, settings, functools.partial(task_options, task)), store=store,
         config_file=config, budget=settings["budget"], device=device, threads=threads, resume=resume, force=force,
