@@ -94,7 +94,29 @@ def test_the_config_files_threads_and_device_count_where_no_flag_says_otherwise(
     assert run("--config", tmp_path / "cuda.yaml", "--device", "cpu").exit_code == 0
 
 
-def test_budget_shrinks_steps_evals_and_validation():
+def test_an_option_no_task_reads_is_refused_and_every_shipped_option_is_taken(tmp_path):
+    """`options: {foo: 1}` changed the run id and nothing else (a second report row of the same
+    numbers); refused. Every option a shipped preset or variant sets is one its task reads."""
+    from helpers import invoke
+
+    from atnbench.presets import resolve_preset
+    from atnbench.tasks.lookup import load_task_preset
+    from atnbench.tasks.registry import TASK_MODULES
+
+    (tmp_path / "opts.yaml").write_text("options: {foo: 1}\n")
+    refused = invoke("run", "copying", "--T", "10", "--config", tmp_path / "opts.yaml", "--store", tmp_path / "s.db")
+    assert refused.exit_code == 2 and not (tmp_path / "s.db").exists(), refused.output
+    assert f"{tmp_path / 'opts.yaml'}: options: 'foo' is not an option of copying: nothing reads it" in refused.stderr
+    with pytest.raises(ConfigError, match="'noise_variance' is not an option of smnist-noise"):
+        resolve_run("smnist-noise", {"options": {"noise_variance": 0.2}})
+    assert resolve_run("smnist-noise", {"options": {"noise_var": 0.2}}).options["noise_var"] == 0.2
+    assert resolve_run("copying", {"options": {"lr_schedule": {"milestones": [5], "gamma": 0.1}}}).options
+    for name in TASK_MODULES:
+        preset = load_task_preset(name)
+        for variant in (None, *preset.variants):
+            resolved = resolve_run(name, {}, variant=variant)  # the check ran on the preset's own options
+            assert set(resolve_preset(preset, preset.default_T, variant).get("options") or {}) <= set(resolved.options)
+
     full = resolve_run("adding", {"T": 200})
     small = resolve_run("adding", {"T": 200}, budget=0.01)
     assert small.steps == full.steps // 100 and small.eval_every == full.eval_every // 100

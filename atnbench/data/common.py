@@ -35,6 +35,8 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import torch
 
 from atnbench.errors import UserError
+
+SOURCE_OPTIONS = ("data_dir", "data_files", "hf_id", "hf_config")  # where find_source looks, in a run's options
 from atnbench.userfiles import cache_base
 
 ENV_DATA = "ATNBENCH_DATA"

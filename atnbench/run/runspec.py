@@ -158,6 +158,7 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
         if options:
             values["options"] = options
     values["task"], values["T"], values["variant"] = task.name, int(values["T"]), variant
+    _check_options(task, values.get("options") or {}, config_file, set(file_values.get("options") or {}))
     values["norm"] = canonical_norm(values.get("norm", RunConfig.norm))
     _canonicalise(values, preset_k)
     if values["T"] < task.min_T:
@@ -165,6 +166,23 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     if budget is None:
         budget = values.pop("budget", 1.0)
     return build_config(apply_budget(values, float(budget), whole_splits=task.metric in WHOLE_SPLIT_METRICS))
+
+
+def _check_options(task, options: dict, config_file: Optional[Path], in_file: set) -> None:
+    """A task option that nothing reads (``options: {foo: 1}``) would make another run id for the
+    same numbers, and a report row of its own: refused, naming the options the task reads. A
+    task of your own's options come from its file, checked where it is read (``taskfiles``)."""
+    from atnbench.tasks.registry import SCHEDULE_OPTIONS
+
+    if "user_task" in options:
+        return
+    known = (*task.options, *SCHEDULE_OPTIONS)
+    unknown = sorted(str(key) for key in options if key not in known)
+    if unknown:
+        where = f"{config_file}: " if unknown[0] in in_file else ""
+        raise ConfigError(f"{where}options: {unknown[0]!r} is not an option of {task.name}: nothing reads it, so it "
+                          f"would only make another run id for the same numbers; {task.name} reads: "
+                          f"{', '.join(sorted(known))}")
 
 
 def config_estimate(config) -> Estimate:

@@ -30,7 +30,7 @@ import math
 import torch
 
 from atnbench.config import ConfigError
-from atnbench.data.common import generator
+from atnbench.data.common import SOURCE_OPTIONS, generator
 from atnbench.tasks.registry import TaskSpec
 
 
@@ -98,4 +98,5 @@ SPEC = TaskSpec(
     reference="Ziaee & Cano (2023), Sect. 4.2 (protocol of Sect. 4); Maas et al. (2011)",
     make_source=make_source,
     metric="accuracy",
+    options=(*SOURCE_OPTIONS, "embedding", "val_size", "train_fraction", "max_vocab"),
 )

@@ -38,4 +38,5 @@ SPEC = language_model_task(
     reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 4.2.2 and Table 4; Mikolov et al. (2012)",
     make_source=make_source,
     metric="bpc",
+    options=("ptb_format",),
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from atnbench.tasks.real import language_model_task
-
+from atnbench.tasks.wikitext2 import AWD_OPTIONS
 
 
 def make_source(config, device: torch.device):
@@ -34,4 +34,5 @@ SPEC = language_model_task(
     reference="Merity, Keskar & Socher (2018), AWD-LSTM on Penn Treebank; Mikolov et al. (2010)",
     make_source=make_source,
     metric="ppl",
+    options=("ptb_format", *AWD_OPTIONS),
 )

@@ -24,13 +24,13 @@ import torch
 from torch import Tensor
 
 from atnbench.config import ConfigError
-from atnbench.data.common import generator
+from atnbench.data.common import SOURCE_OPTIONS, generator
 from atnbench.tasks.registry import TaskSpec
 from atnbench.tasks.source import Batch
 
 
 def language_model_task(name: str, description: str, measures: str, input_size: int, output_size: int,
-                        reference: str, make_source: Callable, metric: str) -> TaskSpec:
+                        reference: str, make_source: Callable, metric: str, options: tuple[str, ...] = ()) -> TaskSpec:
     """A language model over a token stream (ptb-char, ptb-word, wikitext2): the next token at
     every step, cross-entropy; the segment length is T. ``input_size`` is the embedding size and
     ``output_size`` the usual vocabulary; the source's own (options.embedding, the counted
@@ -38,7 +38,8 @@ def language_model_task(name: str, description: str, measures: str, input_size: 
     return TaskSpec(name=name, description=description, measures=measures, input_size=input_size,
                     output_size=output_size, loss="ce", target="all",
                     baseline=lambda T: None,  # a no-memory predictor's loss is the data's unigram entropy
-                    min_T=1, seq_len=lambda T: T, reference=reference, make_source=make_source, metric=metric)
+                    min_T=1, seq_len=lambda T: T, reference=reference, make_source=make_source, metric=metric,
+                    options=(*SOURCE_OPTIONS, "embedding", "eval_batch_size", *options))
 
 
 def batchify(ids: Tensor, batch_size: int) -> Tensor:

@@ -39,6 +39,9 @@ class TaskSpec:
     make_batch: Optional[Callable[[torch.Generator, int, int], tuple[Tensor, Tensor]]] = None
     make_source: Optional[Callable] = None
     metric: Optional[str] = None  # "accuracy", "mae", "bpc" or "ppl", reported beside the loss
+    # the keys of a run's ``options`` the task reads (its module's docstring says what each does),
+    # besides SCHEDULE_OPTIONS; any other would enter the run id and change no number
+    options: tuple[str, ...] = ()
 
     def __post_init__(self):
         if (self.make_batch is None) == (self.make_source is None):
@@ -48,6 +51,10 @@ class TaskSpec:
     @property
     def kind(self) -> str:
         return "generated" if self.make_batch is not None else "data"
+
+
+# the options every task's runs may carry: the learning-rate schedule (atnbench/run/schedule.py)
+SCHEDULE_OPTIONS = ("lr_schedule", "asgd_switch")
 
 
 def batch_generator(seed: int, stream: str) -> torch.Generator:

@@ -25,7 +25,7 @@ import math
 import torch
 
 from atnbench.config import ConfigError
-from atnbench.data.common import generator
+from atnbench.data.common import SOURCE_OPTIONS, generator
 from atnbench.tasks.registry import TaskSpec
 
 PIXELS = 784
@@ -87,4 +87,5 @@ SPEC = TaskSpec(
     reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 5.1; Le, Jaitly & Hinton (2015)",
     make_source=make_source,
     metric="accuracy",
+    options=(*SOURCE_OPTIONS, "dataset", "noise_var", "val_size", "permute", "permute_seed"),
 )

@@ -39,13 +39,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from atnbench.config import ConfigError
 from atnbench.limits import INT_MAX
+from atnbench.tasks.registry import SCHEDULE_OPTIONS
 
 ENV_FOLDERS = "ATNBENCH_TASKS"
 SPLIT_NAMES = ("train", "validation", "test")
 USER_KEYS = ("problem", "data", "module")  # a task YAML with one of these is a user task
 # what a user task's runs read of ``options`` besides its definition (atnbench.run.schedule); any
 # other key would enter every run's config and id and change nothing
-USER_OPTIONS = ("lr_schedule", "asgd_switch")
+USER_OPTIONS = SCHEDULE_OPTIONS
 
 
 class Split(BaseModel):

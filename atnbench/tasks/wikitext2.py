@@ -27,6 +27,9 @@ import torch
 from atnbench.tasks.real import language_model_task
 from atnbench.zoo import DROPOUTS, AWDStyleLM
 
+AWD_OPTIONS = ("last_hidden", "tie_weights", *DROPOUTS)  # what awd_source reads besides the embedding
+
+
 def awd_source(name: str, load, config, device: torch.device):
     """An ``LMSource`` over the corpus ``load(options)`` returns, training an ``AWDStyleLM``
     (shared by wikitext2 and ptb-word)."""
@@ -60,4 +63,5 @@ SPEC = language_model_task(
     reference="Pospisil, Zadorozhnyy & Ye (2024), Sect. 4.2.3 and Table 5; Merity, Keskar & Socher (2018)",
     make_source=make_source,
     metric="ppl",
+    options=AWD_OPTIONS,
 )
