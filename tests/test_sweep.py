@@ -602,3 +602,25 @@ def test_a_dry_run_counts_runs_of_vouched_older_code_as_the_sweep_does(tmp_path)
     dry = invoke("sweep", "k-ablation", "--seeds", "0-11", "--dry-run", "--store", str(store))
     assert dry.exit_code == 0, dry.output
     assert "60 runs, 60 in the store, 0 left" in dry.stdout
+
+
+def test_a_config_files_threads_and_device_count_where_no_flag_says_otherwise(tmp_path):
+    """As for `run`: --threads and --device were the flags' defaults (1, auto) over the file's."""
+    sweep = tmp_path / "tiny.yaml"
+    sweep.write_text(tiny_sweep("tiny", ["ln"], [3], steps=2, seeds=(0,)))
+    (tmp_path / "threads.yaml").write_text("threads: 2\n")
+    ran = invoke("sweep", sweep, "--config", tmp_path / "threads.yaml", "--store", tmp_path / "s.db", "-q")
+    assert ran.exit_code == 0, ran.output
+    with ResultsStore(tmp_path / "s.db") as store:
+        assert [run.config["threads"] for run in store.runs()] == [2]
+    planned = invoke("sweep", sweep, "--config", tmp_path / "threads.yaml", "--threads", "1", "--dry-run",
+                     "--store", tmp_path / "s.db")
+    # the flag over the file: another thread count, another run (the 2-thread one is in the store)
+    assert planned.exit_code == 0 and "tiny: 1 runs, 0 in the store, 1 left" in planned.stdout, planned.output
+    import torch
+
+    if not torch.cuda.is_available():
+        (tmp_path / "cuda.yaml").write_text("device: cuda\n")
+        refused = invoke("sweep", sweep, "--config", tmp_path / "cuda.yaml", "--store", tmp_path / "s.db", "--dry-run")
+        assert refused.exit_code == 2
+        assert f"{tmp_path / 'cuda.yaml'}: device: cuda asked for, but torch sees no CUDA GPU here" in refused.stderr

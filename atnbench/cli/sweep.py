@@ -66,10 +66,10 @@ KeepStale = Annotated[bool, typer.Option(
 @user_errors
 @with_settings(SWEEP_SETTINGS, after="config", sweep=True)
 def sweep(name: Name = None, list_: List = False, task: Task = None, include: options.Include = None,
-          dry_run: DryRun = False, workers: Workers = None, threads: options.Threads = options.THREADS,
+          dry_run: DryRun = False, workers: Workers = None, threads: options.Threads = None,
           backend: Backend = "local", address: Address = None, seeds: Seeds = None, until_decided: UntilDecided = False,
           looks: Looks = None, first_seed: FirstSeed = None, plan_only: PlanOnly = False, claims_file: Claims = None,
-          seeds_for_power: SeedsForPower = None, max_seeds: MaxSeeds = 40, device: options.Device = options.DEVICE,
+          seeds_for_power: SeedsForPower = None, max_seeds: MaxSeeds = 40, device: options.Device = None,
           store: options.Store = options.STORE, fmt: Format = None, quiet: options.Quiet = False,
           config: options.Config = None, keep_stale: KeepStale = False,
           json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True), **settings):
@@ -87,7 +87,8 @@ def sweep(name: Name = None, list_: List = False, task: Task = None, include: op
 
     fmt = options.deprecated("json" if json_old else None, "--json", "--format json", fmt)
     options.check_backend(backend, address, workers)
-    options.check_threads(threads)
+    if threads is not None:  # None: the --config file's, else 1 (as device: the file's, else auto)
+        options.check_threads(threads)
     code = sweep_command(SweepRequest(
         name=name, store=store, budget=settings["budget"], list_=list_, task=task, dry_run=dry_run, workers=workers,
         threads=threads, backend=backend, address=address, seeds=seeds, until_decided=until_decided, looks=looks,
