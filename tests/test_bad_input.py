@@ -225,6 +225,8 @@ CASES = [
     # -- atnbench plot -------------------------------------------------------------------------
     *[("plot", ["--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
     ("plot", ["--store", "{good}", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),
+    ("plot", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: figures are files, not standard output"),
+    ("report", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: figures are files, not standard output"),
     ("plot", ["--store", "{good}", "--task", "copying"], USAGE, "no finished runs match"),
     ("plot", ["--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
     # -- atnbench stats ------------------------------------------------------------------------

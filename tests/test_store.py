@@ -13,6 +13,7 @@ from atnbench.store import provenance
 from atnbench.store import (
     DEFAULT_STORE,
     EvalPoint,
+    MalformedRow,
     ResultsStore,
     StoreError,
     StoreMissing,
@@ -475,3 +476,27 @@ def test_a_write_waits_for_a_long_writer_and_says_so(tmp_path, monkeypatch, capl
         with pytest.raises(sqlite3.OperationalError, match="locked"):
             store.log_eval(run_id, 500, 5.0, 0.1, 0.1)
         other.rollback()
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("val_loss", "abc", "val_loss is 'abc', not a number"),
+    ("train_loss", b"\x00", "train_loss is b'\\x00', not a number"),
+    ("metrics_json", "{", "metrics is not JSON"),
+    ("metrics_json", "[1]", "metrics is not a JSON object"),
+])
+def test_a_hand_edited_evaluation_is_named_not_an_internal_error(tmp_path, column, value, said):
+    """SQLite keeps text in a REAL column: a report read it and failed in its arithmetic as "a bug
+    in atnbench"; the store now says which run and evaluation hold what, and the commands exit 2."""
+    import sqlite3
+
+    from helpers import fill_store, invoke
+
+    (run_id,) = fill_store(tmp_path / "s.db", [("copying", 100, "ln", None, 0, "done", 0.5, None)])
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute(f"UPDATE evals SET {column} = ? WHERE run_id = ? AND step = 200", (value, run_id))
+    with ResultsStore(tmp_path / "s.db") as store, pytest.raises(MalformedRow) as damaged:
+        store.curve(run_id)
+    assert f"run {run_id} in " in str(damaged.value) and f"the evaluation at step 200: {said}" in str(damaged.value)
+    for command in (("report",), ("plot", "--out-dir", tmp_path / "figs")):
+        refused = invoke(*command, "--store", tmp_path / "s.db")
+        assert refused.exit_code == 2 and said in refused.stderr and "bug in atnbench" not in refused.stderr

@@ -93,6 +93,8 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
 
 def check_output_dir(path: Union[str, Path], flag: str) -> None:
     """ValueError (one line) unless ``path`` is, or can become, a writable folder."""
+    if str(path) == "-":  # standard output elsewhere; here it would make a folder named "-"
+        raise UserError(f"{flag} -: figures are files, not standard output; give a folder")
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} is a file; give a folder")

@@ -406,10 +406,7 @@ class ResultsStore:
             "SELECT step, wall_s, train_loss, val_loss, metrics_json FROM evals WHERE run_id = ? ORDER BY step",
             (run_id,),
         )
-        return [
-            EvalPoint(row["step"], row["wall_s"], row["train_loss"], row["val_loss"], json.loads(row["metrics_json"]))
-            for row in rows
-        ]
+        return [_point(row, run_id, self.path) for row in rows]
 
     def runs(
         self,
@@ -617,6 +614,24 @@ def _clean(value: Any) -> Any:
 
 def _dumps(value: Any) -> str:
     return json.dumps(_clean(value), allow_nan=False, default=str)
+
+
+def _point(row: sqlite3.Row, run_id: str, path: Path) -> EvalPoint:
+    """One evaluation; MalformedRow where a hand-edited store holds what atnbench never writes
+    (SQLite keeps text in a REAL column): a report would otherwise fail deep in its arithmetic."""
+    where = f"run {run_id} in {path}: the evaluation at step {row['step']!r}"
+    if not isinstance(row["step"], int):
+        raise MalformedRow(f"{where}: step is not a whole number")
+    for column in ("wall_s", "train_loss", "val_loss"):
+        if row[column] is not None and not isinstance(row[column], (int, float)):
+            raise MalformedRow(f"{where}: {column} is {row[column]!r}, not a number")
+    try:
+        metrics = json.loads(row["metrics_json"])
+    except (TypeError, ValueError) as error:
+        raise MalformedRow(f"{where}: metrics is not JSON ({error})") from None
+    if not isinstance(metrics, dict):
+        raise MalformedRow(f"{where}: metrics is not a JSON object")
+    return EvalPoint(row["step"], row["wall_s"], row["train_loss"], row["val_loss"], metrics)
 
 
 def _record(row: sqlite3.Row, path: Path) -> RunRecord:
