@@ -153,6 +153,10 @@ def study_dry_run(tmp_path, db) -> list:
 def test_a_look_waits_for_its_runs_then_is_recorded_once_and_decides(tmp_path):
     db, study = recorded_study(tmp_path)
     assert len(study_dry_run(tmp_path, db)) == 3 * 10  # every seed the plan may need of the three sides
+    table = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                   "--store", db, "--dry-run", terminal_width=200)
+    assert "sweep k-ablation (its studies' runs): 30 runs" in table.stdout  # not the grid the description names
+    assert "the sweep: Which ATN window k?" in table.stdout
     fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015]}, range(20, 25))
     with ResultsStore(db) as store:
         assert studies.take_look(store, study) is None  # ln's fifth seed is missing: the look waits

@@ -165,7 +165,9 @@ def is_finished(status: Optional[str]) -> bool:
     return status is not None and status.split(" ")[0] in ("done", "diverged")
 
 
-def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False) -> None:
+def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False, studies: bool = False) -> None:
+    """The runs a command would make, and their cost; ``studies``: the runs the sweep's studies still
+    need (the configurations they compare), a subset of the grid the sweep's description names."""
     from atnbench.sweep import estimate, measured_rates
 
     statuses = store_statuses(store, runs, keep_stale)
@@ -176,8 +178,11 @@ def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False) 
     extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
     left = [run for run in runs if not is_finished(statuses.get(run.run_id))]
     cost = estimate([r.config for r in left], measured_rates(store))
-    table = FitTable(title=f"sweep {spec.name}: {len(runs)} runs, {len(runs) - len(left)} in the store, {len(left)} left",
-                     caption=f"{escape(spec.description)}\n{escape(str(spec.source))}; left to run: "
+    subset = " (its studies' runs)" if studies else ""
+    described = f"the sweep: {spec.description}" if studies else spec.description
+    table = FitTable(title=f"sweep {spec.name}{subset}: {len(runs)} runs, {len(runs) - len(left)} in the store, "
+                           f"{len(left)} left",
+                     caption=f"{escape(described)}\n{escape(str(spec.source))}; left to run: "
                              f"{cpu_time_text(cost.seconds)} ({cost.note()})", key_columns=2)
     for column in ("#", "run id", "task", "T", "model", "k", *extra, "seed", "steps", "status"):
         table.add_column(column, justify="right" if column in ("#", "T", "k", "seed", "steps") else "left",
@@ -278,7 +283,7 @@ def sweep_command(request: SweepRequest) -> int:
     planned_studies, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
     _check_sizes(request, spec, runs, local_device)
     if dry_run:
-        _dry_run(spec, runs, request.store, request.json_out, request.keep_stale)
+        _dry_run(spec, runs, request.store, request.json_out, request.keep_stale, studies=planned_studies is not None)
         return 0
     _check_local_machine(request, runs)
     sweep_run = lambda chosen: run_sweep(  # noqa: E731 - the one call both ways of running make
