@@ -110,9 +110,11 @@ def planned_text(comparison: Comparison) -> str:
 
 def runs_text(result: ClaimResult) -> str:
     from atnbench.report.paper import protocol_label  # as the tables' titles say it: own protocol too
+    from atnbench.tasks.registry import TASK_MODULES
 
     group = result.group
-    parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else "preset default",
+    default = "preset default" if group.task in TASK_MODULES else "the task file's defaults"  # a task of your own
+    parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else default,
              protocol_label(group)[0], result.design + (f", {result.seeds}" if result.seeds else "")]
     return ", ".join(parts)
 
