@@ -720,3 +720,26 @@ def test_na_and_none_are_words_in_a_text_label_or_id_column(tmp_path):
     wide.write_text("label,t0,t1\ncat,1,2\n,3,4\n")  # an empty cell is still missing
     with pytest.raises(ConfigError, match="y row 2: target is NaN"):
         read_split(wide, Fields(y="label"), per_step=False)
+
+
+def test_a_run_of_your_own_task_takes_its_data_from_the_task_file_only(npz_task, tmp_path):
+    """A config file's or a flag's options on a task of your own replaced its data (data_files),
+    hashed a folder it never read into the id (--data-dir) or only made another id (foo); only the
+    learning-rate schedule's options may be added to it."""
+    store = tmp_path / "s.db"
+    base = ("run", "vowels", "--include", npz_task, "--iters", "2", "--store", store)
+    for options, key in (("{foo: 1}", "foo"), ("{data_files: {train: other.npz}}", "data_files"),
+                         ("{user_task: {problem: x}}", "user_task")):
+        (tmp_path / "c.yaml").write_text(f"options: {options}\n")
+        refused = invoke(*base, "--config", tmp_path / "c.yaml")
+        assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+        assert f"{tmp_path / 'c.yaml'}: options: {key!r}: vowels is a task of your own" in refused.stderr
+    refused = invoke(*base, "--data-dir", tmp_path)
+    assert refused.exit_code == 2 and "--data-dir: vowels is a task of your own" in refused.stderr, refused.output
+    assert not store.exists()
+    (tmp_path / "c.yaml").write_text("options: {lr_schedule: {milestones: [1], gamma: 0.5}}\n")
+    ok(invoke(*base, "--config", tmp_path / "c.yaml", "-q"))
+    # a shipped task: a user task's keys are no options of it (they reached its code as an internal error)
+    (tmp_path / "c.yaml").write_text("options: {user_task: {problem: x}}\n")
+    refused = invoke("run", "copying", "--T", "10", "--config", tmp_path / "c.yaml", "--store", tmp_path / "o.db")
+    assert refused.exit_code == 2 and "'user_task' is not an option of copying" in refused.stderr, refused.output

@@ -158,7 +158,8 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
         if options:
             values["options"] = options
     values["task"], values["T"], values["variant"] = task.name, int(values["T"]), variant
-    _check_options(task, values.get("options") or {}, config_file, set(file_values.get("options") or {}))
+    _check_options(task, values.get("options") or {}, config_file, set(file_values.get("options") or {}),
+                   set(flags.get("options") or {}))
     values["norm"] = canonical_norm(values.get("norm", RunConfig.norm))
     _canonicalise(values, preset_k)
     if values["T"] < task.min_T:
@@ -168,21 +169,30 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     return build_config(apply_budget(values, float(budget), whole_splits=task.metric in WHOLE_SPLIT_METRICS))
 
 
-def _check_options(task, options: dict, config_file: Optional[Path], in_file: set) -> None:
+def _check_options(task, options: dict, config_file: Optional[Path], in_file: set, in_flags: set) -> None:
     """A task option that nothing reads (``options: {foo: 1}``) would make another run id for the
-    same numbers, and a report row of its own: refused, naming the options the task reads. A
-    task of your own's options come from its file, checked where it is read (``taskfiles``)."""
-    from atnbench.tasks.registry import SCHEDULE_OPTIONS
+    same numbers, and a report row of its own: refused, naming the options the task reads. A task
+    of your own takes its definition, data and code from its task file (checked where it is read,
+    ``taskfiles``): a config file or a flag may add only the schedule's options to it."""
+    from atnbench.tasks.registry import SCHEDULE_OPTIONS, TASK_MODULES
 
-    if "user_task" in options:
+    if task.name in TASK_MODULES:
+        known, given = (*task.options, *SCHEDULE_OPTIONS), set(options)
+    else:
+        known, given = SCHEDULE_OPTIONS, in_file | in_flags
+    unknown = sorted(str(key) for key in given if key not in known)
+    if not unknown:
         return
-    known = (*task.options, *SCHEDULE_OPTIONS)
-    unknown = sorted(str(key) for key in options if key not in known)
-    if unknown:
-        where = f"{config_file}: " if unknown[0] in in_file else ""
-        raise ConfigError(f"{where}options: {unknown[0]!r} is not an option of {task.name}: nothing reads it, so it "
-                          f"would only make another run id for the same numbers; {task.name} reads: "
-                          f"{', '.join(sorted(known))}")
+    key = unknown[0]
+    if key in in_flags and key in TASK_FLAGS:
+        raise ConfigError(f"--{key.replace('_', '-')}: {task.name} is a task of your own, whose data its task file "
+                          f"names (data:); give none here")
+    where = f"{config_file}: " if key in in_file else ""
+    if task.name not in TASK_MODULES:
+        raise ConfigError(f"{where}options: {key!r}: {task.name} is a task of your own, whose definition, data and "
+                          f"code its task file gives; a run's options may add only {', '.join(SCHEDULE_OPTIONS)}")
+    raise ConfigError(f"{where}options: {key!r} is not an option of {task.name}: nothing reads it, so it would only "
+                      f"make another run id for the same numbers; {task.name} reads: {', '.join(sorted(known))}")
 
 
 def config_estimate(config) -> Estimate:
