@@ -17,7 +17,7 @@ from atnbench.evidence.equivalence import finished_equivalent
 from atnbench.evidence.identity import code_fingerprint, run_id_of, run_ids_under
 from atnbench.run.checkpoint import checkpoint_file, discard, hold_run
 from atnbench.run.learned import at_baseline, stopped_early
-from atnbench.run.runspec import resolve_run
+from atnbench.run.runspec import device_and_threads, resolve_run
 from atnbench.run.selection import attained_label, metric_name, selected_summary
 from atnbench.store import ResultsStore
 from atnbench.tables import FitTable, err, out
@@ -143,21 +143,6 @@ class ResumeNote:
         self.inner.finish(status)
 
 
-def _device_and_threads(request: RunRequest):
-    """The device (resolved) and thread count: the flags where given, else the --config file's (as
-    for every other setting: flags on the command line override it), else auto and 1."""
-    from atnbench.run.runspec import read_config_file
-
-    given = read_config_file(request.config_file) if request.config_file is not None else {}
-    threads = request.threads if request.threads is not None else given.get("threads", 1)
-    if request.device is not None or "device" not in given:
-        return resolve_device(request.device or "auto"), threads
-    try:
-        return resolve_device(given["device"]), threads
-    except UserError as error:  # "--device cuda asked for, ...": the file asked, not a flag
-        raise UserError(str(error).replace("--device ", f"{request.config_file}: device: ", 1)) from None
-
-
 def run_command(request: RunRequest) -> int:
     """Train the run ``request`` asks for (or say that the store holds it finished); its exit code:
     0 done, 1 diverged or failed. Ctrl-C (or SIGTERM made one) records it as failed and goes on up."""
@@ -168,7 +153,8 @@ def run_command(request: RunRequest) -> int:
 
     if request.resume and request.force:
         raise UserError("--resume continues the interrupted run from its checkpoint, --force starts it over: give one")
-    torch_device, threads = _device_and_threads(request)
+    device, threads = device_and_threads(request.device, request.threads, request.config_file)
+    torch_device = resolve_device(device)
     flags = {**request.flags, "threads": threads, "device": torch_device.type}
     run_config = resolve_run(request.task, flags, config_file=request.config_file, variant=flags.pop("variant"),
                              budget=request.budget)

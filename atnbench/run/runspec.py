@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 
 from atnbench.config import ConfigError, RunConfig, build_config, check_budget, check_values
+from atnbench.errors import UserError
 from atnbench.evidence.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
 from atnbench.presets import resolve_preset
@@ -167,6 +168,22 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
     if budget is None:
         budget = values.pop("budget", 1.0)
     return build_config(apply_budget(values, float(budget), whole_splits=task.metric in WHOLE_SPLIT_METRICS))
+
+
+def device_and_threads(device: Optional[str], threads: Optional[int], config_file: Optional[Path]) -> tuple[str, int]:
+    """``--device`` and ``--threads`` where given (None: not on the command line), else the config
+    file's (flags on the command line override it, as for every setting), else auto and 1. A device
+    the file asks for that is not here is refused naming the file, as the flag is."""
+    from atnbench.zoo import resolve_device
+
+    given = read_config_file(config_file) if config_file is not None else {}
+    if device is None and "device" in given:
+        try:
+            resolve_device(given["device"])
+        except UserError as error:  # "--device cuda asked for, ...": the file asked, not a flag
+            raise UserError(str(error).replace("--device ", f"{config_file}: device: ", 1)) from None
+    return (device if device is not None else given.get("device", "auto"),
+            threads if threads is not None else given.get("threads", 1))
 
 
 def _check_options(task, options: dict, config_file: Optional[Path], in_file: set, in_flags: set) -> None:

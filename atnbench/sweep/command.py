@@ -278,7 +278,10 @@ def sweep_command(request: SweepRequest) -> int:
         return 0
     if request.name is None:
         raise UserError("give a sweep name or file (atnbench sweep --list shows the presets)")
-    request = _device_and_threads(request)
+    from atnbench.run.runspec import device_and_threads
+
+    device, threads = device_and_threads(request.device, request.threads, request.config)
+    request = replace(request, device=device, threads=threads)
     spec, overrides, picks, local_device = _resolve(request)
     planned_studies, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
     _check_sizes(request, spec, runs, local_device)
@@ -297,24 +300,6 @@ def sweep_command(request: SweepRequest) -> int:
     result = sweep_run(runs)
     _say_result(spec, runs, request, result)
     return result.exit_code
-
-
-def _device_and_threads(request: SweepRequest) -> SweepRequest:
-    """--threads and --device where given, else the --config file's (flags on the command line
-    override it, as for every setting), else 1 and auto; a device the file asks for that is not
-    here is refused naming the file."""
-    from atnbench.run.runspec import read_config_file
-    from atnbench.zoo import resolve_device
-
-    given = read_config_file(request.config) if request.config is not None else {}
-    threads = request.threads if request.threads is not None else given.get("threads", 1)
-    device = request.device if request.device is not None else given.get("device", "auto")
-    if request.device is None and "device" in given:
-        try:
-            resolve_device(device)
-        except UserError as error:
-            raise UserError(str(error).replace("--device ", f"{request.config}: device: ", 1)) from None
-    return replace(request, threads=threads, device=device)
 
 
 def _resolve(request: SweepRequest):
