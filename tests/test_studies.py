@@ -566,3 +566,17 @@ def test_a_claim_on_a_task_no_one_knows_is_refused_before_a_plan_counts_it(tmp_p
         assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
         assert "claim 'typo': unknown task 'copyng' (did you mean 'copying'?)" in refused.stderr
         assert not (tmp_path / "s.db").exists()
+
+
+def test_a_study_off_the_protocol_its_claims_are_judged_on_is_refused(tmp_path):
+    """A budget other than the claim's was refused; 16 units and 60 steps on a 68-unit, 4,000-step
+    protocol were planned and decided without a word (a reviewer rejects that decision)."""
+    refused = invoke("sweep", "k-ablation", "--until-decided", "--hidden", "16", "--iters", "60", "--dry-run",
+                     "--store", tmp_path / "s.db")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert "these runs differ from the protocol the claims are judged on (copying T=100 at budget 1): " \
+           "hidden 16 (protocol 68), steps 60 (protocol 4000)" in refused.stderr
+    assert "run it at the preset's settings" in refused.stderr and not (tmp_path / "s.db").exists()
+    planned = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                     "--dry-run", "--store", tmp_path / "s.db")  # at the claims' protocol (budget 0.01): planned
+    assert planned.exit_code == 0, planned.output
