@@ -743,3 +743,27 @@ def test_a_run_of_your_own_task_takes_its_data_from_the_task_file_only(npz_task,
     (tmp_path / "c.yaml").write_text("options: {user_task: {problem: x}}\n")
     refused = invoke("run", "copying", "--T", "10", "--config", tmp_path / "c.yaml", "--store", tmp_path / "o.db")
     assert refused.exit_code == 2 and "'user_task' is not an option of copying" in refused.stderr, refused.output
+
+
+def test_a_length_given_outside_the_task_file_gets_the_evaluations_for_that_length(tmp_path, monkeypatch):
+    """`--iters 600` kept the interval fitted to the task file's length (2 epochs: every step), or
+    the 2,000-step default's (every 40: two evaluations of 60 steps to select from); it now gets
+    the one the task file would give that length, unless an eval_every is given too."""
+    from atnbench.run.runspec import resolve_run
+    from atnbench.tasks.userprep import evaluation_interval
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    xs, ys = ragged()
+    np.savez(folder / "seqs.npz", x=xs, y=ys)
+    for name, defaults in (("flagged", "{}"), ("filed", "{steps: 600}"), ("fixed", "{eval_every: 7}")):
+        (folder / f"{name}.yaml").write_text(f"problem: sequence-classification\ndata: {{train: seqs.npz}}\n"
+                                             f"defaults: {defaults}\nallow_pickle: true\n")
+    monkeypatch.setenv("ATNBENCH_TASKS", str(folder))
+    flagged, filed = resolve_run("flagged", {"steps": 600}), resolve_run("filed", {})
+    assert flagged.steps == filed.steps == 600
+    assert flagged.eval_every == filed.eval_every == evaluation_interval(600, flagged.steps_per_epoch)
+    assert resolve_run("flagged", {}).eval_every == evaluation_interval(resolve_run("flagged", {}).steps,
+                                                                        flagged.steps_per_epoch)
+    assert resolve_run("flagged", {"steps": 600, "eval_every": 5}).eval_every == 5  # given: kept
+    assert resolve_run("fixed", {"steps": 600}).eval_every == 7  # the task file's: kept

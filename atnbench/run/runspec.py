@@ -159,6 +159,7 @@ def resolve_run(task_name: str, flags: dict[str, Any], config_file: Optional[Pat
         if options:
             values["options"] = options
     values["task"], values["T"], values["variant"] = task.name, int(values["T"]), variant
+    _refit_evaluations(task.name, values, (file_values, flags))
     _check_options(task, values.get("options") or {}, config_file, set(file_values.get("options") or {}),
                    set(flags.get("options") or {}))
     values["norm"] = canonical_norm(values.get("norm", RunConfig.norm))
@@ -184,6 +185,26 @@ def device_and_threads(device: Optional[str], threads: Optional[int], config_fil
             raise UserError(str(error).replace("--device ", f"{config_file}: device: ", 1)) from None
     return (device if device is not None else given.get("device", "auto"),
             threads if threads is not None else given.get("threads", 1))
+
+
+def _refit_evaluations(task_name: str, values: dict[str, Any], layers: tuple[dict, ...]) -> None:
+    """A task of your own from data files is evaluated once per pass or every 1/50 of its steps
+    (``userprep.evaluation_interval``), fitted to the length its task file gives. A length given
+    by a flag, a config file or a sweep (``--iters 60``) kept the 2,000-step default's interval
+    (two evaluations of 60 steps, to select from); it gets the interval for its own length,
+    unless an ``eval_every`` is given too (there, or in the task file)."""
+    lengths = any("steps" in layer or "epochs" in layer for layer in layers)
+    if not lengths or any("eval_every" in layer for layer in layers):
+        return
+    user = (values.get("options") or {}).get("user_task")
+    if not isinstance(user, dict) or "module" in user:  # a shipped preset's interval is its paper's
+        return
+    from atnbench.tasks.taskfiles import find, read_definition
+    from atnbench.tasks.userprep import evaluation_interval
+
+    path = find(task_name)
+    if path is not None and "eval_every" not in read_definition(path).defaults:
+        values["eval_every"] = evaluation_interval(values["steps"], values.get("steps_per_epoch") or 1)
 
 
 def _check_options(task, options: dict, config_file: Optional[Path], in_file: set, in_flags: set) -> None:
