@@ -143,6 +143,10 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeyp
     edited = invoke("evaluate", record["run_id"], "--store", store)
     assert edited.exit_code == 2 and "seqs.npz holds other contents than when the run was trained" in edited.stderr, edited.output
     assert "seqs.npz" in edited.stderr and len(edited.stderr.strip().splitlines()) == 1
+    # verify trained it again on the edited file and reported a difference that was the data's
+    reverified = invoke("verify", record["run_id"], "--store", store)
+    assert reverified.exit_code == 2 and "seqs.npz holds other contents than when the run was trained" in \
+        reverified.stderr and "bit for bit" not in reverified.stdout, reverified.output
 
 
 def test_a_changed_file_among_several_is_not_pinned_on_one_of_them(tmp_path):

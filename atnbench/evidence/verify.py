@@ -85,10 +85,12 @@ def code_note(record: RunRecord) -> Optional[str]:
 def verify(record: RunRecord, curve: list, device) -> Verification:
     """Train ``record``'s config again in a scratch store and compare its numbers."""
     from atnbench.config import build_config
+    from atnbench.run.restore import check_data_unchanged
     from atnbench.run.train import train
 
     if record.status not in ("done", "diverged"):
         raise UserError(f"run {record.run_id} is {record.status}; only a finished run can be verified")
+    check_data_unchanged(record)  # a re-run on edited data files would report a difference that is the data's
     config = build_config(record.config)
     with tempfile.TemporaryDirectory(prefix="atnbench-verify-") as folder:
         with ResultsStore(Path(folder) / "verify.db") as scratch:
