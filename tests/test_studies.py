@@ -329,6 +329,18 @@ def test_a_sweep_over_lengths_makes_one_study_per_length_and_tests_a_comparison_
     assert again.exit_code == 0, again.output
     with ResultsStore(tmp_path / "other.db") as store:
         assert [study.name for study in studies.load(store)] == ["table1-copying-T100"]  # named alike when picked
+    # planned on another machine, it tests what k-ablation tests in r.db: merging the stores would
+    # decide that comparison twice, each at its full share of alpha
+    merged = invoke("store", "merge", tmp_path / "m.db", db, tmp_path / "other.db")
+    assert merged.exit_code == 2 and len(merged.stderr.strip().splitlines()) == 1, merged.output
+    assert "study table1-copying-T100 tests atn k=45 < ln (copying T=100), which study k-ablation" in merged.stderr
+    assert "a comparison is tested in one study" in merged.stderr
+    assert invoke("store", "export", tmp_path / "o.jsonl", "--store", tmp_path / "other.db", "--studies",
+                  tmp_path / "o.json").exit_code == 0
+    imported = invoke("store", "import", tmp_path / "o.jsonl", "--store", db, "--studies", tmp_path / "o.json")
+    assert imported.exit_code == 2 and "which study k-ablation" in imported.stderr, imported.output
+    with ResultsStore(db) as store:
+        assert sorted(study.name for study in studies.load(store)) == ["k-ablation", "table1-copying-T200"]
 
 
 def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):

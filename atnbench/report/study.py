@@ -568,6 +568,23 @@ def from_records(records, source: str) -> list[Study]:
     return incoming
 
 
+def _refuse_a_second_study(study: Study, kept, source: str, path) -> None:
+    """A comparison is tested in one study of its claims file (a plan leaves out those another
+    study tests): one planned on another machine, where that study was not, may not come in
+    beside it, or the comparison would be decided twice, each time at its full share of alpha."""
+    def places(s: Study) -> set:
+        return {(s.task, s.T, s.budget, s.variant, c.lower, c.higher) for c in s.comparisons}
+
+    for other in kept:
+        if other.family == study.family and other.name != study.name:
+            shared = sorted(places(study) & places(other))
+            if shared:
+                task, T, _, _, lower, higher = shared[0]
+                raise UserError(f"{source}: study {study.name} tests {lower} < {higher} ({task} T={T}), which study "
+                                f"{other.name} in {path} already tests: a comparison is tested in one study (a "
+                                f"second would spend its alpha again); nothing imported")
+
+
 def bring_in(store, incoming: list[Study], source: str) -> tuple[int, int]:
     """``incoming`` studies into ``store``, whose runs are already there: a new one added, the same
     plan with more looks taken extended (or with its sweep and config keys, where the kept copy
@@ -582,6 +599,7 @@ def bring_in(store, incoming: list[Study], source: str) -> tuple[int, int]:
     for study in incoming:
         old = kept.get(study.name)
         if old is None:
+            _refuse_a_second_study(study, kept.values(), source, store.path)
             new = study
         else:
             why = same_plan(old, study)
