@@ -592,3 +592,18 @@ def test_a_study_off_the_protocol_its_claims_are_judged_on_is_refused(tmp_path):
     planned = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
                      "--dry-run", "--store", tmp_path / "s.db")  # at the claims' protocol (budget 0.01): planned
     assert planned.exit_code == 0, planned.output
+
+
+def test_a_new_plan_may_not_start_at_seeds_the_store_already_holds(tmp_path):
+    """--first-seed 0 over a pilot's seeds 0-4 recorded a plan "before any of its runs" and took its
+    first look on the pilot's runs, seen before the plan: seeds chosen after looking."""
+    db = tmp_path / "r.db"
+    fill(db, {"atn": [0.1] * 5, "ln": [0.2] * 5, "lstm": [0.3] * 5}, range(0, 5))  # the pilot
+    refused = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                     "--store", db, "--looks", "5,10", "--first-seed", "0", "--dry-run")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert "--first-seed 0: the store holds runs of copying at seeds up to 4" in refused.stderr
+    assert "give --first-seed 5 or more" in refused.stderr
+    planned = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
+                     "--store", db, "--looks", "5,10", "--first-seed", "5", "--plan-only")
+    assert planned.exit_code == 0 and "from seed 5" in planned.stderr, planned.output

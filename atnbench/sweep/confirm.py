@@ -199,6 +199,10 @@ def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dic
     Ts = {run.config.T for run in probe}
     if first_seed is None:
         first_seed = old.first_seed if old else next_fresh_seed(store, task, Ts)
+    elif old is None and first_seed < (fresh := next_fresh_seed(store, task, Ts)):
+        raise UserError(f"--first-seed {first_seed}: the store holds runs of {task} at seeds up to {fresh - 1} (a "
+                        f"pilot, an exploration: seen before this plan); a study's seeds are fresh, its plan recorded "
+                        f"before any of their runs, so give --first-seed {fresh} or more (the default is {fresh})")
     if looks_text is not None:
         looks = studies.parse_looks(looks_text)
     elif old is not None:
