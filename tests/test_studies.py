@@ -607,3 +607,22 @@ def test_a_new_plan_may_not_start_at_seeds_the_store_already_holds(tmp_path):
     planned = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
                      "--store", db, "--looks", "5,10", "--first-seed", "5", "--plan-only")
     assert planned.exit_code == 0 and "from seed 5" in planned.stderr, planned.output
+
+
+def test_a_study_decides_only_for_the_version_of_the_claims_file_it_was_planned_for(tmp_path):
+    """Matched by the file's name only, a study planned at m = 2 gave its verdicts to an edited
+    claims.yaml of m = 3 (or to another file of that name), whose level is lower."""
+    db, study = recorded_study(tmp_path)
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+              "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    with ResultsStore(db) as store:
+        assert studies.take_look(store, study) is not None
+    same = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    decided = [c for c in json.loads(same.stdout)["verdicts"]["claims"] if c["design"].startswith("study")]
+    assert decided, same.output
+    edited = {"claims": CLAIMS["claims"] + [{"id": "extra", "claim": "ATN < LSTM", "task": "copying", "T": 100,
+                                             "budget": 0.01, "order": ["atn k=45", "lstm"]}]}
+    other = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path, edited))
+    assert other.exit_code == 0, other.output
+    assert not [c for c in json.loads(other.stdout)["verdicts"]["claims"] if c["design"].startswith("study")]
+    assert "study k-ablation was planned for another version of claims.yaml (m = 2" in other.stderr

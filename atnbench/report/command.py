@@ -5,6 +5,7 @@ an export), the verdicts on a claims file and the studies, and the figures. The 
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,8 @@ from atnbench.errors import UserError
 from atnbench.report.load import filters_text, load_groups
 from atnbench.store import ResultsStore
 from atnbench.tables import err, out
+
+log = logging.getLogger("atnbench")  # its warnings print as "note:" lines (cli.app)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ def report_command(request: ReportRequest) -> None:
     meta = {"store": str(path), "filters": {key: filters.get(key) for key in FILTERS}, "paper": request.paper,
             "runs_selected": selected, "runs_in_store": total}
     plans = _studies(path) if verdicts else []
+    if verdicts:
+        _note_other_versions(plans, user_claims)
     claims = _verdicts(groups, margin, user_claims, plans, _study_runs(path, plans)) if verdicts else None
     if claims is not None and fmt == "json":
         from dataclasses import asdict
@@ -110,6 +115,19 @@ def _views(request: ReportRequest, groups, k_view: bool, margin: float) -> list:
             err.print("no ATN runs with a window k among the selected runs; showing the model tables instead")
     return views or [group_view(group, with_paper=request.paper, final=request.final, baseline_margin=margin)
                      for group in groups]
+
+
+def _note_other_versions(plans, user_claims) -> None:
+    """A study planned for another version of this claims file (same name, other digest: claims
+    added or changed after it was planned, so another m) decides nothing here: said, once each."""
+    from atnbench.report.verdicts import paper_family
+
+    family = user_claims if user_claims is not None else paper_family()
+    for plan in plans:
+        if plan.family == family.name and plan.family_digest != family.digest:
+            log.warning(f"study {plan.name} was planned for another version of {family.name} (m = {plan.m}, "
+                        f"digest {plan.family_digest[:12]}, this file's {family.digest[:12]}): its looks decide "
+                        f"nothing for this file, whose runs are numbers only")
 
 
 def _print_tables(views, claims, plans, user_claims, heading: str) -> None:

@@ -474,7 +474,10 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
         claims = tuple(family)
         family = Family("claims", claims, "")
     groups = list(groups)
-    studies = [s for s in studies if s.family == family.name]
+    # a study decides for the claims file it was planned for, that version of it (its digest): the
+    # same name with other claims is another family, another m (report.command says so)
+    studies = [s for s in studies
+               if s.family == family.name and (not family.digest or s.family_digest == family.digest)]
     in_studies = {run_id for study in studies for run_id in study.all_runs()}
     planned = {key for study in studies for key in study.planned_experiments()}
     if planned:  # a planned seed's run not yet in a look (another code's stand-in) is the study's too
