@@ -628,6 +628,7 @@ def test_tasks_new_drafts_an_nct_array_with_its_layout_said(tmp_path):
     drafted = (out / "aeon.yaml").read_text()
     assert re.search(r"^  layout: NCT +# inferred: x read as \(sequences, channels, steps\)", drafted, re.M)
     assert "# 20 sequences, 1 channel(s), lengths 24 to 24" in drafted
+    assert "# default_T: the longest sequence of any split (test included)" in drafted  # as load_preset takes it
     checked = ok(invoke("tasks", "check", "aeon", "--include", out)).stdout
     assert re.search(r"channels\s+1\b", checked) and "24 to 24 steps" in checked
     ok(invoke("tasks", "new", "plain", "--from", tmp_path / "ntc.npz", "--dir", out))

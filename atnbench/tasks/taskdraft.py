@@ -111,7 +111,7 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
              "  split: {validation: 0.2, test: 0.0, seed: 0}"]
     lines += _field_lines(fields)
     lines += ["standardize: true        # inputs scaled with the training split's mean and std",
-              "# default_T: the longest training sequence; longer sequences keep their first T steps",
+              "# default_T: the longest sequence of any split (test included); longer ones keep their first T steps",
               "# run settings over the defaults that learn on small data (docs/adding-a-task.md)",
               "defaults: {}             # e.g. {hidden: 32, patience: 20}"]
     if allow_pickle:
