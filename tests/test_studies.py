@@ -626,3 +626,25 @@ def test_a_study_decides_only_for_the_version_of_the_claims_file_it_was_planned_
     assert other.exit_code == 0, other.output
     assert not [c for c in json.loads(other.stdout)["verdicts"]["claims"] if c["design"].startswith("study")]
     assert "study k-ablation was planned for another version of claims.yaml (m = 2" in other.stderr
+
+
+def test_a_study_planned_off_its_protocol_elsewhere_is_not_imported(tmp_path, monkeypatch):
+    """Planning refuses a study off the protocol its claims are judged on; one planned so elsewhere
+    (an older atnbench) would still have come in through the studies' file and given verdicts."""
+    runs = expand(load_sweep("k-ablation"), budget=0.01, seeds=tuple(range(20, 30)),
+                  overrides={"threads": 1, "device": "cpu", "hidden": 16})
+    monkeypatch.setattr(studies, "off_protocol", lambda config, side: [])  # as an older atnbench planned it
+    study = confirm.plan("k-ablation", runs, read_family(claims_file(tmp_path)), (5, 10), 20, 0.05)
+    monkeypatch.undo()
+    with ResultsStore(tmp_path / "a.db") as store:
+        for run in runs:
+            store.start_run(run.run_id, run.config.to_dict(), {})
+            store.log_eval(run.run_id, 2, 1.0, 0.5, 0.5)
+            store.finish_run(run.run_id, "done", {})
+        studies.save(store, study)
+    assert invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db", "--studies",
+                  tmp_path / "a.json").exit_code == 0
+    refused = invoke("store", "import", tmp_path / "a.jsonl", "--store", tmp_path / "b.db", "--studies",
+                     tmp_path / "a.json")
+    assert refused.exit_code == 2 and "study k-ablation: the runs of side" in refused.stderr, refused.output
+    assert "differ from the protocol its claims are judged on: hidden 16 (protocol 68)" in refused.stderr

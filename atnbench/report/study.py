@@ -195,6 +195,20 @@ def save(store, study: Study) -> None:
 # -- planning --------------------------------------------------------------------------------------
 
 
+def off_protocol(config, side) -> list[str]:
+    """How a run config differs from its task's protocol at its budget and variant (the preset's, or
+    a task of your own's file's defaults), field by field ("hidden 16 (protocol 64)"), besides
+    the settings the claim's side names (its k, a bias placement, ...): what a study may not change."""
+    from atnbench.report.paper import PROTOCOL_FIELDS
+    from atnbench.run.runspec import resolve_run
+
+    expected = resolve_run(config.task, {"T": config.T, "norm": config.norm, "cell": config.cell},
+                           variant=config.variant, budget=config.budget).to_dict()
+    named = {key for key, _ in side.settings}
+    return [f"{name} {getattr(config, name)} (protocol {expected.get(name)})" for name in PROTOCOL_FIELDS
+            if name not in named and getattr(config, name) != expected.get(name)]
+
+
 def side_matches(side: Side, config) -> bool:
     """Whether a run config is this side: its model, its k where given, its settings."""
     from atnbench.registry import get_scheme, model_name
@@ -568,6 +582,20 @@ def from_records(records, source: str) -> list[Study]:
     return incoming
 
 
+def _refuse_off_protocol(store, study: Study, source: str) -> None:
+    """A study planned off the protocol its claims are judged on (where planning did not refuse
+    it: another machine, an older atnbench) does not come in: its decisions would be verdicts."""
+    from atnbench.config import build_config
+    from atnbench.report.claims import parse_side
+
+    for side, run_ids in study.run_ids.items():
+        record = next((found for found in map(store.get_run, run_ids) if found is not None), None)
+        off = off_protocol(build_config(record.config), parse_side(side)) if record is not None else []
+        if off:
+            raise UserError(f"{source}: study {study.name}: the runs of side {side!r} differ from the protocol its "
+                            f"claims are judged on: {', '.join(off)}; nothing imported")
+
+
 def _refuse_a_second_study(study: Study, kept, source: str, path) -> None:
     """A comparison is tested in one study of its claims file (a plan leaves out those another
     study tests): one planned on another machine, where that study was not, may not come in
@@ -600,6 +628,7 @@ def bring_in(store, incoming: list[Study], source: str) -> tuple[int, int]:
         old = kept.get(study.name)
         if old is None:
             _refuse_a_second_study(study, kept.values(), source, store.path)
+            _refuse_off_protocol(store, study, source)
             new = study
         else:
             why = same_plan(old, study)

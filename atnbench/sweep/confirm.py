@@ -78,7 +78,7 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
         if len(chosen) != len(seeds) or len(matching) != len(seeds):
             raise UserError(f"side {side!r} matches {len(matching) / len(seeds):g} runs per seed in this sweep; "
                             f"a study needs exactly one configuration per side")
-        off = off_protocol(chosen[0].config, wanted)
+        off = studies.off_protocol(chosen[0].config, wanted)
         if off:
             own = "its task file's defaults (or make these its defaults)" if "user_task" in (config.options or {}) \
                 else "the preset's settings"
@@ -90,20 +90,6 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
         keys[side] = [config_key(run.config.to_dict()) for run in chosen]
     return studies.make(name, family, comparisons, run_ids, looks, first_seed, config.task, config.T, config.budget,
                         config.variant, alpha, keys, code, sweep or name)
-
-
-def off_protocol(config, side) -> list[str]:
-    """How a run config differs from its task's protocol at its budget and variant (the preset's, or
-    a task of your own's file's defaults), field by field ("hidden 16 (protocol 64)"), besides
-    the settings the claim's side names (its k, a bias placement, ...): what a study may not change."""
-    from atnbench.report.paper import PROTOCOL_FIELDS
-    from atnbench.run.runspec import resolve_run
-
-    expected = resolve_run(config.task, {"T": config.T, "norm": config.norm, "cell": config.cell},
-                           variant=config.variant, budget=config.budget).to_dict()
-    named = {key for key, _ in side.settings}
-    return [f"{name} {getattr(config, name)} (protocol {expected.get(name)})" for name in PROTOCOL_FIELDS
-            if name not in named and getattr(config, name) != expected.get(name)]
 
 
 def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tuple[studies.Study, str]:
