@@ -147,6 +147,7 @@ def test_evaluate_and_store_transfer_need_no_include(npz_task, tmp_path, monkeyp
     reverified = invoke("verify", record["run_id"], "--store", store)
     assert reverified.exit_code == 2 and "seqs.npz holds other contents than when the run was trained" in \
         reverified.stderr and "bit for bit" not in reverified.stdout, reverified.output
+    assert len(reverified.stderr.strip().splitlines()) == 1  # refused before "re-running" is said
 
 
 def test_a_changed_file_among_several_is_not_pinned_on_one_of_them(tmp_path):

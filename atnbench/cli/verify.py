@@ -57,6 +57,10 @@ def verify(
                                f"{'s' if len(finished) != 1 else ''} in {results.path}; checking "
                                f"{'them all' if len(finished) > 1 else 'it'}"), soft_wrap=True)
         chosen = [(results.get_run(i), results.curve(i)) for i in ids]
+    from atnbench.run.restore import check_data_unchanged
+
+    for record, _ in chosen:  # before anything is re-run or said to be (evidence.verify checks it too)
+        check_data_unchanged(record)
     found = []
     for n, (record, curve) in enumerate(chosen, 1):
         err.print(Text(f"[{n}/{len(chosen)}] re-running {record.run_id} ({record.task} T={record.T} "
