@@ -773,3 +773,15 @@ def test_a_length_given_outside_the_task_file_gets_the_evaluations_for_that_leng
                                                                         flagged.steps_per_epoch)
     assert resolve_run("flagged", {"steps": 600, "eval_every": 5}).eval_every == 5  # given: kept
     assert resolve_run("fixed", {"steps": 600}).eval_every == 7  # the task file's: kept
+
+
+def test_tasks_new_on_no_sequences_or_empty_ones_is_one_line(tmp_path):
+    """An .npz of no sequences was "internal error (a bug in atnbench)"; one of (N, 0, C) was taken
+    for aeon's layout and said to have no channels, with a transposed shape."""
+    np.savez(tmp_path / "empty.npz", x=np.zeros((0, 10, 2)), y=np.zeros(0, int))
+    np.savez(tmp_path / "steps0.npz", x=np.zeros((40, 0, 2)), y=np.zeros(40, int))
+    for name, said in (("empty", "empty.npz: holds no sequences"),
+                       ("steps0", "x[0]: expected a (T, C) or (T,) array with T >= 1, got shape (0, 2)")):
+        refused = invoke("tasks", "new", name, "--from", tmp_path / f"{name}.npz", "--dir", tmp_path / "mine")
+        assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+        assert said in refused.stderr and not (tmp_path / "mine" / f"{name}.yaml").exists()

@@ -37,7 +37,7 @@ def _infer_fields(path: Path, allow_pickle: bool) -> Fields:
         if x is None or y is None:
             raise ConfigError(f"{path}: expected arrays named x and y (found: {', '.join(arrays)})")
         shape = arrays[x].shape if arrays[x].dtype != object else ()
-        nct = len(shape) == 3 and shape[2] >= LOOKS_NCT * shape[1]  # (N, channels, T), as aeon keeps them
+        nct = len(shape) == 3 and 0 < LOOKS_NCT * shape[1] <= shape[2]  # (N, channels, T), as aeon keeps them
         return Fields(x=x, y=y, lengths=_first(NAMES["lengths"], arrays), layout="NCT" if nct else None)
     columns = list(load_frame(path).columns)
     y = _first(NAMES["y"], columns) or columns[0]
@@ -97,6 +97,8 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
     fields = _infer_fields(data, allow_pickle)
     problem = problem or _infer_problem(data, fields, allow_pickle)
     part = read_split(data, fields, PROBLEMS[problem].per_step, allow_pickle)
+    if not part.xs:
+        raise ConfigError(f"{data}: holds no sequences; a task needs some to train on")
     lengths = [len(x) for x in part.xs]
     relative = os.path.relpath(data.absolute(), folder.absolute())
     lines = [f"# {name}: written by `atnbench tasks new` from {_quoted(data.name)}; check it with "

@@ -162,7 +162,7 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
         if x.ndim != 3:
             raise ConfigError(f"{source}: data.layout: NCT needs x of shape (N, C, T), got {tuple(x.shape)}")
         return x.transpose(0, 2, 1)
-    if layout is None and x.dtype != object and x.ndim == 3 and x.shape[2] >= LOOKS_NCT * x.shape[1]:
+    if layout is None and x.dtype != object and x.ndim == 3 and 0 < LOOKS_NCT * x.shape[1] <= x.shape[2]:
         raise ConfigError(f"{source}: data.x: shape {tuple(x.shape)} reads as {x.shape[1]} steps of {x.shape[2]} "
                           f"channels; if it is (N, channels, T) (aeon's layout) set data.layout: NCT, "
                           f"else data.layout: NTC")
