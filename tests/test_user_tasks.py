@@ -785,3 +785,16 @@ def test_tasks_new_on_no_sequences_or_empty_ones_is_one_line(tmp_path):
         refused = invoke("tasks", "new", name, "--from", tmp_path / f"{name}.npz", "--dir", tmp_path / "mine")
         assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
         assert said in refused.stderr and not (tmp_path / "mine" / f"{name}.yaml").exists()
+
+
+def test_a_long_tables_empty_time_stamp_is_refused_not_sorted_last(tmp_path):
+    """pandas sorts NaN last: the step of an empty time cell moved to its sequence's end, silently."""
+    from atnbench.config import ConfigError
+    from atnbench.tasks.userdata import Fields, read_split
+
+    rows = ["id,time,f,y", "0,,0,1", "0,1,10,1", "0,2,20,1", "1,0,1,0", "1,1,2,0", "1,2,3,0"]
+    (tmp_path / "long.csv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(ConfigError, match="data.time: row 1 has an empty 'time' cell"):
+        read_split(tmp_path / "long.csv", Fields(layout="long"), per_step=False)
+    refused = invoke("tasks", "new", "long", "--from", tmp_path / "long.csv", "--dir", tmp_path / "mine")
+    assert refused.exit_code == 2 and "data.time: row 1 has an empty 'time' cell" in refused.stderr, refused.output

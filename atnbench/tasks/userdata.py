@@ -430,6 +430,10 @@ def _in_time_order(frame, fields: Fields, source: str):
     import pandas as pd
 
     stamps = frame[fields.time]
+    empty = stamps.isna().to_numpy()
+    if empty.any():  # sorted, it would go last: a step moved to the end of its sequence without a word
+        raise ConfigError(f"{source}: data.time: row {int(stamps.index[empty.argmax()]) + 1} has an empty "
+                          f"{fields.time!r} cell (or NaN); the time stamps order the steps, each needs one")
     if not (pd.api.types.is_numeric_dtype(stamps) or stamps.dtype.kind in "mM"):  # text (object or str dtype)
         numbers = pd.to_numeric(stamps, errors="coerce")
         if numbers.isna().any():
