@@ -647,7 +647,7 @@ CASES += [
         ("short-steps", "short_steps.parquet: data.y row 1: a per-step target needs one value per step (3), got 1"),
         ("looks-nct", "nct.npz: data.x: shape (8, 3, 40) reads as 3 steps of 40 channels; if it is (N, channels, T) "
                       "(aeon's layout) set data.layout: NCT"),
-        ("text-time", "text_time.csv: data.time: column 'time' holds 't0' (row 1), not a number"),
+        ("text-time", "text_time.csv: data.time: column 'time' holds 't0' (row 1), neither a number nor an ISO 8601 date"),
         ("twice-time", "twice_time.csv: data.time: sequence 0 has time 0 twice (row 2)"),
         ("dated", "dated.parquet: data.x: column 'when' holds dates or times"),
         ("words", "words.csv: data.x: column 'v' holds non-numbers ('abc' in row 2)"),

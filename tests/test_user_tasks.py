@@ -798,3 +798,19 @@ def test_a_long_tables_empty_time_stamp_is_refused_not_sorted_last(tmp_path):
         read_split(tmp_path / "long.csv", Fields(layout="long"), per_step=False)
     refused = invoke("tasks", "new", "long", "--from", tmp_path / "long.csv", "--dir", tmp_path / "mine")
     assert refused.exit_code == 2 and "data.time: row 1 has an empty 'time' cell" in refused.stderr, refused.output
+
+
+def test_a_header_naming_a_column_twice_is_refused_and_iso_dates_order_a_long_table(tmp_path):
+    """pandas renamed a second `y` to `y.1` and read it as one more step (the labels leaked into
+    the inputs); a CSV's dates are text, and ISO 8601 ones were refused as "not a number"."""
+    from atnbench.config import ConfigError
+    from atnbench.tasks.userdata import Fields, read_split
+
+    (tmp_path / "twice.csv").write_text("y,a,b,y\n" + "\n".join(f"{i % 2},{i},{i + 1},{1 - i % 2}" for i in range(6)))
+    with pytest.raises(ConfigError, match="the header names column 'y' twice \\(columns 1 and 4\\)"):
+        read_split(tmp_path / "twice.csv", Fields(), per_step=False)
+    days = ["2020-01-10", "2020-01-02", "2020-01-03"]  # in file order not in time order: sorted by date
+    rows = [f"{seq},{day},{value},{seq % 2}" for seq in range(2) for day, value in zip(days, (3.0, 1.0, 2.0))]
+    (tmp_path / "dated.csv").write_text("id,time,f,y\n" + "\n".join(rows) + "\n")
+    dated = read_split(tmp_path / "dated.csv", Fields(layout="long"), per_step=False)
+    assert [seq[:, 0].tolist() for seq in dated.xs] == [[1.0, 2.0, 3.0]] * 2

@@ -282,7 +282,7 @@ def _read_text_table(path: Path):
 
     import pandas as pd
 
-    _refuse_a_first_row_of_data(path)
+    _check_header(path)
     # index_col=False: by default a header one name short makes the first column (often the
     # target) the index, dropped without a word; pandas then warns that it cuts the rows instead
     with warnings.catch_warnings():
@@ -292,11 +292,13 @@ def _read_text_table(path: Path):
         return pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], low_memory=False, index_col=False)
 
 
-def _refuse_a_first_row_of_data(path: Path) -> None:
-    """A table's first row names its columns. One of numbers only (the UCR/aeon .tsv files have no
-    header: a label, then the values) would be taken as the names and its sequence lost without a
-    word; refused. Whole numbers counting up from 0 or 1 are names (``DataFrame.to_csv`` of a frame
-    with integer columns writes them so)."""
+def _check_header(path: Path) -> None:
+    """A text table's first row, before pandas takes it for the names of the columns. Numbers only
+    (the UCR/aeon .tsv files have no header: a label, then the values): its sequence would be lost
+    without a word; refused. Whole numbers counting up from 0 or 1 are names (``DataFrame.to_csv``
+    of a frame with integer columns writes them so). A name given twice: pandas would rename the
+    second ``y.1`` and read it as one more column, the target's values as a step of every sequence
+    (a label leak); refused."""
     import pandas as pd
 
     first = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], header=None, nrows=1, dtype=str,
@@ -305,12 +307,17 @@ def _refuse_a_first_row_of_data(path: Path) -> None:
     try:
         numbers = [float(cell) for cell in cells]
     except ValueError:
-        return
-    if not cells or any(numbers == list(range(start, start + len(numbers))) for start in (0, 1)):
-        return
-    raise ConfigError(f"{path}: its first row is numbers ({', '.join(cells[:3])}, ...), not column names: the file "
-                      f"has no header row (as the UCR/aeon .tsv files have none), so its first sequence would be "
-                      f"read as the names; add a header row naming the columns, the target's too")
+        numbers = None
+    if numbers and not any(numbers == list(range(start, start + len(numbers))) for start in (0, 1)):
+        raise ConfigError(f"{path}: its first row is numbers ({', '.join(cells[:3])}, ...), not column names: the "
+                          f"file has no header row (as the UCR/aeon .tsv files have none), so its first sequence "
+                          f"would be read as the names; add a header row naming the columns, the target's too")
+    seen: dict[str, int] = {}
+    for column, name in enumerate(cells, 1):
+        if name and name in seen:
+            raise ConfigError(f"{path}: the header names column {name!r} twice (columns {seen[name]} and {column}); "
+                              f"give each column a name of its own")
+        seen[name] = column
 
 
 def _keep_words(frame, path: Path, words: tuple):
@@ -436,11 +443,13 @@ def _in_time_order(frame, fields: Fields, source: str):
                           f"{fields.time!r} cell (or NaN); the time stamps order the steps, each needs one")
     if not (pd.api.types.is_numeric_dtype(stamps) or stamps.dtype.kind in "mM"):  # text (object or str dtype)
         numbers = pd.to_numeric(stamps, errors="coerce")
+        if numbers.isna().any():  # a CSV's dates are text: ISO 8601 ones (2020-01-31, 2020-01-31T12:00) are read
+            numbers = pd.to_datetime(stamps, format="ISO8601", errors="coerce")
         if numbers.isna().any():
             bad = _plain(stamps[numbers.isna()].iloc[0])
             raise ConfigError(f"{source}: data.time: column {fields.time!r} holds {bad!r} (row "
-                              f"{int(stamps.index[numbers.isna().to_numpy().argmax()]) + 1}), not a number; time stamps "
-                              f"order the steps: give numbers (text would sort t10 before t7)")
+                              f"{int(stamps.index[numbers.isna().to_numpy().argmax()]) + 1}), neither a number nor an "
+                              f"ISO 8601 date; time stamps order the steps (text would sort t10 before t7)")
         frame = frame.assign(**{fields.time: numbers})
     twice = frame.duplicated([fields.id, fields.time]).to_numpy()
     if twice.any():
