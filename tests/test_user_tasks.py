@@ -814,3 +814,23 @@ def test_a_header_naming_a_column_twice_is_refused_and_iso_dates_order_a_long_ta
     (tmp_path / "dated.csv").write_text("id,time,f,y\n" + "\n".join(rows) + "\n")
     dated = read_split(tmp_path / "dated.csv", Fields(layout="long"), per_step=False)
     assert [seq[:, 0].tolist() for seq in dated.xs] == [[1.0, 2.0, 3.0]] * 2
+
+
+def test_a_copy_of_the_training_file_or_validation_given_as_test_is_refused(tmp_path):
+    """The training file given again was refused by its path only: a byte-identical copy as the
+    validation split, or one file as validation and test (the test numbers then the selected
+    ones), was taken and said ok."""
+    rng = np.random.default_rng(5)
+    np.savez(tmp_path / "a.npz", x=rng.normal(size=(40, 8, 2)), y=np.arange(40) % 2)
+    np.savez(tmp_path / "b.npz", x=rng.normal(size=(10, 8, 2)), y=np.arange(10) % 2)
+    (tmp_path / "acopy.npz").write_bytes((tmp_path / "a.npz").read_bytes())
+    (tmp_path / "bcopy.npz").write_bytes((tmp_path / "b.npz").read_bytes())
+    cases = {"copy": ("{train: a.npz, validation: acopy.npz}", "key 'data.validation'", "(or a copy of it)"),
+             "same": ("{train: a.npz, validation: b.npz, test: b.npz}", "key 'data.test'", "holds what data.validation"),
+             "twin": ("{train: a.npz, validation: b.npz, test: bcopy.npz}", "key 'data.test'", "holds what data.validation")}
+    for name, (data, key, said) in cases.items():
+        (tmp_path / f"{name}.yaml").write_text(f"problem: sequence-classification\ndata: {data}\n")
+        refused = invoke("tasks", "check", name, "--include", tmp_path)
+        assert refused.exit_code == 2 and key in refused.stderr and said in refused.stderr, refused.output
+    (tmp_path / "fine.yaml").write_text("problem: sequence-classification\ndata: {train: a.npz, validation: b.npz}\n")
+    ok(invoke("tasks", "check", "fine", "--include", tmp_path))

@@ -327,10 +327,31 @@ def _refuse_training_files_held_out(path: Path, files: dict[str, str]) -> None:
     def real(split: str) -> set[str]:
         return {os.path.realpath(file) for key, file in files.items() if key == split or key.startswith(f"{split}.")}
 
+    def copied(held: set[str], other: set[str]) -> bool:  # a copy is the same data under another name
+        import hashlib
+
+        def sizes(paths):
+            return {os.path.getsize(p) for p in paths if os.path.isfile(p)}
+
+        if not held or not sizes(held) <= sizes(other):  # read only files that could be copies
+            return False
+        digests = {}
+        for file in held | other:
+            if not os.path.isfile(file):  # not there, or a folder: the data check names it
+                return False
+            with open(file, "rb") as handle:
+                digests[file] = hashlib.file_digest(handle, "sha256").hexdigest()
+        return {digests[p] for p in held} <= {digests[p] for p in other}
+
     train = real("train")
     for split in ("validation", "test"):
         held = real(split)
-        if held and held <= train:
+        if held and (held <= train or copied(held, train)):
             raise ConfigError(f"{path}: key 'data.{split}': {files.get(split) or sorted(held)[0]} is the training "
-                              f"file too; a {split} split must hold other sequences (leave data.{split} out to carve "
-                              f"it from the training file: data.split)")
+                              f"file too (or a copy of it); a {split} split must hold other sequences (leave "
+                              f"data.{split} out to carve it from the training file: data.split)")
+    validation, test = real("validation"), real("test")
+    if validation and test and (validation == test or copied(test, validation) and copied(validation, test)):
+        raise ConfigError(f"{path}: key 'data.test': {files.get('test') or sorted(test)[0]} holds what data.validation "
+                          f"holds; the test split must not be the one validation selects on (its scores would be "
+                          f"the selected ones)")
