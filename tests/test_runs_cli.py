@@ -449,3 +449,13 @@ def test_show_and_compare_print_stored_text_as_it_is(tmp_path):
     assert shown.exit_code == 0 and "[ab12] kept" in shown.stdout, shown.output
     compared = invoke("runs", "compare", *ids, "--store", store, env={"COLUMNS": "200"})
     assert compared.exit_code == 0 and "[ab12] kept" in compared.stdout, compared.output
+
+
+def test_verify_of_an_unfinished_run_refuses_before_it_says_it_re_runs(tmp_path):
+    from helpers import fill_store
+
+    (running,) = fill_store(tmp_path / "s.db", [("adding", 100, "ln", None, 0, "running", 0.5, None)])
+    refused = invoke("verify", running, "--store", tmp_path / "s.db")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert f"run {running} is running; only a finished run can be verified" in refused.stderr
+    assert "re-running" not in refused.stderr

@@ -59,7 +59,9 @@ def verify(
         chosen = [(results.get_run(i), results.curve(i)) for i in ids]
     from atnbench.run.restore import check_data_unchanged
 
-    for record, _ in chosen:  # before anything is re-run or said to be (evidence.verify checks it too)
+    for record, _ in chosen:  # before anything is re-run or said to be (evidence.verify checks both too)
+        if record.status not in ("done", "diverged"):
+            fail(f"run {record.run_id} is {record.status}; only a finished run can be verified")
         check_data_unchanged(record)
     found = []
     for n, (record, curve) in enumerate(chosen, 1):

@@ -31,6 +31,10 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
     if "user_task" not in (config.options or {}) or record.get("status") != "done" or best is None \
             or not baseline or best < (1 - MARGIN) * baseline:
         return None
+    if best > (1 + MARGIN) * baseline:  # worse than a constant guess: steps blew it up, not too few of them
+        return (f"the best validation loss {best:.4g} is above the no-information baseline {baseline:.4g} (what a "
+                f"guess that ignores the inputs scores): training made the model worse than that guess; try a "
+                f"smaller learning rate (--lr {config.lr / 10:.2g}), or gradient clipping (--clip 1)")
     tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:.2g} or "
              f"{config.lr * 3:.2g})", f"another norm (--norm {'atn' if config.norm == 'ln' else 'ln'})"]
     if stopped_early(config, record):
