@@ -14,6 +14,8 @@ Every refusal is a ``ConfigError``: one line naming the file and the problem, ex
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import stat
@@ -268,6 +270,25 @@ def read_settings(path: Union[str, Path]) -> Any:
     """A settings file: JSON where its name ends in .json, else YAML (JSON is YAML too)."""
     text = read_text(path)
     return parse_json(text, str(path)) if Path(path).suffix == ".json" else parse_yaml(text, str(path))
+
+
+def file_digest(path) -> str:
+    """SHA-256 of a file's bytes ("missing:PATH" or "not-a-file:PATH" where it is not a readable
+    file), cached by (path, size, modification time): a sweep hashes each data file once per process."""
+    return _digest_of(str(path), *file_stat(path))
+
+
+@functools.lru_cache(maxsize=256)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    if size < 0:
+        return f"missing:{path}"
+    if not Path(path).is_file():  # a FIFO or a device would never end; reading the data refuses it
+        return f"not-a-file:{path}"
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def file_stat(path) -> tuple[int, int]:

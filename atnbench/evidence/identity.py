@@ -48,7 +48,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from atnbench.userfiles import cache_base, file_stat
+from atnbench.userfiles import cache_base, file_digest
 
 PACKAGE = Path(__file__).resolve().parent.parent
 CODE_PATHS = ("nn", "tasks", "data", "run/train.py", "run/schedule.py", "zoo.py", "registry.py")
@@ -296,22 +296,8 @@ def _data_fingerprint(paths: tuple[str, ...]) -> str:
                 continue
             name = path.relative_to(root_path).as_posix() if root_path.is_dir() else path.name
             digest.update(name.encode() + b"\0")
-            digest.update(_file_digest(str(path), *file_stat(path)).encode())
+            digest.update(file_digest(path).encode())
     return digest.hexdigest()[:16]
-
-
-@functools.lru_cache(maxsize=256)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    """Cached by (path, size, mtime): a sweep hashes each data file once per process."""
-    if size < 0:
-        return f"missing:{path}"
-    if not Path(path).is_file():  # a FIFO or a device would never end; reading the data refuses it
-        return f"not-a-file:{path}"
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=1)

@@ -197,10 +197,12 @@ def _already_finished(request: RunRequest, run_config, results) -> Optional[str]
         err.print(f"--force: training run {run_id} again; its row in {results.path} will be replaced",
                   soft_wrap=True, highlight=False)
         return None
-    vouched = "" if finished.run_id == run_id else \
-        f" as run {finished.run_id}, its id under an earlier rule of run identity" if \
-        finished.run_id in run_ids_under(run_config.to_dict(), code_fingerprint()) else \
-        f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
+    if finished.run_id == run_id:
+        vouched = ""
+    elif finished.run_id in run_ids_under(run_config.to_dict(), code_fingerprint()):
+        vouched = f" as run {finished.run_id}, its id under an earlier rule of run identity"
+    else:
+        vouched = f" as run {finished.run_id}, made by code that computes the same numbers (atnbench canary)"
     err.print(f"run {run_id} is already in {results.path}{vouched} ({finished.status}, "
               f"{finished.updated_at[:19]} UTC): not training again. See it with "
               f"`atnbench runs show {finished.run_id}`; --force trains again and replaces it.",

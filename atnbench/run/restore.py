@@ -62,9 +62,9 @@ def check_data_unchanged(record: RunRecord) -> None:
         names = str(paths[0]) if len(paths) == 1 else f"one or more of {', '.join(map(str, paths))}"
         verb = "holds" if len(paths) == 1 else "hold"
         raise UserError(f"run {record.run_id}: {names} {verb} other contents than when the run was trained (its id "
-                        f"no longer follows from them): scoring its model (evaluate) or training it again (verify) there "
-                        f"would use other data. Put the "
-                        f"run's files back, or train a new run on the files as they are now")
+                        f"no longer follows from them): scoring its model (evaluate) or training it again (verify) "
+                        f"there would use other data. Put the run's files back, or train a new run on the files as "
+                        f"they are now")
 
 
 def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = "best") -> RestoredRun:

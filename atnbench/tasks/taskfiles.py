@@ -328,20 +328,16 @@ def _refuse_training_files_held_out(path: Path, files: dict[str, str]) -> None:
         return {os.path.realpath(file) for key, file in files.items() if key == split or key.startswith(f"{split}.")}
 
     def copied(held: set[str], other: set[str]) -> bool:  # a copy is the same data under another name
-        import hashlib
+        from atnbench.userfiles import file_digest
 
         def sizes(paths):
             return {os.path.getsize(p) for p in paths if os.path.isfile(p)}
 
         if not held or not sizes(held) <= sizes(other):  # read only files that could be copies
             return False
-        digests = {}
-        for file in held | other:
-            if not os.path.isfile(file):  # not there, or a folder: the data check names it
-                return False
-            with open(file, "rb") as handle:
-                digests[file] = hashlib.file_digest(handle, "sha256").hexdigest()
-        return {digests[p] for p in held} <= {digests[p] for p in other}
+        if not all(os.path.isfile(p) for p in held | other):  # not there, or a folder: the data check names it
+            return False
+        return {file_digest(p) for p in held} <= {file_digest(p) for p in other}  # cached, as for run ids
 
     train = real("train")
     for split in ("validation", "test"):
