@@ -160,6 +160,14 @@ Device = Annotated[str, typer.Option("--device", metavar=_choices(DEVICES),
                                      help="auto (CUDA, then Apple MPS, then the CPU), cpu, cuda or mps.")]
 Threads = Annotated[int, typer.Option("--threads", help="torch CPU threads. Results differ in the last bits "
                                       "between thread counts; sweeps use 1 per run, so the default matches them.")]
+# run and sweep: not given (None), the --config file's value counts (else auto / 1), as for every setting
+ConfigDevice = Annotated[Optional[str], typer.Option(
+    "--device", metavar=_choices(DEVICES), show_default=f"{DEVICE}, or the --config file's device",
+    help="auto (CUDA, then Apple MPS, then the CPU), cpu, cuda or mps.")]
+ConfigThreads = Annotated[Optional[int], typer.Option(
+    "--threads", show_default=f"{THREADS}, or the --config file's threads",
+    help="torch CPU threads. Results differ in the last bits between thread counts; sweeps use 1 per run, so the "
+         "default matches them.")]
 Seed = Annotated[int, typer.Option("--seed", callback=seed_in_range,
                                    help="Random seed (model initialisation and data).")]
 Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",

@@ -53,8 +53,8 @@ def task_options(task: str, data_dir: Optional[Path], data_files: Optional[str],
 @app.command()
 @user_errors
 @with_settings(RUN_SETTINGS, after="task")
-def run(task: Task, config: options.Config = None, device: options.Device = None,
-        threads: options.Threads = None, store: options.Store = options.STORE, resume: Resume = False,
+def run(task: Task, config: options.Config = None, device: options.ConfigDevice = None,
+        threads: options.ConfigThreads = None, store: options.Store = options.STORE, resume: Resume = False,
         force: Force = False, keep_model: KeepModel = True, checkpoint_every: CheckpointEvery = 2, fmt: Format = None,
         output: Output = None, quiet: options.Quiet = False, include: options.Include = None,
         json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),

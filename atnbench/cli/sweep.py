@@ -66,10 +66,10 @@ KeepStale = Annotated[bool, typer.Option(
 @user_errors
 @with_settings(SWEEP_SETTINGS, after="config", sweep=True)
 def sweep(name: Name = None, list_: List = False, task: Task = None, include: options.Include = None,
-          dry_run: DryRun = False, workers: Workers = None, threads: options.Threads = None,
+          dry_run: DryRun = False, workers: Workers = None, threads: options.ConfigThreads = None,
           backend: Backend = "local", address: Address = None, seeds: Seeds = None, until_decided: UntilDecided = False,
           looks: Looks = None, first_seed: FirstSeed = None, plan_only: PlanOnly = False, claims_file: Claims = None,
-          seeds_for_power: SeedsForPower = None, max_seeds: MaxSeeds = 40, device: options.Device = None,
+          seeds_for_power: SeedsForPower = None, max_seeds: MaxSeeds = 40, device: options.ConfigDevice = None,
           store: options.Store = options.STORE, fmt: Format = None, quiet: options.Quiet = False,
           config: options.Config = None, keep_stale: KeepStale = False,
           json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True), **settings):
