@@ -14,6 +14,7 @@ Every refusal is a ``ConfigError``: one line naming the file and the problem, ex
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import json
@@ -68,6 +69,16 @@ def why_not_writable(folder: Union[str, Path]) -> str:
             return ""
     except OSError as error:
         return error.strerror or type(error).__name__
+
+
+def first_loop(path: Path) -> Optional[Path]:
+    """The outermost folder on ``path`` (or ``path`` itself) that is a loop of symbolic links."""
+    for step in (*reversed(path.parents), path):
+        try:
+            os.stat(step)
+        except OSError as error:
+            return step if error.errno == errno.ELOOP else None
+    return None
 
 
 def kind_of(mode: int) -> Optional[str]:

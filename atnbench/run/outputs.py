@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Optional, Union
 
 from atnbench.errors import UserError
-from atnbench.userfiles import why_not_writable
+from atnbench.userfiles import first_loop, why_not_writable
 
 
 def _check_parents(path: Path, flag: str) -> None:
+    looping = first_loop(path)  # Path.exists() says False for it; making the folder would fail later, exit 1
+    if looping is not None:
+        raise UserError(f"{flag} {path}: {looping} is a loop of symbolic links")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
