@@ -124,6 +124,7 @@ def test_filters_combine_with_and(store):
         store.start_run(run_id, cfg, {}, sweep="main" if run_id in "ab" else None)
     store.finish_run("a", "done", {})
     store.finish_run("c", "diverged", {})
+    assert store.tasks() == ["adding", "copy"]  # each once, whatever the runs' status
 
     def ids(**filters):
         return [run.run_id for run in store.runs(**filters)]

@@ -455,6 +455,10 @@ class ResultsStore:
                 log.warning(f"{self.path}: meta {row['key']} is not JSON; skipped")
         return found
 
+    def tasks(self) -> list[str]:
+        """Names of the tasks the stored runs are of; sorted."""
+        return [row["task"] for row in self._conn.execute("SELECT DISTINCT task FROM runs ORDER BY task")]
+
     def sweeps(self, run_id: Optional[str] = None) -> list[str]:
         """Names of all sweeps, or of the sweeps run_id belongs to; sorted."""
         if run_id is None:

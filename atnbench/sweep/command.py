@@ -260,7 +260,7 @@ def _stored_tasks(store: Path) -> set[str]:
     if not Path(store).is_file():
         return set()
     with ResultsStore.open_read_only(store) as results:
-        return {run.task for run in results.runs()}
+        return set(results.tasks())
 
 
 def sweep_command(request: SweepRequest) -> int:
