@@ -334,6 +334,45 @@ def test_a_state_written_in_place_is_refused_not_continued(cell):
     model(data[4:], rebuilt)
 
 
+@pytest.mark.parametrize("norm", ["atn", "atn-bn"])
+@pytest.mark.parametrize("cell", CELLS)
+def test_an_evaluation_under_inference_mode_streams_as_under_no_grad(cell, norm):
+    """torch.inference_mode() (Lightning's default for validation and test) makes tensors without a
+    version counter: the windowed state's in-place check read it and failed on the first call. The
+    state passed back under it continues exactly, and a write into it is still refused."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, norm)).eval()
+    data = corpus(steps=9)
+    with torch.no_grad():
+        whole, _ = model(data, model.init_hidden(3))
+    with torch.inference_mode():
+        first, hidden = model(data[:4], model.init_hidden(3))
+        second, _ = model(data[4:], hidden)
+        torch.testing.assert_close(torch.cat((first, second)), whole, rtol=0, atol=1e-12)
+        h = hidden[0] if cell == "lstm" else hidden
+        assert h.is_inference() and windows_of(h) is not None
+        h[:, 0] = 0
+        with pytest.raises(ValueError, match="changed in place"):
+            model(data[4:], hidden)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_older_spelling_h_data_keeps_the_windows_and_replacing_it_is_refused(cell):
+    """``tuple(h.data for h in hidden)`` (older truncated-BPTT code) restarted ATN's windows
+    silently; it continues as detach() does. ``h.data = ...`` advances no version counter: it
+    continued with the old windows under new values; refused as a write in place is."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    whole, _ = model(data, model.init_hidden(3))
+    _, hidden = model(data[:4], model.init_hidden(3))
+    old = tuple(s.data for s in hidden) if cell == "lstm" else hidden.data
+    carried, _ = model(data[4:], old)
+    torch.testing.assert_close(carried, whole[4:], rtol=0, atol=1e-12)
+    h = old[0] if cell == "lstm" else old
+    h.data = torch.zeros_like(h)
+    with pytest.raises(ValueError, match="changed in place"):
+        model(data[4:], old)
+
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_windows_of_another_norm_or_k_are_refused_and_survive_save_and_detach(cell):
     """An ATN-LN state holds per-sequence windows, an ATN-BN one per-feature windows, a k=3 one
@@ -562,8 +601,8 @@ def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
     atn.weight_hh_l0_reverse = replacement  # as nn.LSTM: the layer's parameter is replaced
     assert atn.layers[1].weight_hh is replacement and "weight_hh_l0_reverse" not in dict(atn.named_parameters())
     assert sum(p is replacement for p in atn.parameters()) == 1
-    with pytest.raises(AttributeError, match=r"norm='bn' has one bias per layer, outside the normalizations, .*"
-                                             r"layers\[2\]\.bias"):
+    with pytest.raises(AttributeError, match=r"norm='bn' has one bias per layer, outside the normalizations, "
+                                             rf"not nn\.{Torch.__name__}'s two: layers\[2\]\.bias"):
         RNN(3, 4, 2, bidirectional=True, norm="bn").bias_ih_l1
     before = atn(x)[0]  # weight norm as docs/library.md says to apply it: to the layer, by its name
     torch.nn.utils.parametrizations.weight_norm(atn.layers[2], "weight_hh")

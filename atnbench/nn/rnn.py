@@ -375,8 +375,8 @@ class NormRecurrent(nn.Module):
         if home.bias is None:  # bias=False
             raise missing
         raise AttributeError(f"'{type(self).__name__}' with norm={self.norm!r} has one bias per layer, outside the "
-                             f"normalizations, not nn.LSTM's two: layers[{index}].bias (torch_state_dict() gives it as "
-                             f"bias_ih, with bias_hh 0); bias_inside=True gives the two")
+                             f"normalizations, not nn.{self.torch_class.__name__}'s two: layers[{index}].bias "
+                             f"(torch_state_dict() gives it as bias_ih, with bias_hh 0); bias_inside=True gives the two")
 
     def flatten_parameters(self) -> None:
         """As ``nn.LSTM.flatten_parameters`` (a no-op unless torch's fused kernel is used)."""

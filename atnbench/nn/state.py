@@ -10,15 +10,19 @@ continues every sequence exactly, windows included.
 What keeps the windows and what drops them (``docs/library.md`` says it to users):
 
 * ``h_n.detach()`` / ``h_n.detach_()`` keep them, detached as well: truncated BPTT written as
-  ``tuple(s.detach() for s in state)`` (or ``detach_state``) cuts the graph and continues.
+  ``tuple(s.detach() for s in state)`` (or ``detach_state``) cuts the graph and continues. So does
+  ``h_n.data``, the older spelling of the same (``tuple(s.data for s in state)``).
 * Every other operation gives a plain tensor (``h_n[-1]``, ``h_n.clone()``, ``h_n.to(...)``,
   ``torch.zeros_like(h_n)``): the class adds nothing to a computation. A state whose ``h`` has
   no windows starts ATN's windows empty, as at the first step of a sequence.
 * Writing into ``h_n`` in place (``h_n[:, i] = 0``, ``h_n.zero_()``, the way a reset of some
   sequences is often written for ``nn.LSTM``) leaves windows that no longer belong to its values:
   passing it back is refused with a ValueError that says what to do, never continued silently.
+  So is one whose values were replaced (``h_n.data = ...``).
   The windows remember the tensor's version counter (``Tensor._version``, which every in-place
-  write advances) when they are attached.
+  write advances) when they are attached. A tensor made under ``torch.inference_mode()`` has no
+  version counter: its values are kept instead (a copy of ``h_n``, layers x batch x hidden) and
+  compared when it is passed back, so a write that changed them is refused there too.
 * The windows also say which cell, normalization, window, layout and bias placement made them
   (``made_by``: "NormLSTM norm='atn', k=5, 2 layers, unidirectional, bias inside"): a model that
   differs in any of these refuses them with a ValueError (an LSTM's windows hold the cell state's
@@ -35,6 +39,7 @@ from typing import Any, NamedTuple, Optional
 import torch
 from torch import Tensor
 
+_TENSOR_DATA = Tensor.data  # torch's own .data (a descriptor), beneath WindowedTensor's
 Windows = tuple  # per layer (in h_n's order): one window history (or None) per normalized term
 
 
@@ -52,6 +57,7 @@ class WindowedTensor(Tensor):
     # this state only, never to a result computed from it.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
+    _values_replaced = False  # by ``h_n.data = ...``, which advances no version counter
     made_by: Optional[str] = None  # the model's cell, windowed norm, k and layout, in words (None: not recorded)
 
     @property
@@ -61,8 +67,11 @@ class WindowedTensor(Tensor):
     @windows.setter
     def windows(self, windows: Windows) -> None:
         # also how torch.load and pickle restore them (setattr): the loaded tensor's version then
-        self._windows = windows
-        self._windows_version = self._version
+        self._windows, self._values_replaced = windows, False
+        if self.is_inference():  # reading _version raises for it: its values stand in for the counter
+            self._windows_version, self._windows_values = None, plain(self).clone()
+        else:
+            self._windows_version, self._windows_values = self._version, None
 
     def __getstate__(self) -> dict:
         """What pickling keeps besides the values: the windows (a version counter is per process)."""
@@ -71,7 +80,20 @@ class WindowedTensor(Tensor):
     @property
     def written_in_place(self) -> bool:
         """Whether the values were changed in place after the windows were attached."""
+        if self._values_replaced:
+            return True
+        if self._windows_version is None:
+            return not torch.equal(plain(self), self._windows_values)
         return self._version != self._windows_version
+
+    @property
+    def data(self) -> "WindowedTensor":
+        return with_windows(_TENSOR_DATA.__get__(self), detach_windows(self.windows), self.made_by)
+
+    @data.setter
+    def data(self, values: Tensor) -> None:
+        _TENSOR_DATA.__set__(self, values)  # torch counts no version for it: marked, so it is refused
+        self._values_replaced = True
 
     def detach(self) -> "WindowedTensor":
         return with_windows(Tensor.detach(self), detach_windows(self.windows), self.made_by)
