@@ -150,7 +150,16 @@ def test_each_protocol_gets_its_own_verdict():
     assert [(row.label, row.at_baseline) for row in default.rows if row.kind == "model"] == [
         ("lstm", True), ("ln", False), ("atn", False)]
     assert all(row.at_baseline for row in text.rows if row.kind == "model")
-    assert any(note.startswith("≈ at baseline") and "lstm" in note for note in default.notes)
+    # one row at the baseline beside rows that learned: that row learned nothing, and a comparison
+    # with it is not called uninformative (the rule says so only of two rows at the baseline)
+    [one] = [note for note in default.notes if note.startswith("≈ at baseline")]
+    assert "no-memory baseline" in one and one.endswith(": lstm; it learned nothing (a comparison is uninformative "
+                                                         "only where both rows sit there)")
+    [three] = [note for note in text.notes if note.startswith("≈ at baseline")]
+    assert three.endswith("they learned nothing, so comparisons among them are uninformative")
+    mine = aggregate([dataclasses.replace(r, record=dataclasses.replace(r.record, task="my-task")) for r in runs],
+                     {("my-task", 100): b})
+    assert any("no-information baseline" in note for g in mine for note in group_view(g).notes)
 
 
 def test_sides_select_rows_by_setting():
@@ -327,6 +336,9 @@ def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
                                                                "T": 200, "order": ["atn", "ln"]}]}, "0" * 64)
     (result,), _ = evaluate(family, aggregate(runs))
     assert result.design == "other protocol"
+    # numbers only at any number of seeds: neither "too few seeds" nor seeds for power point at more seeds
+    assert [(c.verdict, c.seeds_for_power) for c in result.comparisons] == [(EXPLORATORY, None)]
+    assert "another protocol than the claim's" in result.comparisons[0].reason
     assert "adding T=200, preset default, own protocol, other protocol" in runs_text(result)
     import dataclasses  # a task of your own has no preset: its defaults are its file's
 

@@ -41,7 +41,8 @@ from atnbench.report.aggregate import (  # noqa: E402
     k_ablations,
 )
 from atnbench.report.paper import paper, paper_row_for, protocol_label  # noqa: E402
-from atnbench.report.render import baseline_words, measure_of  # noqa: E402
+from atnbench.report.render import measure_of  # noqa: E402
+from atnbench.report.verdicts import baseline_words  # noqa: E402
 from atnbench.report.style import (  # noqa: E402
     BASELINE_COLOR,
     PAPER_MARKER,

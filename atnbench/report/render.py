@@ -40,7 +40,7 @@ from atnbench.report.paper import (
     protocol_label,
     row_differences,
 )
-from atnbench.report.verdicts import DEFAULT_MARGIN, at_baseline, baseline_note, baseline_values
+from atnbench.report.verdicts import DEFAULT_MARGIN, at_baseline, baseline_note, baseline_values, baseline_words
 
 ORDER_MARK = "⇅"
 AT_BASELINE_MARK = "≈"  # the row learned nothing (verdicts.at_baseline)
@@ -200,15 +200,6 @@ def _baseline_row(group: Group, columns: list[Column]) -> Optional[Row]:
     cells = {c.key: Cell(group.baseline if c in loss_columns else None, None, 0) for c in columns}
     label = "baseline (10·ln 8/(T+20))" if group.task == "copying" else f"baseline ({baseline_words(group.task)})"
     return Row(label=label, kind="baseline", cells=cells)
-
-
-def baseline_words(task: str) -> str:
-    """What a task's baseline is: a shipped task's loss without memory of the inputs; a task of your
-    own's loss of a guess that ignores them (the training class frequencies, or the mean), as
-    `tasks check` and docs/adding-a-task.md name it."""
-    from atnbench.tasks.registry import TASK_MODULES
-
-    return "no memory" if task in TASK_MODULES else "no information"
 
 
 def _title(group: Group, what: str) -> tuple[str, list[str], str]:

@@ -125,14 +125,25 @@ def rows_at_baseline(group: Group, margin: float = DEFAULT_MARGIN) -> dict[str, 
     return marks
 
 
+def baseline_words(task: str) -> str:
+    """What a task's baseline is: a shipped task's loss without memory of the inputs; a task of your
+    own's loss of a guess that ignores them (the training class frequencies, or the mean), as
+    `tasks check` and docs/adding-a-task.md name it."""
+    from atnbench.tasks.registry import TASK_MODULES
+
+    return "no memory" if task in TASK_MODULES else "no information"
+
+
 def baseline_note(group: Group, margin: float = DEFAULT_MARGIN) -> Optional[str]:
     """One line naming the rows at baseline, or None when none is."""
     at = [label for label, flag in rows_at_baseline(group, margin).items() if flag]
     if not at:
         return None
-    return (f"≈ at baseline (no seed more than {margin:.0%} below the no-memory baseline "
-            f"{group.baseline:.4g}): {', '.join(at)}; nothing learned, so comparisons "
-            f"{'among them are' if len(at) > 1 else 'with it are'} uninformative")
+    # one row at the baseline beside rows that learned is a finding, not an uninformative comparison
+    learned = ("they learned nothing, so comparisons among them are uninformative" if len(at) > 1 else
+               "it learned nothing (a comparison is uninformative only where both rows sit there)")
+    baseline = f"{baseline_words(group.task).replace(' ', '-')} baseline {group.baseline:.4g}"
+    return f"≈ at baseline (no seed more than {margin:.0%} below the {baseline}): {', '.join(at)}; {learned}"
 
 
 # -- one comparison --------------------------------------------------------------------------------
@@ -518,6 +529,8 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     codes=(sides[0][2], sides[1][2])))
             if off_protocol and result.design == EXPLORATORY:
                 result.design = "other protocol"
+            if result.design != EXPLORATORY:
+                result.comparisons = [_numbers_only(c) for c in result.comparisons]
             if result.comparisons or ambiguous:
                 results.append(result)
                 found = True
@@ -529,6 +542,15 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
         if not found:
             not_run.append(claim)
     return results, not_run
+
+
+def _numbers_only(c: Comparison) -> Comparison:
+    """A comparison on another protocol than its claim's: no verdict at any number of seeds, so
+    neither "too few seeds" nor seeds to plan for (a study runs on the claim's protocol)."""
+    if c.verdict == UNINFORMATIVE:
+        return c
+    return replace(c, verdict=EXPLORATORY, reason="another protocol than the claim's: numbers only, at any number "
+                   "of seeds", seeds_for_power=None, seeds_interval=None)
 
 
 def _study_result(claim: Claim, study, groups: list[Group], family: Family, margin: float,
