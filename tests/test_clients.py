@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import pickle
+import re
 import warnings
 from functools import partial
 
@@ -601,6 +602,13 @@ def test_nn_lstms_parameter_attributes_are_the_layers_own(cell, backend):
     atn.weight_hh_l0_reverse = replacement  # as nn.LSTM: the layer's parameter is replaced
     assert atn.layers[1].weight_hh is replacement and "weight_hh_l0_reverse" not in dict(atn.named_parameters())
     assert sum(p is replacement for p in atn.parameters()) == 1
+    for norm, home in (("none", "rnn.weight_ih_l1" if backend == "auto" else "layers.2.weight_ih"),
+                       ("atn", "layers.2.weight_ih")):  # a plain tensor: refused before anything changed
+        rnn = RNN(3, 4, 2, bidirectional=True, norm=norm, k=2, backend=backend).to(DT)
+        before = rnn(x)[0]
+        with pytest.raises(TypeError, match=rf"functional_call takes the layer's name, {re.escape(home)}\)"):
+            torch.func.functional_call(rnn, {"weight_ih_l1": torch.zeros_like(rnn.weight_ih_l1)}, (x,), strict=False)
+        assert torch.equal(rnn(x)[0], before)
     with pytest.raises(AttributeError, match=r"norm='bn' has one bias per layer, outside the normalizations, "
                                              rf"not nn\.{Torch.__name__}'s two: layers\[2\]\.bias"):
         RNN(3, 4, 2, bidirectional=True, norm="bn").bias_ih_l1

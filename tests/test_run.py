@@ -94,6 +94,27 @@ def test_the_config_files_threads_and_device_count_where_no_flag_says_otherwise(
     assert run("--config", tmp_path / "cuda.yaml", "--device", "cpu").exit_code == 0
 
 
+@pytest.mark.parametrize("given, said", [
+    ("lr_schedule: null", "options.lr_schedule must be {milestones: [epochs], gamma: factor}, got None"),
+    ("lr_schedule: false", "options.lr_schedule must be {milestones: [epochs], gamma: factor}, got False"),
+    ("lr_schedule: {milestone: [80]}", "options.lr_schedule: 'milestone' is not read"),
+    ("lr_schedule: {milestones: []}", "options.lr_schedule.milestones must be a list of epochs"),
+    ("lr_schedule: {milestones: [80], gamma: 0}", "options.lr_schedule.gamma must be a number > 0, got 0"),
+    ("asgd_switch: {}", "options.asgd_switch must be {nonmono: n}, got {}"),
+    ("asgd_switch: {nonmono: 5, foo: 1}", "options.asgd_switch: 'foo' is not read"),
+    ("asgd_switch: {nonmono: true}", "options.asgd_switch.nonmono must be a whole number >= 1, got True"),
+])
+def test_a_schedule_option_that_does_nothing_is_refused_naming_the_file(tmp_path, given, said):
+    """`lr_schedule: null` or `{a: 1}` was read as no schedule: another run id, the same numbers."""
+    from helpers import invoke
+
+    (tmp_path / "opts.yaml").write_text(f"options: {{{given}}}\n")
+    refused = invoke("run", "adding", "--T", "8", "--config", tmp_path / "opts.yaml", "--store", tmp_path / "s.db")
+    assert refused.exit_code == 2 and not (tmp_path / "s.db").exists(), refused.output
+    assert refused.stderr.startswith(f"error: {tmp_path / 'opts.yaml'}: {said}"), refused.stderr
+    assert resolve_run("adding", {"options": {"asgd_switch": {"nonmono": 3}}}).options == {"asgd_switch": {"nonmono": 3}}
+
+
 def test_an_option_no_task_reads_is_refused_and_every_shipped_option_is_taken(tmp_path):
     """`options: {foo: 1}` changed the run id and nothing else (a second report row of the same
     numbers); refused. Every option a shipped preset or variant sets is one its task reads."""

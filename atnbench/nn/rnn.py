@@ -358,6 +358,13 @@ class NormRecurrent(nn.Module):
         if match is None:
             return super().__setattr__(name, value)
         owner, attribute = self._torch_parameter_home(name, match)
+        if value is not None and not isinstance(value, nn.Parameter):
+            # refused here, before torch's kernel module (norm="none") has taken the tensor into its
+            # flat weights and then refused it, leaving a module that computes with it
+            home = f"rnn.{name}" if self.fused else \
+                f"layers.{next(i for i, layer in enumerate(self.layers) if layer is owner)}.{attribute}"
+            raise TypeError(f"cannot assign '{torch.typename(value)}' as parameter '{name}' (torch.nn.Parameter or "
+                            f"None expected; torch.func.functional_call takes the layer's name, {home})")
         setattr(owner, attribute, value)
 
     def _torch_parameter_home(self, name: str, match: re.Match) -> tuple[nn.Module, str]:

@@ -212,6 +212,7 @@ def _check_options(task, options: dict, config_file: Optional[Path], in_file: se
     same numbers, and a report row of its own: refused, naming the options the task reads. A task
     of your own takes its definition, data and code from its task file (checked where it is read,
     ``taskfiles``): a config file or a flag may add only the schedule's options to it."""
+    from atnbench.run.schedule import check_schedule
     from atnbench.tasks.registry import SCHEDULE_OPTIONS, TASK_MODULES
 
     if task.name in TASK_MODULES:
@@ -220,6 +221,11 @@ def _check_options(task, options: dict, config_file: Optional[Path], in_file: se
         known, given = SCHEDULE_OPTIONS, in_file | in_flags
     unknown = sorted(str(key) for key in given if key not in known)
     if not unknown:
+        try:
+            check_schedule(options)
+        except ConfigError as error:
+            named = config_file is not None and not in_file.isdisjoint(SCHEDULE_OPTIONS)
+            raise ConfigError(f"{config_file}: {error}" if named else str(error)) from None
         return
     key = unknown[0]
     if key in in_flags and key in TASK_FLAGS:

@@ -33,6 +33,42 @@ import torch
 from atnbench.config import ConfigError
 
 
+FORMS = {"lr_schedule": "{milestones: [epochs], gamma: factor}", "asgd_switch": "{nonmono: n}"}
+KEYS = {"lr_schedule": ("milestones", "gamma"), "asgd_switch": ("nonmono",)}
+
+
+def check_schedule(options: dict) -> None:
+    """ConfigError unless each schedule option given is one ``wrap`` acts on. A value that reads as
+    none (``null``, ``false``, ``0``, ``{}``, no milestones) or a key nothing reads (``milestone``)
+    would change no number and still enter the run id: another id, and a report row, for the same
+    numbers."""
+    for name, form in FORMS.items():
+        if name not in options:
+            continue
+        value = options[name]
+        if not isinstance(value, dict) or not value:
+            raise ConfigError(f"options.{name} must be {form}, got {value!r} (leave it out for none)")
+        unread = sorted(str(key) for key in value if key not in KEYS[name])
+        if unread:
+            raise ConfigError(f"options.{name}: {unread[0]!r} is not read; it takes {form}")
+    schedule, switch = options.get("lr_schedule"), options.get("asgd_switch")
+    if schedule is not None:
+        milestones, gamma = schedule.get("milestones"), schedule.get("gamma", 0.1)
+        if not isinstance(milestones, list) or not milestones or not all(_positive(m) for m in milestones):
+            raise ConfigError(f"options.lr_schedule.milestones must be a list of epochs (numbers > 0), got "
+                              f"{milestones!r}")
+        if not _positive(gamma):
+            raise ConfigError(f"options.lr_schedule.gamma must be a number > 0, got {gamma!r}")
+    if switch is not None:
+        nonmono = switch.get("nonmono")
+        if isinstance(nonmono, bool) or not isinstance(nonmono, int) or nonmono < 1:
+            raise ConfigError(f"options.asgd_switch.nonmono must be a whole number >= 1, got {nonmono!r}")
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
 class ScheduledOptimizer:
     def __init__(self, optimizer: torch.optim.Optimizer, params, config, source,
                  lr_schedule: Optional[dict], asgd_switch: Optional[dict]):
