@@ -95,6 +95,16 @@ def choice_problem(key: str, value: Any) -> Optional[str]:
 
 
 FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+
+
+def setting_default(name: str) -> Any:
+    """A RunConfig field's default (None for no such field): what a stored config that does not
+    name the setting ran with (a run stored before the setting existed ran at its neutral value)."""
+    field = next((f for f in dataclasses.fields(RunConfig) if f.name == name), None)
+    if field is None or field.default is dataclasses.MISSING:
+        return field.default_factory() if field is not None and field.default_factory is not dataclasses.MISSING \
+            else None
+    return field.default
 STRICT = ConfigDict(strict=True, allow_inf_nan=False)
 # one validator per field (and for ``epochs``, which becomes steps), to check a layer of values
 # (a config file) on its own and name the file, before it is merged with the preset

@@ -184,3 +184,12 @@ def test_rows_whose_labels_read_alike_are_numbered_not_merged():
     (group,) = aggregate(runs, {})
     assert [row.label for row in group.rows] == ["ln (eps=1e-05)", "ln (eps=1e-05) #2"]
     assert sum(len(runs) for runs in group.runs.values()) == 4
+
+
+def test_a_later_setting_at_its_neutral_value_still_names_the_rows_it_tells_apart():
+    """A setting added after the first runs is absent from a run's identity at its neutral value:
+    when the first row was that run, the setting was never found "varied" and the rows read
+    `ln` / `ln #2`; they read `ln (patience=0)` / `ln (patience=3)`."""
+    runs = [run("ln", s, 0.5) for s in range(2)] + [run("ln", s, 0.4, patience=3) for s in range(2)]
+    (group,) = aggregate(runs, {})
+    assert sorted(row.label for row in group.rows) == ["ln (patience=0)", "ln (patience=3)"]

@@ -508,6 +508,11 @@ GOOD_HEAD = "description: bad\ntask: adding\nbase: {T: 8, steps: 2}\n"
     (GOOD_HEAD, "grid", "missing"),
     (GOOD_HEAD + "grid: {norm: ln}\n", "grid.norm", "expected a non-empty list"),
     (GOOD_HEAD + "grid: {seed: [0, 1]}\n", "grid.seed", "top-level 'seeds'"),
+    # a sweep file's threads/device were replaced by the command's without a word (cuda asked, the CPU used)
+    ("description: bad\ntask: adding\nbase: {T: 8, device: cuda}\ngrid: {norm: [ln]}\n", "base.device",
+     "the command's device: --device"),
+    (GOOD_HEAD + "runs:\n  - {norm: ln, threads: 2}\n", "runs[0].threads", "the command's thread count"),
+    (GOOD_HEAD + "grid: {norm: [ln], threads: [1, 2]}\n", "grid.threads", "--threads (or a --config file's"),
     (GOOD_HEAD + "grid: {norm: [ln]}\nruns: [{norm: atn}]\n", "runs[0].norm", "also set in grid"),
     (GOOD_HEAD + "grid: {norm: [ln]}\nseeds: []\n", "seeds", "non-empty list"),
     ("description: bad\ntask: addition\ngrid: {norm: [ln]}\n", "task", "unknown task 'addition'"),
@@ -624,3 +629,8 @@ def test_a_config_files_threads_and_device_count_where_no_flag_says_otherwise(tm
         refused = invoke("sweep", sweep, "--config", tmp_path / "cuda.yaml", "--store", tmp_path / "s.db", "--dry-run")
         assert refused.exit_code == 2
         assert f"{tmp_path / 'cuda.yaml'}: device: cuda asked for, but torch sees no CUDA GPU here" in refused.stderr
+    # the file's device is --device's: auto as well (refused as "unknown device type" of a run's config)
+    (tmp_path / "auto.yaml").write_text("device: auto\nthreads: 2\n")
+    for command in (["sweep", sweep, "--dry-run"], ["run", "adding", "--T", "8", "--hidden", "8", "--iters", "2"]):
+        auto = invoke(*command, "--config", tmp_path / "auto.yaml", "--store", tmp_path / "s.db")
+        assert auto.exit_code == 0, auto.output

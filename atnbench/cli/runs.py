@@ -122,7 +122,9 @@ def _thin(points: list, limit: int) -> list:
 # -- list ------------------------------------------------------------------------------------------
 
 def _setting_text(config: dict, key: str) -> str:
-    value = config.get(key)
+    from atnbench.config import setting_default
+
+    value = config[key] if key in config else setting_default(key)  # stored before the setting existed
     if key == "bias_inside":  # None: the norm's own placement, named as such
         from atnbench.registry import get_scheme
 

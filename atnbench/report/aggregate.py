@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
+from atnbench.config import setting_default
 from atnbench.run.selection import held_out_at_best_val, is_held_out
 from atnbench.store import EvalPoint, RunRecord
 from atnbench.registry import is_windowed, model_name, models
@@ -304,7 +305,10 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
         for run in model_runs:
             by_settings.setdefault(_key(row_settings(run.record)), []).append(run)
         parts = [row_settings(part[0].record) for part in by_settings.values()]
-        varied = [name for name in parts[0] if len({_key(p.get(name)) for p in parts}) > 1]
+        # a setting added after the first runs is absent from a row at its neutral value, so the
+        # names come from every row: one the first row lacks still tells the others apart
+        names = dict.fromkeys(name for settings in parts for name in settings)
+        varied = [name for name in names if len({_key(p.get(name)) for p in parts}) > 1]
         stale_codes = {p.get("code") for p in parts if _is_stale(p.get("code"))}
         for settings, part in sorted(zip(parts, by_settings.values()), key=lambda sp: _settings_order(sp[0], varied)):
             label = _label(model, norm, settings, varied, name_stale_code=len(stale_codes) > 1)
@@ -421,7 +425,8 @@ def _settings_order(settings: dict, varied: list[str]) -> tuple:
 def _label(model: str, norm: str, settings: dict, varied: list[str], name_stale_code: bool = False) -> str:
     """The model name, with the settings that tell its rows apart: "atn (k=25, bias outside)";
     rows made by two old codes name each by its fingerprint's first digits."""
-    parts = [setting_text(name, settings.get(name), norm) for name in varied if name != "code"]
+    parts = [setting_text(name, settings[name] if name in settings else setting_default(name), norm)
+             for name in varied if name != "code"]
     if _is_stale(settings.get("code")):
         parts.append(f"stale {settings['code'][:8]} {STALE_MARK}" if name_stale_code else f"stale {STALE_MARK}")
     elif "code" in varied:

@@ -41,7 +41,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     data = flag_names_to_keys(data, str(path))
-    check_values(data, str(path))
+    # the file's device is --device's (``device_and_threads``): auto too, which a run's config never is
+    check_values({key: value for key, value in data.items() if (key, value) != ("device", "auto")}, str(path))
     return data
 
 

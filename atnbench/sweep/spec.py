@@ -46,6 +46,9 @@ SETTINGS = (FIELDS | {"epochs"}) - {"task", "seed"}
 SPECIAL = {
     "task": "a sweep has one task: set it at the top level",
     "seed": "set the seeds with the top-level 'seeds' list (or --seeds)",
+    # the command's, one for all its runs (worker counts, Ray's CPUs and the device check use them)
+    "threads": "a sweep's runs train with the command's thread count: --threads (or a --config file's threads)",
+    "device": "a sweep's runs train on the command's device: --device (or a --config file's device)",
 }
 
 
