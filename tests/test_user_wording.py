@@ -36,7 +36,7 @@ def mine(tmp_path):
     return folder
 
 
-def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine, tmp_path):
+def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine, tmp_path, monkeypatch):
     store = tmp_path / "s.db"
     for args in (("--norm", "ln", "--lr", "0.001"), ("--norm", "atn", "--k", "2"), ("--norm", "ln", "--budget", "0.5")):
         shown = ok(invoke("run", "mine", "--include", mine, *args, "--store", store, "-q")).stdout
@@ -51,6 +51,13 @@ def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine,
         assert "0.5 of the defaults of task mine" in flat, text
         assert "verdicts on the claims of claims.yaml" in flat.lower(), text
         assert "paper" not in text.lower(), text
+    # without --include the task file's defaults cannot be read: no row "follows" them (it said
+    # "full protocol", and the claim's runs counted as on its protocol)
+    monkeypatch.setenv("ATNBENCH_TASKS", "")
+    text = ok(invoke("report", "--store", store, "--claims", claims)).stdout
+    flat = " ".join(text.split())
+    assert "full protocol" not in flat and "mine, T=4, protocol unchecked" in flat, text
+    assert "protocol unchecked: the task's file is not found here (--include DIR)" in flat, text
 
 
 def test_a_sweep_applied_to_a_user_task_describes_that_task(mine, tmp_path):

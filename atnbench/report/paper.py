@@ -170,12 +170,17 @@ def own_task(group: Group) -> bool:
     return any("user_task" in (run.record.config.get("options") or {}) for runs in group.runs.values() for run in runs)
 
 
+# a task of your own whose task file is not found here (no --include): its runs' protocol, the
+# file's defaults, cannot be read, so no row is said to follow it ("full protocol")
+UNCHECKED = "protocol unchecked: the task's file is not found here (--include DIR)"
+
+
 def row_differences(group: Group) -> dict[str, list[str]]:
     """Per row label: how its runs differ from the task preset's full protocol (the paper's),
     field by field, e.g. ``steps 40 (paper 4000)`` or ``bias outside (paper: bias inside)``; the
     preset's steps are first scaled by the group's budget, which is reported on its own. A k
     that differs is named only for a lone ATN row: where a model has several k, k is what is
-    being varied. Empty lists when the runs follow the preset, or when the task has no preset.
+    being varied. Empty lists when the runs follow the preset; [UNCHECKED] where its preset is not found.
     On a user's task the preset is the task file's defaults: ``lr 0.001 (default 0.003)``."""
     from atnbench.run.runspec import resolve_run
 
@@ -196,6 +201,7 @@ def row_differences(group: Group) -> dict[str, list[str]]:
                     presets[key] = None
             expected = presets[key]
             if expected is None:
+                seen.setdefault(UNCHECKED, (set(), None))  # not "follows it": nothing to check against
                 continue
             fields = list(PROTOCOL_FIELDS) + (["k"] if is_windowed(config.get("norm")) and not ablated else [])
             for name in fields:
@@ -207,7 +213,8 @@ def row_differences(group: Group) -> dict[str, list[str]]:
                         seen.setdefault(name, (set(), want))[0].add(have)
         norm = row.norm if row is not None else "none"
         source = "default" if own_task(group) else "paper"
-        found[label] = [_difference(name, haves, want, norm, source) for name, (haves, want) in seen.items()]
+        found[label] = [UNCHECKED if name == UNCHECKED else _difference(name, haves, want, norm, source)
+                        for name, (haves, want) in seen.items()]
     return found
 
 
@@ -240,7 +247,10 @@ def protocol_label(group: Group) -> tuple[str, list[str]]:
     if group.reduced:
         return budget_label(group.budget), differences
     # a row without finished runs (diverged only) shows nothing of its settings: it follows nothing
-    following = [label for label, diffs in row_differences(group).items() if not diffs and group.runs.get(label)]
+    rows = row_differences(group)
+    if rows and all(diffs == [UNCHECKED] for diffs in rows.values()):
+        return "protocol unchecked", differences
+    following = [label for label, diffs in rows.items() if not diffs and group.runs.get(label)]
     return ("full protocol" if following or not group.runs else "own protocol"), differences
 
 

@@ -30,6 +30,7 @@ from atnbench.report.aggregate import (
     mean_std,
 )
 from atnbench.report.paper import (
+    UNCHECKED,
     PaperTable,
     convert,
     k_order_statement,
@@ -211,7 +212,10 @@ def _title(group: Group, what: str) -> tuple[str, list[str], str]:
         parts.append(f"variant {group.variant}")
     parts.append(label)
     preset = f"the defaults of task {group.task}" if own_task(group) else "the paper's preset"
-    notes = [f"protocol differs from {preset}: {'; '.join(differences)}"] if differences else []
+    checked = [text for text in differences if text != UNCHECKED]
+    notes = [f"protocol differs from {preset}: {'; '.join(checked)}"] if checked else []
+    if len(checked) < len(differences):
+        notes.append(UNCHECKED)
     return f"{what}: " + ", ".join(parts), notes, label
 
 
