@@ -344,6 +344,21 @@ def test_runs_list_tells_apart_runs_that_differ_only_in_bias_placement(tmp_path)
     assert all(re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row) for row in rows)  # date and time on the row
 
 
+def test_runs_list_reads_a_setting_a_run_predates_as_its_neutral_value(tmp_path):
+    """A run stored before `patience` existed ran at its neutral value: it read `patience=None`
+    beside the same experiment's `patience=0`, as if another setting; the pair differs only in code."""
+    path = tmp_path / "p.db"
+    config = resolve_run("copying", {"norm": "ln", "T": 100}).to_dict()
+    older = {key: value for key, value in config.items() if key != "patience"}
+    with ResultsStore(path) as results:
+        for run_id, stored, code in (("0a1d", older, "old"), ("0e1d", config, "new"), ("0f1d", {**config, "patience": 3}, "new")):
+            results.start_run(run_id, stored, {"device": "cpu", "threads": 1, "torch": "x", "code": code})
+            results.finish_run(run_id, "done", {"min_val_loss": 0.1, "wall_s": 3.0})
+    rows = [line for line in output_at(("runs", "list", "--store", path), 120).splitlines() if " ln " in line]
+    assert len(rows) == 3 and "None" not in "".join(rows), rows
+    assert sum("patience=0 " in row for row in rows) == 2 and sum("patience=3 " in row for row in rows) == 1, rows
+
+
 def test_tasks_columns_do_not_run_together_at_80_columns():
     text = output_at(("tasks",), 80)
     lines = text.splitlines()
