@@ -71,13 +71,19 @@ def why_not_writable(folder: Union[str, Path]) -> str:
         return error.strerror or type(error).__name__
 
 
-def first_loop(path: Path) -> Optional[Path]:
-    """The outermost folder on ``path`` (or ``path`` itself) that is a loop of symbolic links."""
+def broken_link(path: Path) -> Optional[str]:
+    """What is wrong with the outermost symbolic link on ``path`` (or ``path`` itself) that leads
+    nowhere: a loop, or a link to what does not exist. ``Path.exists()`` says False for both, so a
+    path through one looks new, and making it fails only later (``File exists``)."""
     for step in (*reversed(path.parents), path):
         try:
             os.stat(step)
         except OSError as error:
-            return step if error.errno == errno.ELOOP else None
+            if error.errno == errno.ELOOP:
+                return f"{step} is a loop of symbolic links"
+            if step.is_symlink():
+                return f"{step} is a symbolic link to {os.readlink(step)}, which does not exist"
+            return None
     return None
 
 

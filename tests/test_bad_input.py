@@ -225,12 +225,17 @@ CASES = [
     # -- atnbench plot -------------------------------------------------------------------------
     *[("plot", ["--store", "{%s}" % store], USAGE, "store") for store in READ_STORES],
     ("plot", ["--store", "{good}", "--out-dir", "{file}"], USAGE, "is a file; give a folder"),
-    ("plot", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: figures are files, not standard output"),
-    ("report", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: figures are files, not standard output"),
+    ("plot", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: files go into a folder here, not to standard output"),
+    ("report", ["--store", "{good}", "--out-dir", "-"], USAGE, "--out-dir -: files go into a folder here, not to standard output"),
     # a loop of symbolic links: Path.exists() says False, and making a folder there failed later with exit 1
     ("report", ["--store", "{good}", "--out-dir", "{loop}/figures"], USAGE, "loop-a is a loop of symbolic links"),
     ("data", ["prepare", "ptb-char", "--to", "{loop}"], USAGE, "loop-a is a loop of symbolic links"),
     ("run", ["adding", *SMALL, "--store", "{loop}/r.db"], USAGE, "loop-a/r.db cannot exist: /"),
+    # a link to nothing: making the folder failed at the end with "File exists", and -o wrote after the training
+    ("report", ["--store", "{good}", "--out-dir", "{dangling}"], USAGE, "dangling is a symbolic link to "),
+    ("run", ["adding", *SMALL, "--output", "{dangling}"], USAGE, "which does not exist"),
+    ("run", ["adding", *SMALL, "--store", "{dangling}"], USAGE, "dangling is a symbolic link to "),
+    ("data", ["prepare", "ptb-char", "--to", "-"], USAGE, "--to -: files go into a folder here"),
     ("plot", ["--store", "{good}", "--task", "copying"], USAGE, "no finished runs match"),
     ("plot", ["--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
     # -- atnbench stats ------------------------------------------------------------------------
@@ -740,6 +745,8 @@ def _round_three_world(root: Path, outside: Path) -> dict[str, Path]:
     paths["huge_file"].write_text("# " + "x" * (9 * 2**20) + "\nproblem: sequence-classification\n")
     os.link(root / "good.db", paths["good_hardlink"])
     paths["good_symlink"].symlink_to(root / "good.db")
+    paths["dangling"] = root / "dangling"
+    paths["dangling"].symlink_to(root / "missing" / "target")
     paths["loop"] = root / "loop-a"
     paths["loop"].symlink_to(root / "loop-b")
     (root / "loop-b").symlink_to(paths["loop"])

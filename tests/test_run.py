@@ -36,6 +36,15 @@ def test_run_json_writes_the_store_and_reads_back(tmp_path):
     assert [p.step for p in curve] == [2, 4, 6]
     assert row.summary["min_val_loss"] == min(p.val_loss for p in curve)
     assert row.summary["final_train_loss"] == curve[-1].train_loss
+    # the same command again trains nothing: --output still gets the record it prints (it wrote no
+    # file, exit 0, and an older file there stayed as it was)
+    (tmp_path / "again.json").write_text("{}\n")
+    again = invoke("run", "adding", "--norm", "atn", "--k", "3", *TINY, "--store", store, "--json",
+                   "--output", tmp_path / "again.json")
+    assert again.exit_code == 0 and "not training again" in again.stderr, again.output
+    written = json.loads((tmp_path / "again.json").read_text())
+    assert written == json.loads(again.stdout) and (written["run_id"], written["status"]) == (record["run_id"], "done")
+    assert written["min_val_loss"] == record["min_val_loss"]
 
 
 def test_run_prints_a_summary_and_labels_a_shrunk_run(tmp_path):

@@ -402,6 +402,14 @@ def test_the_files_a_task_from_code_reads_enter_its_run_ids_when_it_says_so(tmp_
     assert json.loads(second.stdout)["run_id"] != old_id
     refused = one_error(invoke("evaluate", old_id, "--store", store))
     assert f"one or more of {folder / 'code.py'}, {folder / 'data'} hold other contents" in refused
+    # a store inside the data the task reads would change it while the run writes: the run ended
+    # under another id than it printed, its summary lost (exit 0); refused before any work
+    inside = folder / "data" / "runs" / "s.db"
+    for command in (args[:-4] + ("--store", inside), ("sweep", "norm-ablation", "--task", "mine", "--include", folder,
+                                                      "--T", "6", "--iters", "2", "--store", inside)):
+        said = one_error(invoke(*command))
+        assert f"results store {inside} is inside {folder / 'data'}, which task mine reads" in said, said
+    assert not inside.parent.exists()
 
     (folder / "mine.yaml").write_text(TASK_FILE + "reads: [data, nowhere.npy]\n")
     assert f"key 'reads': no such file or folder {folder / 'nowhere.npy'}" in one_error(invoke(*args))

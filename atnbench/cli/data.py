@@ -24,6 +24,8 @@ def _root(root: Optional[Path], flag: str = "--root") -> Path:
     """The data root asked for (else the default), refused in one line if it cannot be a folder."""
     from atnbench.data.common import data_root
 
+    if root is not None and str(root) == "-":  # it would become a folder named "-"
+        raise UserError(f"{flag} -: files go into a folder here, not to standard output; give a folder")
     base = root.expanduser().absolute() if root is not None else data_root()
     where = flag if root is not None else "data root"
     if base.exists() and not base.is_dir():

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from atnbench.userfiles import cache_base, file_digest
 
@@ -259,6 +259,18 @@ def data_paths(options: Any) -> list[Path]:
             listed = value.values() if isinstance(value, dict) else value if isinstance(value, list) else (value,)
             paths.extend(Path(str(path)) for path in listed)
     return paths
+
+
+def data_holding(options: Any, store: Path) -> Optional[Path]:
+    """The data file or folder of a config's options (``data_paths``) that holds the results store
+    ``store``: the store's own writes (the database and its -wal, its checkpoints and kept models
+    beside it) would change that data's fingerprint, so the run's id, while the run trains."""
+    where = Path(store).expanduser().resolve()
+    for path in data_paths(options):
+        data = Path(path).expanduser().resolve()
+        if data == where or data in where.parents:
+            return Path(path)
+    return None
 
 
 READING_ONLY = ("allow_pickle",)  # a user task's keys that say how its files may be read, not what they hold

@@ -146,7 +146,7 @@ class ResumeNote:
 def run_command(request: RunRequest) -> int:
     """Train the run ``request`` asks for (or say that the store holds it finished); its exit code:
     0 done, 1 diverged or failed. Ctrl-C (or SIGTERM made one) records it as failed and goes on up."""
-    from atnbench.run.outputs import check_output_file
+    from atnbench.run.outputs import check_output_file, check_store_outside_data
     from atnbench.run.resources import check_buildable, check_fits
     from atnbench.run.runspec import config_estimate
     from atnbench.tasks.datacheck import check_task_data
@@ -158,6 +158,7 @@ def run_command(request: RunRequest) -> int:
     flags = {**request.flags, "threads": threads, "device": torch_device.type}
     run_config = resolve_run(request.task, flags, config_file=request.config_file, variant=flags.pop("variant"),
                              budget=request.budget)
+    check_store_outside_data([run_config], request.store)
     if request.out_file is not None:
         check_output_file(request.out_file, request.out_name, store=request.store)  # now, not after the training
     check_fits(config_estimate(run_config), str(torch_device))
@@ -166,15 +167,12 @@ def run_command(request: RunRequest) -> int:
     with ResultsStore(request.store) as results:
         store_path = results.path
         stored = _already_finished(request, run_config, results)
-        if stored is not None:  # said, not trained: its outcome is the exit code, as when it trained
-            return 0 if stored == "done" else 1
+        if stored is not None:  # said, not trained: its record and its outcome, as when it trained
+            _write_record(request, stored)
+            return 0 if stored["status"] == "done" else 1
         record = _train(request, run_config, results, torch_device)
-    if request.out_file is not None:
-        request.out_file.parent.mkdir(parents=True, exist_ok=True)
-        request.out_file.write_text(json.dumps(record, indent=2) + "\n")
-    if request.json_out:
-        print(json.dumps(record))
-    else:
+    _write_record(request, record)
+    if not request.json_out:
         out.print(summary_table(run_config, record, store_path))
     learned_nothing = at_baseline(run_config, record)
     if learned_nothing:
@@ -182,10 +180,19 @@ def run_command(request: RunRequest) -> int:
     return 0 if record["status"] == "done" else 1
 
 
-def _already_finished(request: RunRequest, run_config, results) -> Optional[str]:
+def _write_record(request: RunRequest, record: dict) -> None:
+    """The result record to ``--output`` (checked before any work) and, with ``-f json``, printed."""
+    if request.out_file is not None:
+        request.out_file.parent.mkdir(parents=True, exist_ok=True)
+        request.out_file.write_text(json.dumps(record, indent=2) + "\n")
+    if request.json_out:
+        print(json.dumps(record))
+
+
+def _already_finished(request: RunRequest, run_config, results) -> Optional[dict]:
     """Whether the store holds this run finished (or the same experiment finished by other code
     that a canary vouched for, ``atnbench.evidence.equivalence``): then it is said, not trained,
-    unless --force, which says that it trains again. Its status where it is not trained again, else None."""
+    unless --force, which says that it trains again. Its result record where it is not trained again, else None."""
     run_id = run_id_of(run_config)
     finished = results.get_run(run_id)
     if (finished is None or finished.status not in ("done", "diverged")) and not request.force:
@@ -207,12 +214,10 @@ def _already_finished(request: RunRequest, run_config, results) -> Optional[str]
               f"{finished.updated_at[:19]} UTC): not training again. See it with "
               f"`atnbench runs show {finished.run_id}`; --force trains again and replaces it.",
               soft_wrap=True, highlight=False)
-    if request.json_out:
-        from atnbench.run.train import result_record
+    from atnbench.run.train import result_record
 
-        summary = selected_summary(finished.summary, results.curve(finished.run_id))
-        print(json.dumps(result_record(run_config, finished.status, summary, finished.error)))
-    return finished.status
+    summary = selected_summary(finished.summary, results.curve(finished.run_id))
+    return result_record(run_config, finished.status, summary, finished.error)
 
 
 def _train(request: RunRequest, run_config, results, torch_device) -> dict:

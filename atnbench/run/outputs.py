@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Optional, Union
 
 from atnbench.errors import UserError
-from atnbench.userfiles import first_loop, why_not_writable
+from atnbench.userfiles import broken_link, why_not_writable
 
 
 def _check_parents(path: Path, flag: str) -> None:
-    looping = first_loop(path)  # Path.exists() says False for it; making the folder would fail later, exit 1
-    if looping is not None:
-        raise UserError(f"{flag} {path}: {looping} is a loop of symbolic links")
+    broken = broken_link(path)
+    if broken is not None:
+        raise UserError(f"{flag} {path}: {broken}")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -97,7 +97,7 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
 def check_output_dir(path: Union[str, Path], flag: str) -> None:
     """ValueError (one line) unless ``path`` is, or can become, a writable folder."""
     if str(path) == "-":  # standard output elsewhere; here it would make a folder named "-"
-        raise UserError(f"{flag} -: figures are files, not standard output; give a folder")
+        raise UserError(f"{flag} -: files go into a folder here, not to standard output; give a folder")
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} is a file; give a folder")
@@ -107,3 +107,18 @@ def check_output_dir(path: Union[str, Path], flag: str) -> None:
             raise UserError(f"{flag} {path} cannot be written ({why})")
         return
     _check_parents(path, flag)
+
+
+def check_store_outside_data(configs, store: Union[str, Path]) -> None:
+    """UserError (one line) where the results store sits inside data a run reads (a code task's
+    ``reads:`` folder, a ``--data-dir``): the store's own writes would change that data's
+    fingerprint while the run trains, and the run would end under another id than it started,
+    its summary lost."""
+    from atnbench.evidence.identity import data_holding
+
+    for config in configs:
+        holder = data_holding(config.options, Path(store))
+        if holder is not None:
+            raise UserError(f"results store {store} is inside {holder}, which task {config.task} reads: the store's "
+                            f"own writes would change that data, so the run's id, while it trains; give --store a "
+                            f"path outside it")

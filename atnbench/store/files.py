@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from atnbench.store.errors import StoreError, StoreMissing
-from atnbench.userfiles import first_loop
+from atnbench.userfiles import broken_link
 
 DEFAULT_STORE = Path("atnbench-results") / "atnbench.db"
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -17,9 +17,9 @@ def check_store_path(path: Path, create: bool = True, write: bool = True) -> Non
     under a file, a missing store (when not creating), unreadable, read-only (when writing). A file
     that is not an SQLite database at all is SQLite's to find (``not_sqlite``)."""
     path = Path(path)
-    looping = first_loop(path)
-    if looping is not None:
-        raise StoreError(f"results store {path} cannot exist: {looping} is a loop of symbolic links")
+    broken = broken_link(path)
+    if broken is not None:
+        raise StoreError(f"results store {path} cannot exist: {broken}")
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():

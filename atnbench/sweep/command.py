@@ -285,6 +285,9 @@ def sweep_command(request: SweepRequest) -> int:
     spec, overrides, picks, local_device = _resolve(request)
     planned_studies, runs, dry_run = _plan(request, spec, overrides, picks, seed_list)
     _check_sizes(request, spec, runs, local_device)
+    from atnbench.run.outputs import check_store_outside_data
+
+    check_store_outside_data([run.config for run in runs], request.store)
     if dry_run:
         _dry_run(spec, runs, request.store, request.json_out, request.keep_stale, studies=planned_studies is not None)
         return 0
