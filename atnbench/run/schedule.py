@@ -57,8 +57,8 @@ def check_schedule(options: dict) -> None:
         if not isinstance(milestones, list) or not milestones or not all(_positive(m) for m in milestones):
             raise ConfigError(f"options.lr_schedule.milestones must be a list of epochs (numbers > 0), got "
                               f"{milestones!r}")
-        if not _positive(gamma):
-            raise ConfigError(f"options.lr_schedule.gamma must be a number > 0, got {gamma!r}")
+        if not _positive(gamma) or gamma == 1:  # 1 leaves the learning rate as it was
+            raise ConfigError(f"options.lr_schedule.gamma must be a number > 0 other than 1, got {gamma!r}")
     if switch is not None:
         nonmono = switch.get("nonmono")
         if isinstance(nonmono, bool) or not isinstance(nonmono, int) or nonmono < 1:
