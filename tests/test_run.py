@@ -109,7 +109,7 @@ def test_the_config_files_threads_and_device_count_where_no_flag_says_otherwise(
     ("lr_schedule: {milestone: [80]}", "options.lr_schedule: 'milestone' is not read"),
     ("lr_schedule: {milestones: []}", "options.lr_schedule.milestones must be a list of epochs"),
     ("lr_schedule: {milestones: [80], gamma: 0}", "options.lr_schedule.gamma must be a number > 0 other than 1"),
-    ("lr_schedule: {milestones: [80], gamma: 1}", "gamma must be a number > 0 other than 1, got 1"),
+    ("lr_schedule: {milestones: [80], gamma: 1}", "options.lr_schedule.gamma must be a number > 0 other than 1, got 1"),
     ("asgd_switch: {}", "options.asgd_switch must be {nonmono: n}, got {}"),
     ("asgd_switch: {nonmono: 5, foo: 1}", "options.asgd_switch: 'foo' is not read"),
     ("asgd_switch: {nonmono: true}", "options.asgd_switch.nonmono must be a whole number >= 1, got True"),

@@ -594,6 +594,27 @@ def test_a_study_off_the_protocol_its_claims_are_judged_on_is_refused(tmp_path):
     assert planned.exit_code == 0, planned.output
 
 
+@pytest.mark.parametrize("other, apart", [
+    ({"order": ["ln", "atn k=45"]}, "in opposite orders"),
+    ({"order": ["atn k=45", "ln"], "margin": 0.1, "margin_reason": "another"}, "with other margins"),
+    ({"order": ["atn k=45", "ln"]}, "with other margins"),  # none: no equivalence decision for it
+])
+def test_claims_on_one_pair_of_sides_in_another_order_or_margin_are_not_planned_as_one_test(tmp_path, other, apart):
+    """They shared the first claim's test: a claim without a margin was found "equivalent" inside
+    another's, and reordering the file moved a verdict on the same runs."""
+    data = {"claims": [*CLAIMS["claims"], {"id": "mine", "claim": "x", "task": "copying", "T": 100, "budget": 0.01,
+                                           **other}]}
+    refused = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path, data), "--budget",
+                     "0.01", "--dry-run", "--store", tmp_path / "s.db")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert f"claims 'atn-ln' and 'mine' compare 'atn k=45' and 'ln' {apart}: a study tests a pair of sides once" \
+        in refused.stderr
+    same = {"claims": [*CLAIMS["claims"], {**CLAIMS["claims"][0], "id": "again"}]}  # the same test twice: one test
+    planned = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path, same), "--budget",
+                     "0.01", "--dry-run", "--store", tmp_path / "s.db")
+    assert planned.exit_code == 0, planned.output
+
+
 def test_a_new_plan_may_not_start_at_seeds_the_store_already_holds(tmp_path):
     """--first-seed 0 over a pilot's seeds 0-4 recorded a plan "before any of its runs" and took its
     first look on the pilot's runs, seen before the plan: seeds chosen after looking."""

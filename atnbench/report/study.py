@@ -248,15 +248,32 @@ def claims_of(family: Family, runs) -> list[Planned]:
             if not (any(side_matches(lower, r.config) for r in runs) and any(side_matches(higher, r.config) for r in runs)):
                 continue
             key = comparison_key(claim, (lower, higher))
+            margin = claim.margin  # absolute, or a fraction of the mean of the side ``of``
+            this = Planned((claim.id,), lower.text, higher.text, claim.stat, higher_is_better(claim.stat),
+                           None if margin is None else margin.value,
+                           None if margin is None or margin.of is None else margin.of.text,
+                           "" if margin is None else margin.reason)
             if key in planned:
+                _check_one_test(planned[key], this)
                 planned[key] = replace(planned[key], claims=planned[key].claims + (claim.id,))
                 continue
-            margin = claim.margin  # absolute, or a fraction of the mean of the side ``of``
-            planned[key] = Planned((claim.id,), lower.text, higher.text, claim.stat, higher_is_better(claim.stat),
-                                   None if margin is None else margin.value,
-                                   None if margin is None or margin.of is None else margin.of.text,
-                                   "" if margin is None else margin.reason)
+            planned[key] = this
     return list(planned.values())
+
+
+def _check_one_test(first: Planned, other: Planned) -> None:
+    """Claims that share a pair of sides share its one test: its boundaries, futility and margin
+    are the first claim's. Another order or margin would be judged by the first's (a claim with no
+    margin found "equivalent" inside another's, the verdict moving with the order of the file)."""
+    if (first.lower, first.higher) != (other.lower, other.higher):
+        apart = "in opposite orders"
+    elif (first.margin, first.margin_of) != (other.margin, other.margin_of):
+        apart = "with other margins"
+    else:
+        return
+    raise UserError(f"claims {first.claims[0]!r} and {other.claims[0]!r} compare {first.lower!r} and {first.higher!r} "
+                    f"{apart}: a study tests a pair of sides once, in one direction with one margin; make them one "
+                    f"claim, or plan the other in a claims file of its own")
 
 
 def parse_looks(text: str) -> tuple[int, ...]:
