@@ -333,6 +333,7 @@ def test_a_sweep_over_lengths_makes_one_study_per_length_and_tests_a_comparison_
     # decide that comparison twice, each at its full share of alpha
     merged = invoke("store", "merge", tmp_path / "m.db", db, tmp_path / "other.db")
     assert merged.exit_code == 2 and len(merged.stderr.strip().splitlines()) == 1, merged.output
+    assert not (tmp_path / "m.db").exists()  # refused: no empty store left behind (import already said so)
     assert "study table1-copying-T100 tests atn k=45 < ln (copying T=100), which study k-ablation" in merged.stderr
     assert "a comparison is tested in one study" in merged.stderr
     assert invoke("store", "export", tmp_path / "o.jsonl", "--store", tmp_path / "other.db", "--studies",

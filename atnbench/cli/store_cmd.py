@@ -5,8 +5,9 @@ several stores (a sweep split over machines) combined into one. The rules live i
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import typer
 from rich.text import Text
@@ -148,6 +149,7 @@ def import_cmd(
                                                      "--studies`): a plan never changes, looks are only added; "
                                                      "each look's decisions are recomputed from its runs, and a "
                                                      "study they do not give is refused with nothing imported."),
+    include: options.Include = None,
 ):
     """Bring the runs of a JSON Lines file into a store.
 
@@ -164,17 +166,27 @@ def import_cmd(
     recs = transfer.read_lines(file)  # every line checked before anything is written
     _note_unchecked(recs, str(file))
     studies = _read_studies(studies_file) if studies_file is not None else None
+    with _gone_if_it_fails(store), open_store(store, create=True) as results:
+        with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
+            tally = transfer.combine_all(results, recs, str(file))
+            counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
+        path = results.path
+    if counts is not None:
+        err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "
+                       f"{counts[1]} already there"), soft_wrap=True)
+    _finish(tally, path)
+
+
+@contextmanager
+def _gone_if_it_fails(store: Path) -> Iterator[None]:
+    """Nothing brought in: no empty store (nor the folders made for it) left where there was none."""
     target = Path(store).expanduser().absolute()
     made = next((folder for folder in reversed(target.parents) if not folder.exists()), None)  # folders it creates
     new = not target.exists()
     try:
-        with open_store(store, create=True) as results:
-            with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
-                tally = transfer.combine_all(results, recs, str(file))
-                counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
-            path = results.path
+        yield
     except BaseException:
-        if new:  # nothing imported: no empty store (nor the folders made for it) left where there was none
+        if new:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{target}{suffix}").unlink(missing_ok=True)
             for folder in target.parents if made is not None else ():
@@ -185,10 +197,6 @@ def import_cmd(
                 if folder == made:
                     break
         raise
-    if counts is not None:
-        err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "
-                       f"{counts[1]} already there"), soft_wrap=True)
-    _finish(tally, path)
 
 
 def _read_studies(path: Path):
@@ -217,6 +225,7 @@ def _bring_in_studies(results, studies, source: str) -> tuple[int, int]:
 def merge_cmd(
     output: Path = typer.Argument(..., parser=options.store_path, help="Store to merge into (created if missing; runs already there count like an earlier source)."),
     sources: list[Path] = typer.Argument(..., parser=options.store_path, help="Stores to read (never written)."),
+    include: options.Include = None,
 ):
     """Combine several stores into one, e.g. the halves of a sweep run on two machines.
 
@@ -248,7 +257,7 @@ def merge_cmd(
     for source, recs in every:
         _note_unchecked(recs, str(source))
     studied = []
-    with open_store(target, create=True) as results:
+    with _gone_if_it_fails(target), open_store(target, create=True) as results:
         with results.batch():  # one transaction: a failure leaves the output as it was
             for source, recs in every:
                 transfer.combine_all(results, recs, str(source), tally)
