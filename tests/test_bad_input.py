@@ -662,6 +662,10 @@ CASES += [
         ("words", "words.csv: data.x: column 'v' holds non-numbers ('abc' in row 2)"),
         ("inf", "inf.csv: data.x: row 1, column 't1': non-finite value inf"),
         ("e400", "e400.csv: data.x: row 2, column 't0': non-finite value inf"),
+        # inside float32's range, but not once standardized by the training split / once squared by the loss:
+        # `tasks check` said ok and every run "diverged" at step 1
+        ("standardized-past", "(big.npz, unit.npz): the val split: a value 3.3e+38 (channel 0) standardizes to 3.36805e+39"),
+        ("square-past", "value 1e+20: its squared error is past float32's range"),
         ("nan-label", "nan_label.csv: data.y row 3: target is NaN"),
         ("nan-long-label", "nan_long_label.csv: data.y: row 5 has no target"),
         ("missing-x", "long.csv: data.x: no column 'nosuch'"),
@@ -703,6 +707,8 @@ TASKS = {  # name -> task file (data files: _round_three_world)
     "words": "problem: sequence-classification\ndata: {train: words.csv, y: label, layout: long}\n",
     "inf": "problem: sequence-classification\ndata: {train: inf.csv, y: label}\n",
     "e400": "problem: sequence-classification\ndata: {train: e400.csv, y: label}\n",
+    "standardized-past": "problem: sequence-classification\ndata: {train: unit.npz, validation: big.npz}\n",
+    "square-past": "problem: sequence-regression\ndata: {train: far_target.npz}\n",
     "nan-label": "problem: sequence-classification\ndata: {train: nan_label.csv, y: label}\n",
     "nan-long-label": "problem: sequence-classification\ndata: {train: nan_long_label.csv, y: label, layout: long}\n",
     "missing-x": "problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, x: [v, nosuch]}\n",
@@ -786,6 +792,10 @@ def _round_three_world(root: Path, outside: Path) -> dict[str, Path]:
          [(s, t, v, "" if (s, t) == (1, 1) else c) for s, t, v, c in long_rows])
     _csv(tasks / "inf.csv", "label,t0,t1,t2", [(0, 1, "inf", 2), (1, 1, 2, 3), (0, 1, 2, 3)])
     _csv(tasks / "e400.csv", "label,t0,t1,t2", [(0, 1, 2, 2), (1, "1e400", 2, 3), (0, 1, 2, 3)])
+    unit = np.tile(np.array([[0.9, 1.0], [1.1, 1.0]]), (8, 3, 1))[:, :5]  # channel 0: mean 1, std 0.1
+    np.savez(tasks / "unit.npz", x=unit, y=y)
+    np.savez(tasks / "big.npz", x=np.where(np.arange(unit.size).reshape(unit.shape) == 2, 3.3e38, unit), y=y)
+    np.savez(tasks / "far_target.npz", x=x, y=np.where(np.arange(8) == 2, 1e20, 1.0))
     _csv(tasks / "nan_label.csv", "label,t0,t1,t2", [(0, 1, 2, 2), (1, 1, 2, 3), ("", 1, 2, 3), (1, 1, 2, 3)])
     nested = pd.DataFrame({"x": [[1.0, 2.0, 3.0]] * 4, "y": [[0]] * 2 + [[1]] * 2})
     nested.to_parquet(tasks / "short_steps.parquet")

@@ -134,13 +134,13 @@ def check(
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
     rows = [("file", str(path))]
+    from atnbench.tasks.datacheck import check_task_data
+
+    check_task_data(config)  # one batch (or the data's tensors) made and checked, as a run does before training
     if definition.module is not None:
         from atnbench.tasks import get_task
 
-        from atnbench.tasks.datacheck import check_task_data
-
         spec = get_task(name)
-        check_task_data(config)  # one batch (or source) made and checked, as a run does before training
         rows += [("task object", definition.module), ("kind", spec.kind), ("inputs", str(spec.input_size)),
                  ("outputs", str(spec.output_size)), ("loss", spec.loss)]
     else:

@@ -31,6 +31,9 @@ from atnbench.tasks.registry import TaskSpec
 from atnbench.tasks.source import PADDED_CLASS
 from atnbench.tasks.userdata import FLOAT32_MAX, Fields, Sequences, beyond_float32, read_split
 
+SQUARE_MAX = math.sqrt(FLOAT32_MAX)  # a regression target past it has a squared error float32 cannot hold
+
+
 @dataclass(frozen=True)
 class Problem:
     per_step: bool
@@ -246,6 +249,9 @@ def _target_size(y: Any, where: str, per_step: bool) -> int:
         raise ConfigError(f"{where} is NaN or infinite")
     if (np.abs(target) > FLOAT32_MAX).any():
         raise ConfigError(f"{where}: {beyond_float32(target.reshape(-1)[np.abs(target).argmax()])}")
+    if (np.abs(target) > SQUARE_MAX).any():  # the loss squares it: float32 inf at the first step
+        raise ConfigError(f"{where}: value {target.reshape(-1)[np.abs(target).argmax()]:g}: its squared error is past "
+                          f"float32's range (±{FLOAT32_MAX:.3g}), which the loss is computed in; rescale the targets")
     shape = target.shape[1:] if per_step else target.shape  # per step: (T_i,) or (T_i, D)
     if len(shape) > 1 or shape == (0,):
         raise ConfigError(f"{where} has shape {tuple(target.shape)}; expected "
@@ -278,7 +284,13 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
     else:
         x = torch.zeros(len(part.xs), width, prep.channels)
         for i, (seq, n) in enumerate(zip(part.xs, lengths)):
-            x[i, :n] = torch.from_numpy((seq[:n] - mean) / std)
+            z = (seq[:n] - mean) / std
+            if np.abs(z).max(initial=0.0) > FLOAT32_MAX:  # float32 inf: the run "diverges" at its first step
+                step, channel = np.unravel_index(np.abs(z).argmax(), z.shape)
+                raise ConfigError(f"the {split} split: a value {seq[step, channel]:g} (channel {channel}) standardizes "
+                                  f"to {z[step, channel]:g} with the training split's mean and standard deviation, "
+                                  f"past float32's range (±{FLOAT32_MAX:.3g}); rescale it")
+            x[i, :n] = torch.from_numpy(z)
     index = {label: i for i, label in enumerate(prep.classes or [])}
     if prep.classes is not None and per_step:
         y = torch.full((len(part.ys), width), PADDED_CLASS, dtype=torch.long)
@@ -371,7 +383,10 @@ def make_source(name: str, user: dict[str, Any], files: dict[str, str], config, 
     mean, std = standardizer(prep, user["standardize"])
     data, lengths = {}, {}
     for split in prep.splits:
-        x, y, n = tensors(prep, split, config.T, problem.per_step, mean, std)
+        try:
+            x, y, n = tensors(prep, split, config.T, problem.per_step, mean, std)
+        except ConfigError as error:  # the files it came from, as the readers' own errors name them
+            raise ConfigError(f"{name} ({_short(files)}): {error}") from None
         kept = slice(config.val_samples) if split == "val" else slice(None)
         data[split], lengths[split] = (x[kept], y[kept]), n[kept]
     if all(bool((n == data[split][0].shape[1]).all()) for split, n in lengths.items()):
