@@ -260,6 +260,28 @@ def test_styles_tell_every_series_apart_and_keep_a_model_its_own():
     assert styles["atn (k=25)"] == styles_for([("atn", "atn")])["atn"]  # ATN looks alike across figures
     many = styles_for([(f"m{i}", "atn") for i in range(9)])
     assert len({(s.color, s.marker) for s in many.values()}) == 9
+    # a k-ablation's reference lines carry no marker: lstm and the 7th reference (bln) were both solid blue
+    references = styles_for([("atn", "atn"), ("atn (bias outside)", "atn"), ("lstm", "lstm"), ("ln", "ln"),
+                             ("ln (bias outside)", "ln"), ("bn", "bn"), ("bn-input", "bn-input"), ("bln", "bln")])
+    assert len({s.color for s in references.values()}) == 8
+    sixteen = styles_for([(f"m{i}", "lstm") for i in range(16)])
+    assert len({s.color for s in sixteen.values()}) == 16
+    assert len({(s.color, s.linestyle) for s in styles_for([(f"m{i}", "lstm") for i in range(112)]).values()}) == 112
+
+
+def test_a_figures_footer_is_wrapped_to_the_figure():
+    """One line of a dozen models' seed counts ran off both edges: its budget and last seeds cut."""
+    from atnbench.report.plots import _figure, _footer
+
+    fig = _figure(11, 4.6)
+    text = "budget 100%, own protocol, 20 steps · seeds per model: " + ", ".join(f"model{i} (eps=0.001) 1"
+                                                                                for i in range(12))
+    _footer(fig, text)
+    fig.canvas.draw()
+    label = fig._supxlabel
+    assert label.get_text().replace("\n", " ") == text and label.get_text().count("\n") >= 1
+    box = label.get_window_extent()
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width  # inside the figure
 
 
 def test_log_axis_labels_more_than_one_tick_over_a_decade():

@@ -477,8 +477,19 @@ def test_an_output_never_replaces_another_store_or_an_export_of_runs(tmp_path):
     exported = (tmp_path / "runs.jsonl").read_bytes()
     assert exported.index(b"\n") > 1 << 16
     refused = invoke("report", "--store", tmp_path / "a.db", "--output", tmp_path / "runs.jsonl", "--format", "json")
-    assert refused.exit_code == 2 and "already holds an export of runs (JSON Lines)" in refused.stderr
+    assert refused.exit_code == 2 and "already holds an export of runs" in refused.stderr
     assert (tmp_path / "runs.jsonl").read_bytes() == exported
+    # `runs export -f json` writes a JSON list of runs: as much an export, which another output replaced
+    assert invoke("runs", "export", "-f", "json", "-o", tmp_path / "runs.json", "--store", tmp_path / "a.db").exit_code == 0
+    listed = (tmp_path / "runs.json").read_bytes()
+    refused = invoke("report", "--store", tmp_path / "a.db", "--output", tmp_path / "runs.json", "--format", "json")
+    assert refused.exit_code == 2 and "runs.json already holds a list of runs (`runs export -f json`)" in refused.stderr
+    assert (tmp_path / "runs.json").read_bytes() == listed
+    again = invoke("runs", "export", "-f", "json", "-o", tmp_path / "runs.json", "--store", tmp_path / "a.db")
+    assert again.exit_code == 0  # a new list replaces a list, as a store export replaces an export
+    kept = invoke("runs", "export", "-f", "json", "-o", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db")
+    assert kept.exit_code == 2 and "runs.jsonl already holds an export of runs (JSON Lines)" in kept.stderr
+    assert (tmp_path / "runs.jsonl").read_bytes() == exported  # the portable export is not replaced by a view
     again = invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db")
     assert again.exit_code == 0 and (tmp_path / "runs.jsonl").read_bytes() == exported
     report = tmp_path / "report.md"

@@ -16,7 +16,7 @@ from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench.evidence import transfer
 from atnbench.report.load import check_task
 from atnbench.errors import UserError
-from atnbench.run.outputs import check_output_file
+from atnbench.run.outputs import RUN_EXPORT, check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
@@ -86,7 +86,7 @@ def export_cmd(
     """
     check_status(status)
     if str(file) != "-":
-        check_output_file(file, "export to", store=store, export=True)  # not the store itself, not a device
+        check_output_file(file, "export to", store=store, export=RUN_EXPORT)  # not the store itself, not a device
     if studies_file is not None:  # before anything is written: a refusal leaves the runs' file as it was
         if str(studies_file) == "-":
             raise UserError("--studies -: give the studies a file's name (- is not the terminal here)")

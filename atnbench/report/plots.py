@@ -150,8 +150,12 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _footer(fig: Figure, text: str) -> None:
-    """The budget and seeds a figure stands on, under the panels (laid out with them)."""
-    fig.supxlabel(text, fontsize=9, color="dimgray")
+    """The budget and seeds a figure stands on, under the panels (laid out with them), wrapped to
+    the figure's width: one long line ran off both edges, its budget and last seeds cut."""
+    import textwrap
+
+    width = int(fig.get_figwidth() * 72 / (9 * 0.55))  # characters of 9 pt text across the figure
+    fig.supxlabel("\n".join(textwrap.wrap(text, width)), fontsize=9, color="dimgray")
 
 
 def _legend(fig: Figure, handles: list) -> None:

@@ -44,8 +44,10 @@ class SeriesStyle:
 
 
 def _slot_style(slot: int) -> SeriesStyle:
-    return SeriesStyle(OKABE_ITO[slot % len(OKABE_ITO)], LINESTYLES[slot % len(LINESTYLES)],
-                       MARKERS[slot % len(MARKERS)])
+    # past Okabe-Ito's seven, Tol's muted colours: a line drawn without markers (a k-ablation's
+    # references) stays apart by its colour too (slot 7 drew LSTM's blue solid line for BLN)
+    palette = OKABE_ITO + TOL_MUTED
+    return SeriesStyle(palette[slot % len(palette)], LINESTYLES[slot % len(LINESTYLES)], MARKERS[slot % len(MARKERS)])
 
 
 def _base_model(model: str) -> str:
@@ -62,8 +64,7 @@ def _own_slot(name: str) -> Optional[int]:
 def styles_for(series: Iterable[tuple[str, str]]) -> dict[str, SeriesStyle]:
     """A distinct style for every (label, model) of one figure: a model's own slot where it is
     free, the next free slot otherwise (ATN at three k gets three different colours, line
-    styles and markers); the marker cycle is longer than the colour cycle, so even beyond 7
-    series no two look alike."""
+    styles and markers); 16 series get 16 colours, and no two of 112 share colour and line style."""
     styles: dict[str, SeriesStyle] = {}
     used: set[int] = set()
     for label, model in series:

@@ -41,10 +41,13 @@ def _check_parents(path: Path, flag: str) -> None:
 
 
 SQLITE, RUN_EXPORT = "an SQLite database (a results store?)", "an export of runs (JSON Lines)"
+RUNS_LIST = "a list of runs (`runs export -f json`)"
+EXPORT_READ = 1 << 26  # a run with thousands of evaluations is one long line
 
 
 def _holds_evidence(path: Path) -> Optional[str]:
-    """SQLITE or RUN_EXPORT when the file at ``path`` is one (by its first bytes), else None."""
+    """SQLITE, RUN_EXPORT or RUNS_LIST when the file at ``path`` is one (by its first bytes; a JSON
+    list of runs, as `runs export -f json` writes, by its first run), else None."""
     import json
 
     from atnbench.store import SQLITE_HEADER
@@ -54,21 +57,27 @@ def _holds_evidence(path: Path) -> Optional[str]:
             if handle.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
                 return SQLITE
             handle.seek(0)
-            first = handle.readline(1 << 26)  # a run with thousands of evaluations is one long line
+            first = handle.readline(EXPORT_READ)
+            if first.lstrip().startswith(b"["):
+                first = first + handle.read(EXPORT_READ)
     except OSError:
         return None  # unreadable: the write check below says what it can
     try:
         record = json.loads(first)
-    except ValueError:  # not JSON, or a first line longer than what was read
+    except ValueError:  # not JSON, or longer than what was read
         return None
-    return RUN_EXPORT if isinstance(record, dict) and {"run_id", "config"} <= record.keys() else None
+    kind = RUN_EXPORT
+    if isinstance(record, list) and record:
+        record, kind = record[0], RUNS_LIST
+    return kind if isinstance(record, dict) and {"run_id", "config"} <= record.keys() else None
 
 
 def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None,
-                      export: bool = False) -> None:
+                      export: Optional[str] = None) -> None:
     """ValueError (one line) unless ``path`` can be written as a file, replacing only a regular
     file that is not the results store ``store``, nor another SQLite database, nor an export of
-    runs (unless ``export``: the output is a new export of runs)."""
+    runs: ``export`` (RUN_EXPORT or RUNS_LIST) is the kind of export the output is, which may
+    replace one of its kind, or a list of runs (a view the store gives again)."""
     from atnbench.userfiles import kind_of
 
     path = Path(path).expanduser()
@@ -84,7 +93,7 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     if store is not None and Path(store).exists() and os.path.samefile(path, store):
         raise UserError(f"{flag} {path} is the results store {store}; give another file")
     held = _holds_evidence(path)
-    if held == SQLITE or (held == RUN_EXPORT and not export):
+    if held == SQLITE or held not in (None, export, RUNS_LIST if export else None):
         raise UserError(f"{flag} {path} already holds {held}, which this would replace; give another file "
                         f"(or remove it first)")
     try:
