@@ -138,6 +138,16 @@ def test_report_only_counts_the_parts_runs_made_by_another_command(tmp_path):
     markdown = (tmp_path / "report" / "report.md").read_text()
     section = markdown.split("## table1-copying", 1)[1]
     assert "No finished runs yet" not in section and "Table 1, T=100" in section
+    # an earlier report's figure in that folder (another budget) went on lying beside this one's;
+    # a file of another name is the user's and stays
+    figures = tmp_path / "report" / "figures" / "table1-copying"
+    drawn = sorted(path.name for path in figures.iterdir())
+    assert "curves_copying_T100.png" in drawn and "curves_copying_T100.svg" in drawn
+    for name in ("curves_copying_T100_budget0.002.png", "kablation_atn_copying_T100.svg", "notes.png"):
+        (figures / name).write_bytes(b"earlier")
+    again = invoke("reproduce", "--report-only", "--only", "table1-copying", "--seeds", "0", "--device", "cpu",
+                   "--store", store_path, "--out-dir", tmp_path / "report")
+    assert again.exit_code == 0 and sorted(path.name for path in figures.iterdir()) == sorted(drawn + ["notes.png"])
     with ResultsStore(store_path, create=False) as store:  # a report changes no membership
         assert store.sweeps() == ["copying-protocols"]
 

@@ -161,6 +161,7 @@ def write_report(store_path: Path, planned_parts: list, out_dir: Path, commands:
     with ResultsStore.open_read_only(store_path) as store:
         sections = part_sections(store, planned_parts, out_dir / "figures")
         verdicts = verdicts_markdown(store, planned_parts)
+    _drop_earlier_figures(out_dir / "figures", [figure for section in sections for figure in section.figures])
     blocks = [f"# {title}", ""]
     if verdicts:
         blocks += [verdicts, ""]  # it has its heading
@@ -175,6 +176,20 @@ def write_report(store_path: Path, planned_parts: list, out_dir: Path, commands:
     html_path = out_dir / "report.html"
     html_path.write_text(to_html(markdown_text, out_dir, title))
     return md_path, html_path
+
+
+FIGURE_NAMES = ("curves_*", "kablation_*")  # the names write_plots gives
+
+
+def _drop_earlier_figures(folder: Path, written: list[Path]) -> None:
+    """The report's figures/ holds this report's figures only: one an earlier report left there
+    (another store, budget or part) would be read as this report's by anyone browsing it."""
+    kept = {figure.with_suffix(suffix) for figure in written for suffix in (".png", ".svg")}
+    for pattern in FIGURE_NAMES:
+        for suffix in (".png", ".svg"):
+            for found in folder.rglob(pattern + suffix):
+                if found not in kept:
+                    found.unlink()
 
 
 def _label_cells(table: re.Match) -> str:
