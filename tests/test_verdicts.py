@@ -152,6 +152,13 @@ def test_each_protocol_gets_its_own_verdict():
     assert all(row.at_baseline for row in text.rows if row.kind == "model")
     # one row at the baseline beside rows that learned: that row learned nothing, and a comparison
     # with it is not called uninformative (the rule says so only of two rows at the baseline)
+    from atnbench.report.plots import _paper_values  # a figure draws the paper's minima where the table compares them
+
+    assert set(_paper_values(groups[0], "min_val_loss")) == {"lstm", "ln", "atn"}
+    assert _paper_values(groups[1], "min_val_loss") == {}  # paper-text: "not comparable" in the table too
+    from atnbench.report.export import to_latex, to_markdown  # the mark the note explains, in every format
+
+    assert "| lstm ≈ |" in to_markdown([default]) and "LSTM $\\approx$ &" in to_latex([default])
     [one] = [note for note in default.notes if note.startswith("≈ at baseline")]
     assert "no-memory baseline" in one and one.endswith(": lstm; it learned nothing (a comparison is uninformative "
                                                          "only where both rows sit there)")

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from atnbench.errors import UserError
 from atnbench.report.render import (
+    AT_BASELINE_MARK,
     NOT_COMPARABLE_MARK,
     ORDER_MARK,
     Cell,
@@ -103,7 +104,7 @@ def to_markdown(views: list[TableView]) -> str:
                  (f"; paper: {view.paper_table}_" if view.paper_table else "_"), "",
                  _md_row(header), "|" + "|".join(["---"] + [":---:"] * (len(header) - 2) + ["---:"]) + "|"]
         for row in view.rows:
-            cells = [f"_{row.label}_" if row.kind == "baseline" else row.label]
+            cells = [f"_{row.label}_" if row.kind == "baseline" else _marked(row)]
             for column in view.columns:
                 cell = row.cells[column.key]
                 text = _md_cell(view, cell, mean_pm_std(cell.mean, cell.std, column_scale(view, column), n=cell.n,
@@ -200,11 +201,16 @@ def to_latex(views: list[TableView]) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
+def _marked(row: Row, name: Optional[str] = None) -> str:
+    """A model row's name with the mark of a row at the baseline, which the table's note explains."""
+    return (name or row.label) + (f" {AT_BASELINE_MARK}" if row.at_baseline else "")
+
+
 def _paper_name(row: Row) -> str:
     names = {"lstm": "LSTM", "ln": "LN", "atn": "ATN"}
     if row.kind == "model" and row.label in names:
-        return names[row.label]
-    return row.label
+        return _marked(row, names[row.label])
+    return _marked(row) if row.kind == "model" else row.label
 
 
 # -- CSV and JSON ----------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from atnbench.report.aggregate import (  # noqa: E402
     k_ablations,
 )
 from atnbench.report.paper import paper, paper_row_for, protocol_label  # noqa: E402
-from atnbench.report.render import measure_of  # noqa: E402
+from atnbench.report.render import is_default_variant, measure_of  # noqa: E402
 from atnbench.report.verdicts import baseline_words  # noqa: E402
 from atnbench.report.style import (  # noqa: E402
     BASELINE_COLOR,
@@ -179,10 +179,11 @@ def _baseline_handle(group: Group) -> Line2D:
 
 def _paper_values(group: Group, stat: str) -> dict[str, tuple[float, float, str]]:
     """Our row label -> (mean, std, "Table N") of the paper's value of ``stat``, where the
-    paper has one for this task and T. None at a reduced budget: the paper's minima are
-    full-protocol, and drawn beside a shorter run a reader takes them for its target."""
+    paper has one for this task and T. None where the table calls them not comparable: at a
+    reduced budget (the paper's minima are full-protocol, and drawn beside a shorter run a reader
+    takes them for its target) and on another variant than the task's default (its protocol)."""
     table = paper().table_for(group.task, group.T)
-    if table is None or group.reduced:
+    if table is None or group.reduced or not is_default_variant(group.task, group.variant):
         return {}
     column = next((name for name, ours in table.columns.items() if ours == stat), None)
     if column is None:
@@ -313,7 +314,7 @@ def draw_k_ablation(view: KAblation, subset: Optional[Subset] = None) -> Optiona
     paper_atn = next((v for label, v in paper_values.items()
                       if any(r.label == label for r in view.rows)), None)
     if paper_atn is None and table is not None and paper_k is not None and view.model in table.rows \
-            and not group.reduced:
+            and not group.reduced and is_default_variant(group.task, group.variant):
         column = next((name for name, ours in table.columns.items() if ours == "min_val_loss"), None)
         value = table.value(view.model, column) if column else None
         paper_atn = (value[0], value[1], table.label) if value else None

@@ -263,7 +263,7 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
     reasons = []
     if group.reduced:
         reasons.append(f"{budget_label(group.budget)}: the paper's numbers are full-protocol (no ratio shown)")
-    if not _is_default_variant(group.task, group.variant):
+    if not is_default_variant(group.task, group.variant):
         reasons.append(f"preset variant {group.variant}: the paper's numbers come from the task's default protocol")
     if reasons:
         view.comparable = False
@@ -272,7 +272,7 @@ def _add_paper(view: TableView, group: Group, table: PaperTable) -> None:
         view.notes.append(f"no row of ours matches a row of the paper's {table.label} (LSTM, LN, ATN k={table.k})")
 
 
-def _is_default_variant(task: str, variant: Optional[str]) -> bool:
+def is_default_variant(task: str, variant: Optional[str]) -> bool:
     """No variant, or a variant that changes nothing of the task's default preset (an alias)."""
     if variant is None:
         return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -207,8 +208,10 @@ def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
                       str(len(item.runs) - len(left)), str(len(left)),
                       cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
     overall = estimate(list(every_left.values()), rates)
-    shared = sum(len(item.runs) for item in planned) - len({run.run_id for item in planned for run in item.runs})
+    parts_of = Counter(run_id for item in planned for run_id in {run.run_id for run in item.runs})
+    shared = sum(1 for n in parts_of.values() if n > 1)
     count = f" in {len(every_left)} run{'s' if len(every_left) != 1 else ''}" if every_left else ""
     table.caption = (f"left to run: {cpu_time_text(overall.seconds)} of single-thread CPU time{count} "
-                     f"({overall.note()})" + (f"; {shared} runs are in two parts and counted once" if shared else ""))
+                     f"({overall.note()})" + (f"; {shared} run{'s are' if shared != 1 else ' is'} in more than one "
+                                             f"part (up to {max(parts_of.values())}), each counted once" if shared else ""))
     out.print(table)
