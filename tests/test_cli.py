@@ -330,12 +330,16 @@ def test_plot_bench_refuses_a_record_of_the_wrong_type_as_input(tmp_path, field,
     assert not (tmp_path / "figs").exists()
 
 
-def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path):
+def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path, monkeypatch):
     import json
 
     records = tmp_path / "bench.json"
     records.write_text(json.dumps(BENCH_RECORDS))
-    result = invoke("plot", "--bench", records, "--store", tmp_path / "none.db", "--out-dir", tmp_path / "figs")
+    # a store named and not there was passed over without a word (the loss curves lost, exit 0)
+    named = invoke("plot", "--bench", records, "--store", tmp_path / "none.db", "--out-dir", tmp_path / "figs")
+    assert named.exit_code == 2 and "no results store at" in named.stderr and not (tmp_path / "figs").exists()
+    monkeypatch.chdir(tmp_path)  # no store named, none at the default path: the cost figure alone
+    result = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["cost_adding.png", "cost_adding.svg"]
     assert (tmp_path / "figs" / "cost_adding.png").read_bytes()[:4] == b"\x89PNG"
@@ -370,6 +374,34 @@ def test_fig6_term_figure_is_titled_labelled_with_a_legend_beside_the_panels():
     lines = fig.axes[0].get_lines()
     assert len({(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}) == 3
     assert [ax.get_ylabel() for ax in fig.axes] == ["mean over features", "variance over features"]
+    # t from 0, as stats-series.csv and the table's footnote ("step 0 is W_h h_0 + b") count it
+    assert list(lines[0].get_xdata())[:2] == [0, 1] and fig.axes[1].get_xlabel() == "time step t (from 0)"
+
+
+def test_fig6_figures_of_a_term_this_call_has_not_are_removed(tmp_path):
+    """`stats --out-dir` reused for a GRU left the LSTM call's cell-state figure beside the new ones."""
+    from atnbench.analysis.figures import write_term_figures
+    from atnbench.analysis.stats import Series
+
+    def series(terms):
+        return [Series("LN", 0, term, [0.0] * 4, [1.0] * 4) for term in terms]
+
+    write_term_figures(series(("hidden", "cell")), tmp_path)
+    assert {"fig6c-cell.png", "fig6c-cell.svg"} <= {path.name for path in tmp_path.iterdir()}
+    (tmp_path / "notes.txt").write_text("mine")
+    written = write_term_figures(series(("hidden",)), tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([path.name for path in written] + ["notes.txt"])
+
+
+def test_stats_names_a_gru_and_styles_it_as_its_model():
+    """`stats --from-run` of a GRU ATN run read "ATN(k=3)", as an LSTM's did."""
+    from atnbench.analysis.figures import _model_key
+    from atnbench.analysis.stats import model_label
+
+    assert [model_label("atn", 3), model_label("atn", 3, "gru"), model_label("ln", 1, "gru")] == \
+        ["ATN(k=3)", "GRU ATN(k=3)", "GRU LN"]
+    assert [_model_key(label) for label in ("LN", "ATN(k=5) [1f627c87ad1b]", "GRU ATN(k=3) [98f32dff9e41]", "GRU LN")] \
+        == ["ln", "atn", "gru-atn", "gru-ln"]
 
 
 def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_does_without_a_word(tmp_path):

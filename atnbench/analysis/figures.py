@@ -17,8 +17,9 @@ PANEL = {"hidden": "a", "input": "b", "cell": "c"}
 
 
 def _model_key(model: str) -> str:
-    """The zoo name behind a stats label ("LN" -> ln, "ATN(k=5)" -> atn) for its style."""
-    return "atn" if model.upper().startswith("ATN") else model.lower()
+    """The zoo name behind a stats label ("LN" -> ln, "ATN(k=5) [run id]" -> atn, "GRU LN" -> gru-ln) for its style."""
+    name = model.upper().removeprefix("GRU ").split(" [")[0]
+    return ("gru-" if model.upper().startswith("GRU ") else "") + ("atn" if name.startswith("ATN") else name.lower())
 
 
 def term_figure(series: list[Series], term: str, title_suffix: str = "") -> Figure:
@@ -30,13 +31,13 @@ def term_figure(series: list[Series], term: str, title_suffix: str = "") -> Figu
         labels = [s.model if len(layers) == 1 else f"{s.model} (layer {s.layer})" for s in series]
         styles = styles_for((label, _model_key(s.model)) for label, s in zip(labels, series))
         for label, s in zip(labels, series):
-            steps = range(1, s.T + 1)
+            steps = range(s.T)  # from 0, as stats-series.csv's t and the table's footnote count them
             line = dict(lw=1.3, ms=4, markevery=markevery(s.T, 10), label=label, **styles[label].line())
             ax_mean.plot(steps, s.mean, **line)
             ax_var.plot(steps, s.var, **line)
         ax_mean.set_ylabel("mean over features")
         ax_var.set_ylabel("variance over features")
-        ax_var.set_xlabel("time step t")
+        ax_var.set_xlabel("time step t (from 0)")
         ax_mean.set_title("mean", fontsize=10)
         ax_var.set_title("variance", fontsize=10)
         handles, names = ax_mean.get_legend_handles_labels()
@@ -49,12 +50,16 @@ def term_figure(series: list[Series], term: str, title_suffix: str = "") -> Figu
 
 
 def write_term_figures(series: list[Series], out_dir: Path, title_suffix: str = "") -> list[Path]:
-    """One figure per term present, as PNG and SVG; returns the paths written."""
+    """One figure per term present, as PNG and SVG; returns the paths written. A term's figure
+    from an earlier call into the folder goes where this call has none (a GRU has no cell
+    term): left there, it stood for models no longer in the CSV beside it."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for term in TERMS:
         chosen = [s for s in series if s.term == term]
         if not chosen:
+            for ext in ("png", "svg"):
+                (out_dir / f"fig6{PANEL[term]}-{term}.{ext}").unlink(missing_ok=True)
             continue
         fig = term_figure(chosen, term, title_suffix)
         stem = f"fig6{PANEL[term]}-{term}"

@@ -130,8 +130,10 @@ def stats_config(norm: str, k: int, T: int, iters: int, seed: int, hidden: Optio
     return build_config(dict(config.to_dict(), val_samples=config.batch_size))
 
 
-def model_label(norm: str, k: int) -> str:
-    return {"ln": "LN", "atn": f"ATN(k={k})"}.get(norm, f"{norm}(k={k})" if "atn" in norm else norm)
+def model_label(norm: str, k: int, cell: str = "lstm") -> str:
+    """LN, ATN(k=5), as the paper's Fig. 6 names its LSTMs; a GRU says so (GRU ATN(k=5))."""
+    name = {"ln": "LN", "atn": f"ATN(k={k})"}.get(norm, f"{norm}(k={k})" if "atn" in norm else norm)
+    return f"GRU {name}" if cell == "gru" else name
 
 
 def train_model(config: RunConfig, iters: int, device: torch.device, label: Optional[str] = None,
@@ -142,7 +144,7 @@ def train_model(config: RunConfig, iters: int, device: torch.device, label: Opti
     source = make_source(task, config, device)
     model = build_model(config, source).to(device)
     optimizer = make_optimizer(config, model.parameters())
-    trained = TrainedModel(label or model_label(config.norm, config.k), config, model, optimizer, source)
+    trained = TrainedModel(label or model_label(config.norm, config.k, config.cell), config, model, optimizer, source)
     model.train()
     for step in range(iters):
         loss = _iteration(trained, task)
@@ -163,7 +165,7 @@ def load_run(store: ResultsStore, run_id: str, device: torch.device) -> TrainedM
     config = restored.config
     model = restored.model.train()
     optimizer = make_optimizer(config, model.parameters())
-    label = f"{model_label(config.norm, config.k)} [{restored.record.run_id}]"
+    label = f"{model_label(config.norm, config.k, config.cell)} [{restored.record.run_id}]"
     return TrainedModel(label, config, model, optimizer, restored.source, None, restored.record.run_id, restored.step)
 
 

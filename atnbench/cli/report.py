@@ -97,7 +97,10 @@ def plot(
     say = lambda message: out.print(Text(message), soft_wrap=True)  # noqa: E731
     # Every input is read before anything is written: a bad store after --bench leaves no files.
     records = read_bench_records(bench) if bench is not None else None
-    only_cost = records is not None and (task, T, sweep, norm, since) == (None,) * 5 and not Path(store).is_file()
+    # the cost figure alone where no store was named: a store named and not there is one line, as elsewhere
+    default_store = Path(store).expanduser().absolute() == Path(options.STORE).absolute()
+    only_cost = records is not None and (task, T, sweep, norm, since) == (None,) * 5 and default_store \
+        and not Path(store).is_file()
     groups = None if only_cost else load_groups(store, task, T, sweep, norm, since)[0]
     paths = []
     if records is not None:
