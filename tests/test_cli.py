@@ -47,6 +47,18 @@ def test_bad_format_and_unknown_option_are_one_line_exit_2():
         assert result.exit_code == 2 and len(lines) == 1 and message in lines[0], result.output
 
 
+def test_a_format_is_read_in_any_case_by_every_command(tmp_path):
+    """`-f JSON` worked in `runs export` only; `runs show`, `evaluate`, `bench` refused it."""
+    from atnbench.cli.options import check_format
+
+    assert check_format("JSON", ("table", "json")) == "json" and check_format(None, ("table", "json")) == "table"
+    fill = invoke("run", "adding", "--T", "8", "--hidden", "8", "--iters", "2", "--store", tmp_path / "s.db", "-q",
+                  "-f", "JSON")
+    assert fill.exit_code == 0 and fill.stdout.startswith('{"run_id"'), fill.output
+    shown = invoke("runs", "show", fill.stdout[12:18], "--store", tmp_path / "s.db", "-f", "Json")
+    assert shown.exit_code == 0 and shown.stdout.lstrip().startswith(("{", "[")), shown.output
+
+
 def test_deprecated_spelling_still_works_with_a_note(tmp_path):
     result = invoke("invariances", "--json")
     assert result.exit_code == 0 and result.stdout.lstrip().startswith("[")

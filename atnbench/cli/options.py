@@ -111,12 +111,13 @@ def output_format(choices: tuple[str, ...], note: str = "") -> typer.models.Opti
 
 
 def check_format(fmt: Optional[str], choices: tuple[str, ...]) -> str:
-    """The format asked for (``choices[0]`` when none), or a user error naming the choices."""
+    """The format asked for (``choices[0]`` when none; any case, as `runs export` took it), or a
+    user error naming the choices."""
     if fmt is None:
         return choices[0]
-    if fmt not in choices:
+    if fmt.lower() not in choices:
         raise UserError(f"unknown --format {fmt!r}; choose one of: {', '.join(choices)}")
-    return fmt
+    return fmt.lower()
 
 
 def _choices(choices) -> str:
