@@ -377,3 +377,23 @@ def test_an_interrupt_after_the_final_row_says_the_run_is_done(tmp_path, monkeyp
     assert result.exit_code == 130, result.output
     assert "interrupted after run" in result.stderr and "it is recorded done" in result.stderr
     assert "recorded as failed" not in result.stderr
+
+
+def test_a_sweep_keeps_a_run_this_code_finished_after_its_plan_and_re_runs_a_stale_one(tmp_path):
+    """A sweep planned a run while `atnbench run` trained it; that run ended before the sweep's
+    worker took the lock, so nothing was waited for, and the worker trained it again from scratch
+    over the finished row ("no checkpoint ... starting it from scratch")."""
+    config = resolve_run("adding", {"T": 8, "hidden": 8, "batch_size": 4, "steps": 4, "eval_every": 2,
+                                    "val_samples": 8})
+    device = torch.device("cpu")
+    with ResultsStore(tmp_path / "s.db") as store:
+        first = train(config, store, device)
+        finished = store.get_run(first["run_id"])
+        kept = train(config, store, device, resume=True, wait=True)  # the sweep's call for the planned job
+        assert store.get_run(first["run_id"]).created_at == finished.created_at and kept["status"] == "done"
+        assert kept["min_val_loss"] == first["min_val_loss"]
+        with store.batch():  # the same row made by other code: stale, which a sweep re-runs
+            store._conn.execute("UPDATE runs SET env_json = json_set(env_json, '$.code', 'older') WHERE run_id = ?",
+                                (first["run_id"],))
+        train(config, store, device, resume=True, wait=True)
+        assert store.get_run(first["run_id"]).created_at != finished.created_at

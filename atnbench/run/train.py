@@ -288,7 +288,9 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
 
     The run's lock (checkpoint.hold_run) is held throughout: if another process is training
     the same run into the same store, ``wait=False`` raises RunBusy at once; ``wait=True``
-    (sweeps) waits, then returns the other process's result if it finished the run.
+    (sweeps) waits, then returns the other process's result if it finished the run, as it does
+    where the run was finished by this code between the sweep's plan and the lock (an
+    ``atnbench run`` of it that ended before the sweep's worker came to it).
 
     The config's device type and thread count are part of its run id, so they are enforced
     here. With ``keep_model`` the best-validation weights are kept in the store whenever they
@@ -302,9 +304,10 @@ def train(config: RunConfig, store: ResultsStore, device: torch.device, reporter
     reporter = reporter or SilentReporter()
     with checkpoints.hold_run(store.path, run_id_of(config), wait=wait,
                               should_stop=getattr(reporter, "should_stop", None)) as waited:
-        row = store.get_run(run_id_of(config)) if waited else None
-        if row is not None and row.status in ("done", "diverged"):
-            log.warning(f"run {run_id_of(config)} was finished by the other process; keeping its result")
+        row = store.get_run(run_id_of(config)) if wait else None
+        if row is not None and row.status in ("done", "diverged") and \
+                (row.env or {}).get("code") == run_identity.code_fingerprint():  # not a stale row to re-run
+            log.warning(f"run {run_id_of(config)} was finished by another process; keeping its result")
             return result_record(config, row.status, row.summary, row.error)
         return _train(config, store, device, reporter, resume, sweep, checkpoint_every, keep_model)
 
