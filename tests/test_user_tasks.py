@@ -835,3 +835,37 @@ def test_a_copy_of_the_training_file_or_validation_given_as_test_is_refused(tmp_
         assert refused.exit_code == 2 and key in refused.stderr and said in refused.stderr, refused.output
     (tmp_path / "fine.yaml").write_text("problem: sequence-classification\ndata: {train: a.npz, validation: b.npz}\n")
     ok(invoke("tasks", "check", "fine", "--include", tmp_path))
+
+
+def test_a_per_step_tasks_baseline_counts_the_steps_a_run_at_its_length_scores(tmp_path, monkeypatch):
+    """Sequences of 10 steps at default_T 5: the run trains and scores their first 5 steps, the
+    no-information guess was scored over all 10 (a run that learned nothing "beat" it by 17%)."""
+    import math
+
+    import numpy as np
+
+    monkeypatch.setenv("ATNBENCH_TASKS", "")
+    folder = tmp_path / "t"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+
+    def split(n, seed):
+        labels = np.random.default_rng(seed).random((n, 10))
+        y = np.where(np.arange(10) < 5, labels < 0.9, labels < 0.4).astype(int)  # mostly 1 early, mostly 0 late
+        return rng.normal(size=(n, 10, 2)), y
+
+    (x, y), (vx, vy) = split(40, 1), split(20, 2)
+    np.savez(folder / "train.npz", x=x, y=y)
+    np.savez(folder / "val.npz", x=vx, y=vy)
+    (folder / "steps.yaml").write_text("problem: step-classification\ndata: {train: train.npz, validation: val.npz}\n"
+                                       "default_T: 5\n")
+    p = np.bincount(y[:, :5].reshape(-1), minlength=2) / y[:, :5].size
+    expected = -np.mean(np.log(p[vy[:, :5].reshape(-1)]))
+    over_all = -np.mean(np.log((np.bincount(y.reshape(-1), minlength=2) / y.size)[vy.reshape(-1)]))
+    assert abs(expected - over_all) > 0.05  # the two readings differ here
+    checked = ok(invoke("tasks", "check", "steps", "--include", folder))
+    assert f"no-information loss {expected:.4g}" in " ".join(checked.stdout.split()), checked.stdout
+    from atnbench.tasks.lookup import get_task
+
+    baseline = get_task("steps").baseline
+    assert math.isclose(baseline(5), expected, rel_tol=1e-9) and math.isclose(baseline(10), over_all, rel_tol=1e-9)

@@ -146,7 +146,7 @@ def check(
     else:
         options_ = task_options(definition, path)
         problem = PROBLEMS[definition.problem]
-        facts = summary(prepared(options_["user_task"], options_["data_files"]), problem.per_step)
+        facts = summary(prepared(options_["user_task"], options_["data_files"]), problem.per_step, config.T)
         rows += [("problem", definition.problem),
                  ("sequences", ", ".join(f"{split} {n}" for split, n in facts["sizes"].items())),
                  ("channels", str(facts["channels"])),

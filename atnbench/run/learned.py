@@ -43,5 +43,5 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
     if stopped_early(config, record):
         tries.insert(0, f"a longer patience (--patience {2 * config.patience}; it stopped early at step "
                         f"{record.get('steps')})")
-    return (f"the best validation loss {best:.4g} is not below the no-information baseline {baseline:.4g} (what a "
+    return (f"the best validation loss {best:.4g} is not {MARGIN:.0%} below the no-information baseline {baseline:.4g} (what a "
             f"guess that ignores the inputs scores): this run learned nothing from them; try " + ", ".join(tries))

@@ -164,14 +164,16 @@ def _carve(given: dict[str, Sequences], split: dict[str, Any], strata: Optional[
     return out
 
 
-def _labels_of(part: Sequences, per_step: bool) -> list:
-    """Every class label of a split: one per sequence, or one per step."""
-    return [_label(v) for y in part.ys for v in (np.asarray(y).reshape(-1) if per_step else [y])]
+def _labels_of(part: Sequences, per_step: bool, T: Optional[int] = None) -> list:
+    """Every class label of a split: one per sequence, or one per step (of the first ``T``: what
+    a run at that length scores)."""
+    return [_label(v) for y in part.ys for v in (np.asarray(y).reshape(-1)[:T] if per_step else [y])]
 
 
-def _targets_of(part: Sequences, dim: int) -> np.ndarray:
-    """Every regression target of a split, (n, dim): one per sequence, or one per step."""
-    return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, dim) for y in part.ys])
+def _targets_of(part: Sequences, dim: int, steps: Optional[int] = None) -> np.ndarray:
+    """Every regression target of a split, (n, dim): one per sequence, or one per step (of the
+    first ``steps`` where given)."""
+    return np.concatenate([np.asarray(y, dtype=np.float64).reshape(-1, dim)[:steps] for y in part.ys])
 
 
 def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
@@ -307,32 +309,38 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
     return x, y, torch.tensor(lengths, dtype=torch.long)
 
 
-def no_information_loss(prep: Prepared, per_step: bool) -> float:
+def no_information_loss(prep: Prepared, per_step: bool, T: Optional[int] = None) -> float:
     """The validation loss of a guess that ignores the inputs: the training class frequencies
-    (cross-entropy) or the training mean (squared error)."""
+    (cross-entropy) or the training mean (squared error). Per step, over the first ``T`` steps of
+    each sequence, the steps a run at that length trains and scores (over all of them it gave a
+    run that learned nothing a "baseline" it beat)."""
     train, val = prep.splits["train"], prep.splits["val"]
+    steps = T if per_step else None
     if prep.classes is not None:
-        counts = collections.Counter(_labels_of(train, per_step))
+        counts = collections.Counter(_labels_of(train, per_step, steps))
         total = sum(counts.values())
-        return float(-np.mean([math.log(counts[label] / total) for label in _labels_of(val, per_step)]))
-    mean = _targets_of(train, prep.target_dim).mean(0)
-    return float(((_targets_of(val, prep.target_dim) - mean) ** 2).mean())
+        return float(-np.mean([math.log(counts[label] / total) if counts[label] else math.inf
+                               for label in _labels_of(val, per_step, steps)]))
+    mean = _targets_of(train, prep.target_dim, steps).mean(0)
+    return float(((_targets_of(val, prep.target_dim, steps) - mean) ** 2).mean())
 
 
-def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
-    """What ``atnbench tasks check`` prints: sizes, lengths, classes, the no-information guess."""
+def summary(prep: Prepared, per_step: bool, T: Optional[int] = None) -> dict[str, Any]:
+    """What ``atnbench tasks check`` prints: sizes, lengths, classes, the no-information guess
+    (per step: on the first ``T`` steps, as a run at that length scores)."""
     lengths = [len(seq) for part in prep.splits.values() for seq in part.xs]
+    steps = T if per_step else None
     info = {"sizes": {key: len(prep.splits[key].xs) for key in ("train", "val", "test") if key in prep.splits},
             "channels": prep.channels, "vocab": prep.vocab,
             "lengths": (min(lengths), max(lengths)), "longest_train": max(len(s) for s in prep.splits["train"].xs),
-            "baseline_loss": no_information_loss(prep, per_step)}
+            "baseline_loss": no_information_loss(prep, per_step, steps)}
     if prep.classes is not None:
-        counts = collections.Counter(_labels_of(prep.splits["train"], per_step))
+        counts = collections.Counter(_labels_of(prep.splits["train"], per_step, steps))
         majority = max(prep.classes, key=counts.__getitem__)  # ties: the first class
-        val = _labels_of(prep.splits["val"], per_step)
+        val = _labels_of(prep.splits["val"], per_step, steps)
         info.update(classes=prep.classes, majority=majority, majority_accuracy=val.count(majority) / len(val))
     else:
-        info.update(target_dim=prep.target_dim, train_mean=float(_targets_of(prep.splits["train"], 1).mean()))
+        info.update(target_dim=prep.target_dim, train_mean=float(_targets_of(prep.splits["train"], 1, steps).mean()))
     return info
 
 
@@ -341,7 +349,7 @@ def summary(prep: Prepared, per_step: bool) -> dict[str, Any]:
 def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpec:
     problem = PROBLEMS[user["problem"]]
     prep = prepared(user, files)
-    baseline = no_information_loss(prep, problem.per_step)
+    baseline = functools.lru_cache(maxsize=None)(lambda T: no_information_loss(prep, problem.per_step, T))
     return TaskSpec(
         name=name,
         description=f"user task: {user['problem']} from {_short(files)}",
@@ -350,7 +358,7 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         output_size=_output_size(prep),
         loss="ce" if problem.classes else "mse",
         target="all" if problem.per_step else "last",
-        baseline=lambda T: baseline,
+        baseline=baseline,
         min_T=1,
         seq_len=lambda T: T,
         reference=f"user task ({_short(files)})",
