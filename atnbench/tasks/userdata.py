@@ -185,7 +185,11 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
                               f"got shape {tuple(lengths.shape)} of {lengths.dtype}")
         for i, (seq, n) in enumerate(zip(xs, lengths)):
             if not 1 <= n <= len(seq):
-                raise ConfigError(f"{source}: data.lengths[{i}]: expected 1..{len(seq)}, got {int(n)}")
+                # lengths that fit the last axis and not the middle one: aeon's (N, C, T), read as (N, T, C)
+                hint = (f"; x reads as (N, T, C) = {tuple(x.shape)}, and the lengths fit its last axis: if it is "
+                        f"(N, channels, T) (aeon's layout) set data.layout: NCT"
+                        if x.dtype != object and x.ndim == 3 and lengths.max() <= x.shape[2] else "")
+                raise ConfigError(f"{source}: data.lengths[{i}]: expected 1..{len(seq)}, got {int(n)}{hint}")
         xs = [seq[:n] for seq, n in zip(xs, lengths)]
     channels = {seq.shape[1] for seq in xs}
     if len(channels) > 1:
@@ -324,12 +328,29 @@ def _keep_words(frame, path: Path, words: tuple):
     import pandas as pd
 
     for column in dict.fromkeys(c for c in words if c in frame.columns):
+        if pd.api.types.is_integer_dtype(frame[column]):
+            _check_read_apart(frame[column], path, column)
         if pd.api.types.is_numeric_dtype(frame[column]) or not frame[column].isna().any():
             continue  # numbers (where 'NA' is a missing number) or nothing read as missing
         literal = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], usecols=[column], dtype=str,
                               keep_default_na=False, na_values=[""], index_col=False)[column]
         frame[column] = literal.to_numpy(dtype=object)
     return frame
+
+
+def _check_read_apart(values, path: Path, column: str) -> None:
+    """Labels or ids ``'01'`` and ``'1'`` in a text table read as one whole number: two classes (or
+    two sequences) merged without a word, where a parquet file keeps them apart; refused."""
+    import pandas as pd
+
+    literal = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], usecols=[column], dtype=str,
+                          keep_default_na=False, index_col=False)[column].str.strip()
+    seen: dict = {}
+    for text, value in zip(literal, values):
+        first = seen.setdefault(value, text)
+        if first != text:
+            raise ConfigError(f"{path}: column {column!r} holds {first!r} and {text!r}, which read as the same number "
+                              f"{value}: as labels or ids they would be one; write each one way")
 
 
 def _from_frame(frame, fields: Fields, per_step: bool, source: str) -> Sequences:

@@ -303,7 +303,8 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
     elif per_step:
         y = torch.zeros(len(part.ys), width, *([prep.target_dim] if prep.target_dim > 1 else []))
         for i, (target, n) in enumerate(zip(part.ys, lengths)):
-            y[i, :n] = torch.as_tensor(np.asarray(target, dtype=np.float64)[:n], dtype=torch.float32)
+            # a copy: a long table's targets are a read-only view, which torch warns about on the console
+            y[i, :n] = torch.tensor(np.array(target, dtype=np.float64)[:n], dtype=torch.float32)
     else:
         y = torch.as_tensor(np.asarray(part.ys, dtype=np.float64), dtype=torch.float32)
     return x, y, torch.tensor(lengths, dtype=torch.long)
