@@ -11,7 +11,8 @@ socket there is refused (a write through a temporary file and a rename would put
 in its place, and a device never holds the output), and so is the results store the command
 reads (``--store``), also under another name: a symbolic or a hard link to it. Nor does an output
 replace any other SQLite database (another results store: a report written over it would lose
-every run) or an export of runs (``store export``'s JSON Lines) unless it is itself one. An existing file
+every run) or an export of runs (``store export``'s JSON Lines, ``runs export -f json``'s list)
+unless it is itself one of its kind (a store export may also replace a list, a view the store gives again). An existing file
 is also refused where no new file can be made beside it: ``/proc/version`` opens for writing,
 but the write fails (EIO) after the work.
 """
