@@ -668,6 +668,7 @@ CASES += [
         ("square-past", "value 1e+20: its squared error is past float32's range"),
         ("zero-labels", "zero_labels.csv: column 'label' holds '1' and '01', which read as the same number 1"),
         ("aeon-lengths", "if it is (N, channels, T) (aeon's layout) set data.layout: NCT"),
+        ("mixed-kinds", "(they are text where the training split's are a number: write the labels alike"),
         ("nan-label", "nan_label.csv: data.y row 3: target is NaN"),
         ("nan-long-label", "nan_long_label.csv: data.y: row 5 has no target"),
         ("missing-x", "long.csv: data.x: no column 'nosuch'"),
@@ -713,6 +714,8 @@ TASKS = {  # name -> task file (data files: _round_three_world)
     "square-past": "problem: sequence-regression\ndata: {train: far_target.npz}\n",
     "zero-labels": "problem: sequence-classification\ndata: {train: zero_labels.csv, y: label}\n",
     "aeon-lengths": "problem: sequence-classification\ndata: {train: aeon_lengths.npz, lengths: lengths}\n",
+    "mixed-kinds": "problem: sequence-classification\ndata: {train: zero_labels_one_way.csv, validation: "
+                   "text_labels.npz, y: label}\n",
     "nan-label": "problem: sequence-classification\ndata: {train: nan_label.csv, y: label}\n",
     "nan-long-label": "problem: sequence-classification\ndata: {train: nan_long_label.csv, y: label, layout: long}\n",
     "missing-x": "problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, x: [v, nosuch]}\n",
@@ -802,6 +805,8 @@ def _round_three_world(root: Path, outside: Path) -> dict[str, Path]:
     np.savez(tasks / "far_target.npz", x=x, y=np.where(np.arange(8) == 2, 1e20, 1.0))
     _csv(tasks / "zero_labels.csv", "label,t0,t1", [(1, 1, 2), ("01", 1, 2), (2, 1, 2), (1, 3, 4), (2, 3, 4)])
     np.savez(tasks / "aeon_lengths.npz", x=rng.normal(size=(8, 3, 12)), y=y, lengths=np.full(8, 10))
+    _csv(tasks / "zero_labels_one_way.csv", "label,t0,t1", [(1, 1, 2), (2, 1, 2), (1, 3, 4), (2, 3, 4)])
+    np.savez(tasks / "text_labels.npz", x=rng.normal(size=(4, 2, 1)), label=np.array(["1", "2", "1", "2"]))
     _csv(tasks / "nan_label.csv", "label,t0,t1,t2", [(0, 1, 2, 2), (1, 1, 2, 3), ("", 1, 2, 3), (1, 1, 2, 3)])
     nested = pd.DataFrame({"x": [[1.0, 2.0, 3.0]] * 4, "y": [[0]] * 2 + [[1]] * 2})
     nested.to_parquet(tasks / "short_steps.parquet")

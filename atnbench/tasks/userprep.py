@@ -189,12 +189,20 @@ def _classes(splits: dict[str, Sequences], per_step: bool) -> list:
             unseen = labels(splits[key]) - known
             if unseen:
                 shown = ", ".join(map(repr, sorted(unseen, key=str)[:5]))
+                # '1' (an npz's text) against 1 (a CSV's number) prints alike: say the kinds apart
+                alike = {str(label) for label in unseen} & {str(label) for label in known}
+                kinds = (f" (they are {_kind_of(next(iter(unseen)))} where the training split's are "
+                         f"{_kind_of(next(iter(known)))}: write the labels alike in every split)" if alike else "")
                 raise ConfigError(f"{splits[key].source}: data.y: label(s) {shown} of the {key} split are missing "
-                                  f"from the training split")
+                                  f"from the training split{kinds}")
     return sorted(known, key=lambda v: (isinstance(v, str), v))
 
 
 LABEL_KINDS = ((bool, "true/false"), (str, "text"), ((int, float), "a number"))  # bool first: a bool is an int
+
+
+def _kind_of(label) -> str:
+    return next((name for kind, name in LABEL_KINDS if isinstance(label, kind)), type(label).__name__)
 
 
 def _check_labels(part: Sequences, per_step: bool, column: str) -> None:
