@@ -94,7 +94,8 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     if store is not None and Path(store).exists() and os.path.samefile(path, store):
         raise UserError(f"{flag} {path} is the results store {store}; give another file")
     held = _holds_evidence(path)
-    if held == SQLITE or held not in (None, export, RUNS_LIST if export else None):
+    replaceable = {None, export, RUNS_LIST} if export else {None}  # an export replaces its kind, and a list
+    if held == SQLITE or held not in replaceable:
         raise UserError(f"{flag} {path} already holds {held}, which this would replace; give another file "
                         f"(or remove it first)")
     try:

@@ -324,12 +324,12 @@ def no_information_loss(prep: Prepared, per_step: bool, T: Optional[int] = None)
     each sequence, the steps a run at that length trains and scores (over all of them it gave a
     run that learned nothing a "baseline" it beat)."""
     train, val = prep.splits["train"], prep.splits["val"]
-    steps = T if per_step else None
     if prep.classes is not None:
-        counts = collections.Counter(_labels_of(train, per_step, steps))
+        counts = collections.Counter(_labels_of(train, per_step, T))
         total = sum(counts.values())
         return float(-np.mean([math.log(counts[label] / total) if counts[label] else math.inf
-                               for label in _labels_of(val, per_step, steps)]))
+                               for label in _labels_of(val, per_step, T)]))
+    steps = T if per_step else None  # a sequence's own target has no steps to cut
     mean = _targets_of(train, prep.target_dim, steps).mean(0)
     return float(((_targets_of(val, prep.target_dim, steps) - mean) ** 2).mean())
 
@@ -338,18 +338,18 @@ def summary(prep: Prepared, per_step: bool, T: Optional[int] = None) -> dict[str
     """What ``atnbench tasks check`` prints: sizes, lengths, classes, the no-information guess
     (per step: on the first ``T`` steps, as a run at that length scores)."""
     lengths = [len(seq) for part in prep.splits.values() for seq in part.xs]
-    steps = T if per_step else None
     info = {"sizes": {key: len(prep.splits[key].xs) for key in ("train", "val", "test") if key in prep.splits},
             "channels": prep.channels, "vocab": prep.vocab,
             "lengths": (min(lengths), max(lengths)), "longest_train": max(len(s) for s in prep.splits["train"].xs),
-            "baseline_loss": no_information_loss(prep, per_step, steps)}
+            "baseline_loss": no_information_loss(prep, per_step, T)}
     if prep.classes is not None:
-        counts = collections.Counter(_labels_of(prep.splits["train"], per_step, steps))
+        counts = collections.Counter(_labels_of(prep.splits["train"], per_step, T))
         majority = max(prep.classes, key=counts.__getitem__)  # ties: the first class
-        val = _labels_of(prep.splits["val"], per_step, steps)
+        val = _labels_of(prep.splits["val"], per_step, T)
         info.update(classes=prep.classes, majority=majority, majority_accuracy=val.count(majority) / len(val))
     else:
-        info.update(target_dim=prep.target_dim, train_mean=float(_targets_of(prep.splits["train"], 1, steps).mean()))
+        targets = _targets_of(prep.splits["train"], prep.target_dim, T if per_step else None)
+        info.update(target_dim=prep.target_dim, train_mean=float(targets.mean()))
     return info
 
 
