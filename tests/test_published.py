@@ -7,8 +7,11 @@ code (a code change marks runs stale, and the committed file must say so:
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
+import pytest
 
 from helpers import invoke
 
@@ -16,10 +19,27 @@ from helpers import invoke
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 
-def test_the_committed_verdicts_are_rebuilt_from_the_committed_runs(tmp_path):
-    store = tmp_path / "fresh.db"
-    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
-    assert imported.exit_code == 0, imported.output
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    """`results/` imported into an empty store once for the module (~1.5 s an import)."""
+    store = tmp_path_factory.mktemp("published") / "fresh.db"
+    result = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store),
+                    "--studies", str(RESULTS / "studies.json"))
+    assert result.exit_code == 0, result.output
+    return store
+
+
+@pytest.fixture
+def fresh(imported, tmp_path):
+    """A copy of the imported store of this test's own: nothing one test does reaches another."""
+    copy = tmp_path / "fresh.db"
+    with closing(sqlite3.connect(imported)) as source, closing(sqlite3.connect(copy)) as target:
+        source.backup(target)
+    return copy
+
+
+def test_the_committed_verdicts_are_rebuilt_from_the_committed_runs(fresh, tmp_path):
+    store = fresh
     rebuilt = tmp_path / "verdicts.md"
     report = invoke("report", "--store", str(store), "--paper", "--verdicts", "--format", "markdown",
                                  "--output", str(rebuilt))
@@ -33,12 +53,10 @@ def test_the_published_runs_are_finished_and_carry_their_curves():
     assert all(r["status"] in ("done", "diverged") and r["curve"] for r in records)
 
 
-def test_every_generated_block_in_the_prose_is_what_the_runs_give(tmp_path):
+def test_every_generated_block_in_the_prose_is_what_the_runs_give(fresh):
     from atnbench.report.prose import BLOCK, _groups, fill
 
-    store = tmp_path / "fresh.db"
-    imported = invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
-    assert imported.exit_code == 0, imported.output
+    store = fresh
     groups = _groups(store)
     for path in (RESULTS / "README.md", RESULTS.parent / "README.md"):
         text = path.read_text()
@@ -46,11 +64,10 @@ def test_every_generated_block_in_the_prose_is_what_the_runs_give(tmp_path):
         assert fill(text, groups, store) == text, f"{path.name}: a generated block differs from the runs; run scripts/publish_results.sh"
 
 
-def test_a_hand_edited_number_in_a_block_is_caught(tmp_path):
+def test_a_hand_edited_number_in_a_block_is_caught(fresh):
     from atnbench.report.prose import _groups, fill
 
-    store = tmp_path / "fresh.db"
-    invoke("store", "import", str(RESULTS / "runs.jsonl"), "--store", str(store), "--studies", str(RESULTS / "studies.json"))
+    store = fresh
     text = "<!-- generated:verdicts -->\n| made up | 0.001 |\n<!-- /generated -->\n"
     assert fill(text, _groups(store)) != text
 

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import signal
 import sqlite3
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -263,14 +264,18 @@ def test_a_run_that_is_training_is_not_deleted_and_finishes(tmp_path):
     finished = invoke("run", "adding", *TINY, "--store", store, "--json")
     assert finished.exit_code == 0, finished.output
     other = json.loads(finished.stdout)["run_id"]
-    long_run = ["run", "adding", *TINY, "--iters", "1500", "--eval-every", "25", "--seed", "1", "--store", store, "--json"]
+    long_run = ["run", "adding", *TINY, "--iters", "400", "--eval-every", "25", "--seed", "1", "--store", store, "--json"]
     with CliProcess(long_run, tmp_path) as run:
         poll_store(store, lambda conn: conn.execute("SELECT COUNT(*) FROM evals JOIN runs USING (run_id) "
                                                     "WHERE status = 'running'").fetchone()[0] >= 1, run.popen)
-        with sqlite3.connect(store) as conn:
-            training = conn.execute("SELECT run_id FROM runs WHERE status = 'running'").fetchone()[0]
-        refused = invoke("runs", "delete", other, training, "--yes", "--store", store)
-        asked = invoke("runs", "delete", training, "--store", store, input="y\n")
+        os.kill(run.popen.pid, signal.SIGSTOP)  # held mid-run (alive, holding its lock) while it is asked to go
+        try:
+            with sqlite3.connect(store) as conn:
+                training = conn.execute("SELECT run_id FROM runs WHERE status = 'running'").fetchone()[0]
+            refused = invoke("runs", "delete", other, training, "--yes", "--store", store)
+            asked = invoke("runs", "delete", training, "--store", store, input="y\n")
+        finally:
+            os.kill(run.popen.pid, signal.SIGCONT)
         code = run.popen.wait(timeout=60)
         assert code == 0, run.log()
     assert refused.exit_code == 1 and refused.stdout == "", refused.output  # refused before listing anything

@@ -44,10 +44,10 @@ KILL = """\
 name: kill
 description: interrupt me
 task: adding
-base: {T: 8, hidden: 8, batch_size: 4, eval_every: 25, val_samples: 8}
+base: {T: 8, hidden: 8, batch_size: 4, eval_every: 10, val_samples: 8}
 runs:
   - {norm: none, steps: 20}
-  - {norm: ln, steps: 1500}  # 1,425 steps left when the test signals (at step 75)
+  - {norm: ln, steps: 800}  # 770 steps (~1 s) left when the test signals (at step 30)
   - {norm: atn, k: 3, steps: 20}
 seeds: [0]
 """
@@ -319,7 +319,7 @@ def test_interrupted_sweep_resumes_to_the_uninterrupted_result(tmp_path, kill_re
 
     rerun = invoke("sweep", path, "--store", store, "--workers", str(workers), "--device", "cpu")
     assert rerun.exit_code == 0, rerun.output
-    assert "resuming at step" in rerun.output and 3 <= steps_before < 1500 // 25
+    assert "resuming at step" in rerun.output and 3 <= steps_before < 800 // 10
     assert store_snapshot(store) == kill_reference
 
 
