@@ -143,6 +143,7 @@ CASES = [
     ("run", ["adding", *SMALL, "--output", "{dir}"], USAGE, "is a folder"),
     ("run", ["adding", *SMALL, "--output", "{file}/r.json"], USAGE, "is a file, not a folder"),
     ("run", ["adding", *SMALL, "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),  # not a file 'new'
+    ("run", ["adding", *SMALL, "--output", "{dir}/r.CSV"], USAGE, "which a .csv file would not hold"),  # JSON in a .csv
     ("run", ["adding", "--config", "{missing_file}"], USAGE, "config file not found"),
     ("run", ["adding", "--config", "{dir}"], USAGE, "is a folder"),
     ("run", ["adding", "--config", "{binary}"], USAGE, "binary.yaml: is binary (it holds NUL bytes), not UTF-8 text"),

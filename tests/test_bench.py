@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from atnbench.bench import ReferenceATNLSTM, WORKLOADS, build_model, get_workload, saved_activation_bytes
+from atnbench.bench.command import to_csv
 from atnbench.bench.timing import path_of
 from atnbench.bench.workloads import loss_fn, models
 from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
@@ -157,6 +158,17 @@ def test_cli_csv_baselines_reference_and_output_file(tmp_path):
     assert per_workload == [("lstm-fused", ""), ("ln", ""), ("atn", "1"), ("atn", "3"),
                             ("atn-ref", "1"), ("atn-ref", "3")]  # baselines always timed
     assert len(json.loads(target.read_text())) == len(rows) == 12
+
+
+def test_an_output_named_csv_holds_csv_and_plot_bench_names_what_it_reads(tmp_path):
+    """`bench -f csv -o x.csv` wrote JSON into the .csv; the file's name picks CSV or JSON."""
+    target = tmp_path / "bench.csv"
+    result = _bench("--workload", "adding", "--models", "lstm-fused", "-f", "json", "--output", str(target), *TINY)
+    assert result.exit_code == 0, result.output
+    assert list(csv.DictReader(io.StringIO(target.read_text()))) == \
+        list(csv.DictReader(io.StringIO(to_csv(json.loads(result.stdout)))))  # the printed records
+    refused = invoke("plot", "--bench", str(target), "--out-dir", str(tmp_path / "figs"))
+    assert refused.exit_code == 2 and "reads the JSON records" in " ".join(refused.stderr.split()), refused.output
 
 
 def test_cli_table_default_output():

@@ -416,14 +416,27 @@ def test_stats_names_a_gru_and_styles_it_as_its_model():
         == ["ln", "atn", "gru-atn", "gru-ln"]
 
 
-def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_does_without_a_word(tmp_path):
+@pytest.mark.parametrize("args", [["models"], ["--help"], ["sweep", "--help"]], ids=" ".join)
+def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_does_without_a_word(args):
     """`atnbench models | head -c 1`: the reader closes the pipe; the command ends with 141 (128 +
-    SIGPIPE, as `cat` does), not 1 (a failed run) and not an error line."""
+    SIGPIPE, as `cat` does), not 1 (a failed run) and not an error line. The help too, which rich
+    and click end with 1 where its reader goes away."""
     import os
 
     read, write = os.pipe()
     os.close(read)  # no reader at all: the first write finds the pipe closed
     with os.fdopen(write, "wb") as closed:
         done = subprocess.run([sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')",
-                               "models"], stdout=closed, stderr=subprocess.PIPE, text=True, timeout=120)
+                               *args], stdout=closed, stderr=subprocess.PIPE, text=True, timeout=120)
     assert done.returncode == 141 and done.stderr == "", done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)
+def test_help_to_a_full_disk_is_one_line_not_a_bug(args):
+    """Help or version written where no space is left: the OS's words in one line and exit 1, as a
+    command's output meeting a full disk; not "a bug in atnbench" with a traceback file."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')",
+                               *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr == "error: No space left on device\n", done.stderr

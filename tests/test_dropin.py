@@ -474,3 +474,21 @@ def test_an_empty_batch_is_answered_as_torch_answers_it(cell, norm, backend):
     assert all(torch.equal(a, b) for a, b in zip(buffers, ours.buffers()))
     again, _ = ours(x.detach(), state)
     assert again.shape == out.shape
+
+
+@pytest.mark.parametrize("norm", [norm for norm in (*PER_SAMPLE, *BATCH) if norm != "none"])  # none: nn.LSTM's own
+@pytest.mark.parametrize("cell", CELLS)
+def test_autocast_takes_the_loop_and_gives_its_numbers(cell, norm):
+    """Under `torch.autocast("cpu", bfloat16)` the C++ path got the projections in bfloat16 and
+    failed ("norm_seq_forward not implemented for 'BFloat16'") where the loop runs: autocast takes
+    the loop, whatever the backend asked for, and gives the loop's numbers (and sequence-wise BN's
+    running statistics, bfloat16 there, are kept in float32, where they failed on every norm's loop)."""
+    models = []
+    for backend in ("auto", "loop"):
+        model = make(cell, norm, backend=backend).float()
+        models.append(model)
+    x = torch.randn(5, 2, D)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        (fast, _), (loop, _) = (model(x) for model in models)
+    assert set(models[0].last_paths) == {"loop"}
+    assert torch.equal(fast, loop) and fast.isfinite().all()

@@ -76,7 +76,7 @@ def test_list_shows_every_run_within_80_columns(trained, filled):
 
 def test_list_filters(filled):
     store, ids = filled
-    q = ("runs", "list", "-q", "--store", store)
+    q = ("runs", "list", "--ids", "--store", store)
     assert listed_ids(invoke(*q)) == ids  # oldest first
     assert listed_ids(invoke(*q, "--task", "adding")) == ids[3:]
     assert listed_ids(invoke(*q, "--norm", "atn")) == ids[1:3]
@@ -86,6 +86,16 @@ def test_list_filters(filled):
     assert listed_ids(invoke(*q, "--since", "1d")) == ids
     tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).date().isoformat()
     assert listed_ids(invoke(*q, "--since", tomorrow)) == []
+
+
+def test_the_old_quiet_of_runs_list_still_lists_ids_and_says_ids_replaces_it(filled):
+    """`runs list -q` meant "ids only" where every other command's -q means "no progress"; --ids now."""
+    store, ids = filled
+    old = invoke("runs", "list", "-q", "--store", store)
+    assert old.exit_code == 0 and listed_ids(old) == ids
+    assert old.stderr.strip() == "note: -q/--quiet is deprecated; use --ids"
+    both = invoke("runs", "list", "-q", "--ids", "--store", store)
+    assert both.exit_code == 2 and "say the same thing" in both.stderr
 
 
 @pytest.mark.parametrize("args, code, message", [
@@ -210,11 +220,11 @@ def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled)
     for table in ("runs", "evals", "sweep_runs"):
         assert _rows(store, table, target) == 0
     assert not checkpoints.exists()
-    assert listed_ids(invoke("runs", "list", "-q", "--store", store)) == [i for i in ids if i != target]
+    assert listed_ids(invoke("runs", "list", "--ids", "--store", store)) == [i for i in ids if i != target]
 
     several = invoke("runs", "delete", ids[0], ids[2], "--yes", "--store", store)
     assert several.exit_code == 0 and "deleted 2 runs" in several.stdout
-    assert listed_ids(invoke("runs", "list", "-q", "--store", store)) == ids[3:]
+    assert listed_ids(invoke("runs", "list", "--ids", "--store", store)) == ids[3:]
     assert _rows(store, "evals", ids[3]) == 3  # the others keep their curves
 
 
@@ -252,7 +262,7 @@ def test_a_damaged_row_is_deleted_by_its_id(filled):
     assert gone.exit_code == 0, gone.output
     assert f"{ids[0]}  (a damaged row: summary is not JSON" in gone.stdout and "deleted 1 run" in gone.stdout
     assert _rows(store, "runs", ids[0]) == 0 and _rows(store, "evals", ids[0]) == 0
-    listed = invoke("runs", "list", "-q", "--store", store)
+    listed = invoke("runs", "list", "--ids", "--store", store)
     assert listed.stdout.split() == ids[1:] and "skipped" not in listed.stderr
 
 
@@ -363,7 +373,7 @@ def test_norm_lstm_filters_the_plain_lstm_and_none_every_plain_cell(tmp_path):
             results.start_run(ids[cell], config.to_dict(), {})
             results.log_eval(ids[cell], 100, 1.0, 0.2, 0.2)
             results.finish_run(ids[cell], "done", {})
-    q = ("runs", "list", "-q", "--store", store)
+    q = ("runs", "list", "--ids", "--store", store)
     assert listed_ids(invoke(*q, "--norm", "lstm")) == [ids["lstm"]]
     assert listed_ids(invoke(*q, "--norm", "gru")) == [ids["gru"]]  # as a filter, a plain cell's name selects it
     assert sorted(listed_ids(invoke(*q, "--norm", "none"))) == sorted(ids.values())

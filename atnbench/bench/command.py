@@ -102,10 +102,12 @@ def _time(request: BenchRequest, workloads, entries, torch_device, env: dict) ->
 
 
 def _write_records(path: Path, records: list[dict]) -> None:
-    """The records so far, replacing the file whole (a reader never sees half a file)."""
+    """The records so far, replacing the file whole (a reader never sees half a file): CSV where the
+    file's name ends in .csv (JSON in it was a trap), else JSON, what `plot --bench` reads."""
     from atnbench.run.checkpoint import write_atomic
 
-    write_atomic(path, lambda handle: handle.write((json.dumps(records, indent=2) + "\n").encode()))
+    text = to_csv(records) if path.suffix.lower() == ".csv" else json.dumps(records, indent=2) + "\n"
+    write_atomic(path, lambda handle: handle.write(text.encode()))
 
 
 BASELINES = ("lstm-fused", "ln")

@@ -151,6 +151,10 @@ class Commands(TyperGroup):
             sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is a BrokenPipeError we can answer
         except BrokenPipeError:  # the reader went away (`| head`): exit 141, without a word
             out.on_broken_pipe()
+        except SystemExit as exiting:
+            if isinstance(exiting.__context__, BrokenPipeError):  # rich and click end so when the help's
+                out.on_broken_pipe()  # reader went away, with 1, the code of a failure
+            raise
         except click_errors.ClickException as error:
             if type(error).__name__ == "NoArgsIsHelpError":  # `atnbench` or a group alone: the help
                 error.show()
@@ -161,6 +165,9 @@ class Commands(TyperGroup):
             sys.exit(EXIT_USAGE if usage else error.exit_code)
         except typer.Abort:
             _print_error("aborted")
+            sys.exit(EXIT_FAILED)
+        except OSError as error:  # the help or version not written (a full disk): as a command's own output
+            _print_error(_first_line(error))
             sys.exit(EXIT_FAILED)
         except Exception as error:  # not the user's doing (those are one line, exit 2): a bug
             _print_error(bug_summary(error, write_traceback(error)))
@@ -321,6 +328,6 @@ def check_whole_numbers(values: dict) -> None:
 
 def _first_line(error: BaseException) -> str:
     message = str(error)
-    if isinstance(error, OSError) and error.strerror and error.filename:  # "[Errno 21] ...: 'x'" -> readable
-        message = f"{error.filename}: {error.strerror}"
+    if isinstance(error, OSError) and error.strerror:  # "[Errno 21] ...: 'x'" -> readable
+        message = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
     return message.splitlines()[0] if message.strip() else type(error).__name__

@@ -31,7 +31,7 @@ def bench(
     device: options.Device = options.DEVICE,
     fmt: Annotated[Optional[str], options.output_format(("table", "json", "csv"),
                                                         "; json and csv print only the records")] = None,
-    output: Annotated[Optional[Path], options.output_file("the JSON records (as well as printing)")] = None,
+    output: Annotated[Optional[Path], options.output_file("the records (as well as printing): CSV where FILE ends in .csv, else JSON, what plot --bench reads")] = None,
     quiet: options.Quiet = False,
     json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
     csv_old: bool = options.deprecated_flag("--csv", "--format csv", is_flag=True),

@@ -4,7 +4,8 @@ it from here, so a flag has one name, one meaning and one default across atnbenc
 ==================  ===========================================================  ==================
 flag                meaning                                                      default
 ==================  ===========================================================  ==================
---output, -o FILE   a FILE the command writes (run, bench: the JSON records;     none
+--output, -o FILE   a FILE the command writes (run: the JSON record; bench:      none
+                    its records, CSV where FILE ends in .csv, else JSON;
                     report, runs export: the report/records, format from
                     --format or the suffix)
 --out-dir DIR       a FOLDER the command writes several files into (figures,     atnbench-results/

@@ -157,7 +157,9 @@ def _what_tells_apart(runs: list) -> dict[str, str]:
 @user_errors
 @with_filters("task", "T", "norm", "status", "sweep", "since")
 def list_cmd(
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the run ids, one a line (for scripts)."),
+    ids: bool = typer.Option(False, "--ids", help="Only the run ids, one a line (for scripts)."),
+    # -q meant --ids here, where every other command's -q means "no progress output"
+    quiet_old: bool = typer.Option(False, "--quiet", "-q", hidden=True, help="Deprecated: use --ids."),
     fmt_: Annotated[Optional[str], options.output_format(("table", "json"), "; json: one object per run")] = None,
     store: options.Store = options.STORE,
     **filters,
@@ -167,6 +169,7 @@ def list_cmd(
     Example: [bold]atnbench runs list --task adding --status done[/]  ·  [bold]atnbench runs list --since 1d[/]
     """
     task, T, norm, status, sweep, since = (filters[key] for key in ("task", "T", "norm", "status", "sweep", "since"))
+    ids = options.deprecated(quiet_old, "-q/--quiet", "--ids", ids)
     with open_store(store) as results:
         runs = _select(results, task, T, norm, status, sweep, since)
         total = len(results.run_ids())
@@ -176,7 +179,7 @@ def list_cmd(
         print(json.dumps([{**{key: getattr(run, key) for key in keys}, "model": model_label(run),
                            "min_val_loss": run.summary.get("min_val_loss")} for run in runs]))
         return
-    if quiet:
+    if ids:
         for run in runs:
             sys.stdout.write(run.run_id + "\n")
         return

@@ -311,6 +311,8 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"  # padded batches: on the C++ kernels only (and with rows)
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
+    if torch.is_autocast_enabled(x.device.type):  # its products would reach the kernels in half/bfloat16
+        return "loop"
     kernel = kernel_of(model)
     if kernel is None or not _windows_ok(model, x, windows):
         return "loop"

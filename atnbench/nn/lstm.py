@@ -81,7 +81,7 @@ class NormLSTM(NormRecurrent):
       hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
       layer on its own; padded and packed batches too); any case the fast path does not cover
       (a ``probe`` set on a norm, variable lengths on CUDA, MPS, dtypes other than
-      float32/float64, ``torch.compile``/tracing) takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
+      float32/float64, ``torch.autocast``, ``torch.compile``/tracing) takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
       (``atnbench.nn.gpu``: per step one cuBLAS GEMM and one fused kernel, the recurrence replayed
       as a CUDA graph; needs ``pip install 'atnbench[gpu]'``, else the loop with a warning). The
       fast path is once-differentiable: double backward raises there; use ``"loop"`` for it.

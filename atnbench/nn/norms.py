@@ -373,8 +373,9 @@ class SequenceBatchNorm(SequenceNorm):
             y, mean, var = F_.sequence_batch_norm(x, self.eps, self.weight, self.bias, lengths)
             frames = int(lengths.sum()) if lengths is not None else x.shape[0] * x.shape[1]
             with torch.no_grad():
-                self.running_mean.lerp_(mean.detach(), self.momentum)
-                self.running_var.lerp_(_unbiased(var.detach(), frames), self.momentum)
+                # .to: under autocast the statistics come in bfloat16/half, the buffers stay float32
+                self.running_mean.lerp_(mean.detach().to(self.running_mean.dtype), self.momentum)
+                self.running_var.lerp_(_unbiased(var.detach(), frames).to(self.running_var.dtype), self.momentum)
             return y, state
         y = F_.standardize(x, self.running_mean, self.running_var, self.eps)
         return F_.affine(y, self.weight, self.bias), state

@@ -413,6 +413,8 @@ def read_bench_records(path: Path) -> list[dict]:
     from atnbench.userfiles import parse_json, read_text
 
     what = "not the records of `atnbench bench --output`"
+    if path.suffix.lower() == ".csv":
+        raise UserError(f"{path}: plot --bench reads the JSON records `atnbench bench -o FILE.json` writes, not CSV")
     records = parse_json(read_text(path, "records"), f"{path}: {what}")
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         raise UserError(f"{path}: {what} (a non-empty JSON list of objects)")

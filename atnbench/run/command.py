@@ -161,6 +161,10 @@ def run_command(request: RunRequest) -> int:
     check_store_outside_data([run_config], request.store)
     if request.out_file is not None:
         check_output_file(request.out_file, request.out_name, store=request.store)  # now, not after the training
+        if request.out_file.suffix.lower() == ".csv":
+            raise UserError(f"{request.out_name} {request.out_file}: run writes its result record as JSON, which a "
+                            f".csv file would not hold; give the file a .json suffix (a CSV of runs: `atnbench "
+                            f"runs export -o FILE.csv`)")
     check_fits(config_estimate(run_config), str(torch_device))
     check_buildable(run_config)
     check_task_data(run_config)  # real data read once now: a garbled file is one line, the store untouched
