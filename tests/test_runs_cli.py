@@ -211,7 +211,17 @@ def test_delete_asks_then_removes_rows_curve_memberships_and_checkpoints(filled)
     no = invoke("runs", "delete", target[:6], "--store", store, input="n\n")
     assert no.exit_code == 1 and "nothing deleted" in no.stderr
     closed = invoke("runs", "delete", target[:6], "--store", store)  # no answer at all
-    assert closed.exit_code == 1
+    assert closed.exit_code == 1 and "no answer on stdin (--yes deletes without asking)" in closed.stderr
+    assert _rows(store, "runs", target) == 1 and checkpoints.is_dir()
+    # stdin closed, not at its end (`<&-`): Python has no sys.stdin, and input() raised "lost sys.stdin"
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')", "runs",
+                           "delete", target[:6], "--store", str(store)], preexec_fn=lambda: os.close(0),
+                          capture_output=True, text=True, timeout=120)
+    assert gone.returncode == 1 and gone.stderr.strip().splitlines()[-1].endswith("no answer on stdin (--yes "
+                                                                               "deletes without asking)"), gone.stderr
     assert _rows(store, "runs", target) == 1 and checkpoints.is_dir()
 
     yes = invoke("runs", "delete", target[:6], "--store", store, input="y\n")

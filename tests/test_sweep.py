@@ -634,3 +634,16 @@ def test_a_config_files_threads_and_device_count_where_no_flag_says_otherwise(tm
     for command in (["sweep", sweep, "--dry-run"], ["run", "adding", "--T", "8", "--hidden", "8", "--iters", "2"]):
         auto = invoke(*command, "--config", tmp_path / "auto.yaml", "--store", tmp_path / "s.db")
         assert auto.exit_code == 0, auto.output
+
+
+def test_points_that_are_one_run_are_said_once_not_lost_silently(tmp_path):
+    """k-ablation at T=10: the copying sequence has 30 steps, so windows 45 and 65 both cover it and
+    are one run id; the table lists it as k 45, and a line says k=65 is that run (`--k 65` too)."""
+    note = "note: copying T=10 atn k=65 is the run listed as copying T=10 atn k=45: at this length both compute the same numbers (one run id)"
+    for picked in ((), ("--k", "65")):
+        result = invoke("sweep", "k-ablation", "--T", "10", "--seeds", "0,1", *picked, "--dry-run",
+                        "--store", tmp_path / "none.db")
+        assert result.exit_code == 0, result.output
+        notes = [" ".join(line.split()) for line in result.stderr.splitlines() if line.startswith("note:")]
+        assert notes == [note], result.stderr  # once, not once a seed
+        assert ("8 runs" if not picked else "6 runs") in result.stdout  # --k 65: LSTM, LN and the k=45 run

@@ -436,7 +436,7 @@ def delete_cmd(
     training now (by `atnbench run` or a sweep) cannot be deleted: the command then deletes
     none of the runs it names and exits with 1, naming the run and the process training it.
 
-    Example: [bold]atnbench runs delete $(atnbench runs list -q --status failed) --yes[/]
+    Example: [bold]atnbench runs list --ids --status failed | xargs -r atnbench runs delete --yes[/]
     """
     try:  # a store we may not write is refused before the question, not after it
         check_store_path(Path(store).expanduser().absolute(), create=False, write=True)
@@ -456,13 +456,14 @@ def delete_cmd(
     for line in lines:
         out.print(Text(line))
     if not yes:
+        answered = sys.stdin is not None  # none at all where the caller closed it (`<&-`): input() would raise
         try:
-            confirmed = typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} from {where}?",
-                                      default=False)
-        except typer.Abort:  # no answer (stdin closed)
-            confirmed = False
+            confirmed = answered and typer.confirm(f"Delete {len(ids)} run{'s' if len(ids) != 1 else ''} "
+                                                   f"from {where}?", default=False)
+        except typer.Abort:  # no answer (stdin at its end)
+            answered, confirmed = False, False
         if not confirmed:
-            err.print("nothing deleted")
+            err.print("nothing deleted" if answered else "nothing deleted: no answer on stdin (--yes deletes without asking)")
             raise typer.Exit(1)
     path, folders = _delete(store, ids, where)
     out.print(Text(f"deleted {len(ids)} run{'s' if len(ids) != 1 else ''} from {path}"

@@ -355,6 +355,7 @@ def _plan(request: SweepRequest, spec, overrides: dict, picks: dict, seed_list):
             if not chosen:
                 raise UserError(f"sweep {spec.name} has no run with {asked} (it holds {_held(runs, picks)})")
             runs = chosen
+        _note_same_runs(runs)
         return runs
 
     if request.until_decided or request.seeds_for_power is not None:
@@ -372,6 +373,21 @@ def _plan(request: SweepRequest, spec, overrides: dict, picks: dict, seed_list):
             or request.plan_only:
         raise UserError("--looks, --first-seed, --claims and --plan-only plan a study: give them with --until-decided")
     return None, expand_picked(seed_list), request.dry_run
+
+
+def _note_same_runs(runs) -> None:
+    """One line for each run the sweep lists once for several of its points (a window k=65 is the
+    k=45 run where both cover the whole sequence): the table shows the first point's label only."""
+    import re
+
+    said = set()
+    for run in runs:
+        for label in run.same:
+            pair = tuple(re.sub(r" seed=\d+$", "", text) for text in (label, run.label))
+            if pair not in said:  # once, not once a seed
+                said.add(pair)
+                err.print(Text(f"note: {pair[0]} is the run listed as {pair[1]}: at this length both compute "
+                               f"the same numbers (one run id)"), soft_wrap=True)
 
 
 def _check_sizes(request: SweepRequest, spec, runs, local_device: str) -> None:

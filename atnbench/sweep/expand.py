@@ -15,6 +15,7 @@ same run as in every other sweep and as ``atnbench run`` with the same settings.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -29,6 +30,9 @@ from atnbench.evidence.identity import run_id_of
 class PlannedRun:
     config: RunConfig
     label: str  # "copying T=100 atn k=45 seed=0": for tables and the live view
+    # the labels of the sweep's other points that are this run (k=65 where k=45 already covers a
+    # sequence of 30 steps): the sweep says so, as its table lists the first label only
+    same: tuple[str, ...] = ()
 
     @property
     def run_id(self) -> str:
@@ -102,8 +106,11 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
                 error = ConfigError(f"{spec.source}: run {described}: {message}")
                 error.reason = message  # what is wrong, without where (for callers that say where)
                 raise error from None
-            if run_id_of(config) not in planned:
-                planned[run_id_of(config)] = PlannedRun(config, run_label(config, extra))
+            run_id, label = run_id_of(config), run_label(config, extra)
+            if run_id not in planned:
+                planned[run_id] = PlannedRun(config, label)
+            elif label != planned[run_id].label and label not in planned[run_id].same:
+                planned[run_id] = dataclasses.replace(planned[run_id], same=(*planned[run_id].same, label))
     return list(planned.values())
 
 
