@@ -335,6 +335,43 @@ def test_a_state_written_in_place_is_refused_not_continued(cell):
     model(data[4:], rebuilt)
 
 
+def _saved(state):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+@pytest.mark.parametrize("write", ["h.data[:, 0] = 0", "h.data.zero_()", "h.numpy()[:, 0] = 0"])
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_write_no_version_counter_of_h_sees_is_refused_too(cell, write):
+    """``h.data`` and a NumPy view share h's values but not its version counter: a reset written
+    through them (``h.data[:, done] = 0``, older nn.LSTM code) continued with the old windows (0.16
+    off a fresh start). The values are compared too. A state left as returned, NaN included (a
+    diverged run), still continues. ``detach_()`` of the state (a view of the model's output, as
+    returned or loaded) is refused in words: torch detaches no view in place."""
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    with torch.no_grad():
+        _, hidden = model(data[:4], model.init_hidden(3))
+        h = hidden[0] if cell == "lstm" else hidden
+        exec(write, {"h": h})
+        with pytest.raises(ValueError, match="changed in place"):
+            model(data[4:], hidden)
+        _, hidden = model(data[:4], model.init_hidden(3))
+        h = hidden[0] if cell == "lstm" else hidden
+        h.windows = h.windows  # as a diverged run returns it: NaN, attached as it is
+        torch.Tensor.fill_(h.as_subclass(torch.Tensor), float("nan"))
+        h.windows = h.windows
+        model(data[4:], hidden)  # not refused: NaN is NaN
+    for state in (hidden, torch.load(_saved(hidden), weights_only=False)):  # as returned, as loaded
+        h = state[0] if cell == "lstm" else state
+        with pytest.raises(RuntimeError, match=r"cannot detach in place: write h = h.detach\(\)"):
+            h.detach_()  # torch's own words were about DistributedDataParallel's gradients
+
+
 @pytest.mark.parametrize("norm", ["atn", "atn-bn"])
 @pytest.mark.parametrize("cell", CELLS)
 def test_an_evaluation_under_inference_mode_streams_as_under_no_grad(cell, norm):
@@ -659,3 +696,21 @@ def test_docs_one_line_changes_build_the_clients_rnn():
     assert type(built[0]) is NormLSTM and built[0].bidirectional and built[0].batch_first
     assert type(built[1]) is NormGRU and built[1].num_layers == 2
     assert all(rnn.norm == "atn" and rnn.spec.k == 10 for rnn in built)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_full_backward_hook_that_drops_the_windows_is_said(cell):
+    """torch rebuilds a module's top-level outputs for a full backward hook: a GRU's bare h_n comes
+    back plain and the next segment restarted ATN's windows silently (0.24 off one pass); a warning
+    says so. An LSTM's (h_n, c_n) is out of the hook's reach: it keeps them, and no warning."""
+    import warnings
+
+    RNN = CELLS[cell][0]
+    model = RNN(3, 4, norm="atn", k=2).to(DT)
+    model.register_full_backward_hook(lambda *args: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, state = model(torch.randn(5, 2, 3, dtype=DT))
+    said = [str(w.message) for w in caught if "full backward hook" in str(w.message)]
+    h = state[0] if cell == "lstm" else state
+    assert (windows_of(h) is None) == (cell == "gru") and len(said) == (cell == "gru")

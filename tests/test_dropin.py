@@ -492,3 +492,44 @@ def test_autocast_takes_the_loop_and_gives_its_numbers(cell, norm):
         (fast, _), (loop, _) = (model(x) for model in models)
     assert set(models[0].last_paths) == {"loop"}
     assert torch.equal(fast, loop) and fast.isfinite().all()
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_second_derivative_is_refused_in_words_on_the_fast_path_and_taken_by_the_loop(cell):
+    """A gradient penalty (create_graph=True) whose critic is ``y.mean()``: once_differentiable gave
+    a gradient without a graph on the fast path, and the penalty's second-order term was lost
+    without a word (2.3e4 off the loop's parameter gradients); refused, saying to use the loop."""
+    x = torch.randn(5, 2, D, dtype=DT, requires_grad=True)
+    for backend in ("auto", "loop"):
+        model = make(cell, "ln", bidirectional=False, layers=1, backend=backend)
+        score = model(x)[0].mean()
+        if backend == "auto":
+            assert model.last_paths == ("cpp",)
+            with pytest.raises(RuntimeError, match=r"differentiable once: a second derivative .* needs backend=\"loop\""):
+                torch.autograd.grad(score, x, create_graph=True)
+        else:
+            (gx,) = torch.autograd.grad(score, x, create_graph=True)
+            assert gx.requires_grad
+    model = make(cell, "ln", bidirectional=False, layers=1, backend="auto")
+    model(x)[0].mean().backward()  # one derivative: the fast path as before
+    assert model.last_paths == ("cpp",) and x.grad is not None
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_torch_func_grad_and_layer_hooks_take_the_loop_with_its_numbers(cell):
+    """torch.func.grad over functional_call failed on the fast path with torch's words about
+    setup_context; a forward pre-hook on a layer (legacy weight_norm/spectral_norm recompute a
+    weight in one) never ran there. Both take the loop, whose numbers they get."""
+    from torch.func import functional_call, grad
+
+    x = torch.randn(5, 2, D, dtype=DT)
+    fast, loop = make(cell, "atn", backend="auto"), make(cell, "atn", backend="loop")
+    grads = [grad(lambda p, m=m: functional_call(m, p, (x,))[0].pow(2).sum())(
+        {n: p.detach() for n, p in m.named_parameters()}) for m in (fast, loop)]
+    assert fast.last_paths == ("loop",) * 4 and grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], rtol=0, atol=0)
+    calls = []
+    fast.layers[0].register_forward_pre_hook(lambda module, args: calls.append(module))
+    torch.testing.assert_close(fast(x)[0], loop(x)[0], rtol=0, atol=0)
+    assert set(fast.last_paths) == {"loop"} and calls == [fast.layers[0]]

@@ -24,10 +24,12 @@ state. Variable lengths (a PackedSequence or ``lengths``) run on ``"cpp"``: the 
 mask, the rows sorted longest first so that each step computes the running ones only
 (``fastpath_rnn.padded``; norm_lstm.cpp for LN/ATN-LSTM, norm_rnn.cpp for the rest).
 ``select`` falls back to the loop path whenever that is not the case: variable lengths on
-``"function"`` or ``"triton"``, another norm, a ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``, a
-window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The backward is
-once-differentiable, which cannot be detected in advance: double backward through the
-recurrence raises an error on the fast path; use ``backend="loop"`` for it.
+``"function"`` or ``"triton"``, another norm, a ``probe`` set on any norm of the model, another dtype, MPS, tracing or ``torch.compile``,
+``torch.autocast``, ``torch.func`` transforms, a hook on a layer or a module inside one (or on
+every module), a window state of an unexpected form, or (for ``"cpp"``) a non-CPU device. The
+backward is once-differentiable, which cannot be detected in advance: asked for a second
+derivative (``create_graph=True``) the fast path's backward raises an error saying so
+(``fastpath_rnn.first_order``); use ``backend="loop"`` for it.
 
 - ``"triton"``: every norm of NormLSTM and NormGRU in Triton kernels (``atnbench/nn/gpu``),
   run by ``fastpath_rnn`` as the C++ norm_rnn kernel is: CUDA (or a CPU under Triton's
@@ -48,8 +50,6 @@ from typing import Optional
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
-
 from atnbench.nn import build, fast_python, fastpath_rnn, gpu
 from atnbench.nn.window import history_at
 
@@ -163,7 +163,7 @@ class NormLSTMRecurrence(torch.autograd.Function):
         return outputs
 
     @staticmethod
-    @once_differentiable
+    @fastpath_rnn.first_order
     def backward(ctx, *grads):
         stored = ctx.saved_tensors
         present = iter(stored[: ctx.n_inputs])
@@ -278,6 +278,19 @@ def _windows_ok(model, x: Tensor, windows) -> bool:
     return True
 
 
+def _hooked(model) -> bool:
+    """Whether a hook waits on a layer or a module inside one (legacy ``torch.nn.utils.weight_norm``
+    and ``spectral_norm`` recompute a weight in a forward pre-hook; activation capture), or on
+    every module (``register_module_forward_hook``): the loop calls the layers as modules."""
+    from torch.nn.modules import module as torch_module
+
+    if any(getattr(torch_module, name, None) for name in ("_global_forward_pre_hooks", "_global_forward_hooks",
+                                                           "_global_backward_pre_hooks", "_global_backward_hooks")):
+        return True
+    return any(module._forward_pre_hooks or module._forward_hooks or module._backward_pre_hooks
+               or module._backward_hooks for layer in model.layers for module in layer.modules())
+
+
 def _tracing() -> bool:
     compiling = getattr(torch.compiler, "is_compiling", None)
     return bool((compiling is not None and compiling()) or torch.jit.is_tracing() or torch.jit.is_scripting())
@@ -312,6 +325,10 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
     if torch.is_autocast_enabled(x.device.type):  # its products would reach the kernels in half/bfloat16
+        return "loop"
+    if torch._C._are_functorch_transforms_active():  # torch.func.grad/vmap/jvp: the kernels' Functions
+        return "loop"  # are of the older form, which the transforms refuse
+    if _hooked(model):  # the fast path calls no layer as a module: its hooks would never run
         return "loop"
     kernel = kernel_of(model)
     if kernel is None or not _windows_ok(model, x, windows):

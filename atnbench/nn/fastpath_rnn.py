@@ -41,7 +41,9 @@ from typing import Callable, Optional
 
 import torch
 from torch import Tensor
-from torch.autograd.function import once_differentiable
+import functools
+
+from torch.autograd.function import once_differentiable  # inside first_order
 
 from atnbench.nn.norms import (AssortedTimeBatchNorm, AssortedTimeNorm, BatchLayerNorm, LayerNorm, NoNorm,
                                SequenceNorm, StepBatchNorm, _unbiased, _unbiased_counts)
@@ -232,6 +234,24 @@ def _with_lengths(lengths: Optional[Tensor]) -> tuple:
     return () if lengths is None else (lengths,)
 
 
+def first_order(backward):
+    """torch's ``once_differentiable``, refusing a second derivative in words. Asked for one
+    (``create_graph=True``: grad mode is on in the backward), ``once_differentiable`` raises only
+    where an incoming gradient requires grad; where none does (a critic's ``y.mean()`` in a
+    gradient penalty) it returned a gradient without a graph, and the penalty lost its
+    second-order term without a word."""
+    once = once_differentiable(backward)
+
+    @functools.wraps(backward)
+    def refusing(ctx, *grads):
+        if torch.is_grad_enabled():
+            raise RuntimeError("NormLSTM/NormGRU's fast path is differentiable once: a second derivative "
+                               "(create_graph=True, a gradient penalty) needs backend=\"loop\"")
+        return once(ctx, *grads)
+
+    return refusing
+
+
 class NormRNNRecurrence(torch.autograd.Function):
     """``apply(ops, cell, th, tc, lengths, xn, h0, c0, w_hh, b_hh, *opts_h, *opts_c)``; ``ops`` the
     kernels (``torch.ops.atnbench_fast`` or the Triton ones), ``th``/``tc`` (kind, k, eps) of the
@@ -254,7 +274,7 @@ class NormRNNRecurrence(torch.autograd.Function):
         return out, cn, hh, hc, sth, stc, blh, blc
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, dout, dcn, dhh, dhc, *_):
         stored = list(ctx.saved_tensors)
         h0 = stored.pop(0)
@@ -307,7 +327,7 @@ class NormSequence(torch.autograd.Function):
         return y, hist, records, bln
 
     @staticmethod
-    @once_differentiable
+    @first_order
     def backward(ctx, dy, dhist, *_):
         x, w_ih, wx, *stored = ctx.saved_tensors
         opts = [stored.pop(0) if present else None for present in ctx.present[1:]]

@@ -81,10 +81,12 @@ class NormLSTM(NormRecurrent):
       hand-written backward, in C++ on CPU) for every norm (each direction of a bidirectional
       layer on its own; padded and packed batches too); any case the fast path does not cover
       (a ``probe`` set on a norm, variable lengths on CUDA, MPS, dtypes other than
-      float32/float64, ``torch.autocast``, ``torch.compile``/tracing) takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
+      float32/float64, ``torch.autocast``, ``torch.compile``/tracing, ``torch.func`` transforms, a
+      hook on a layer such as legacy ``torch.nn.utils.weight_norm``) takes the loop, with the same result. On CUDA ``"auto"`` takes the Triton fast path
       (``atnbench.nn.gpu``: per step one cuBLAS GEMM and one fused kernel, the recurrence replayed
       as a CUDA graph; needs ``pip install 'atnbench[gpu]'``, else the loop with a warning). The
-      fast path is once-differentiable: double backward raises there; use ``"loop"`` for it.
+      fast path is once-differentiable: a second derivative (``create_graph=True``) raises there,
+      saying so; use ``"loop"`` for it.
       ``"loop"`` forces the Python recurrence (the same cell code as every normalization; the
       reference the fast path is tested against). ``"cpp"`` / ``"function"`` force the C++ /
       Python fast path (``"function"``: LN and ATN only) where it applies (still the loop where it does not);

@@ -425,6 +425,8 @@ class NormRecurrent(nn.Module):
             y = y.transpose(0, 1)
         if self.windowed:
             carries[0] = with_windows(carries[0], windows, self.windows_made_by)
+            if len(carries) == 1 and self._get_backward_hooks()[0]:
+                _warn_hooked_state(self)
         return y, self._pack(carries)
 
     def _fused_forward(self, x, state, lengths):
@@ -581,6 +583,16 @@ class NormRecurrent(nn.Module):
 def _as_list(final) -> list[Tensor]:
     """``nn.LSTM``'s ``(h_n, c_n)`` or ``nn.GRU``'s ``h_n`` as the list of carries (h first)."""
     return list(final) if isinstance(final, tuple) else [final]
+
+
+def _warn_hooked_state(model) -> None:
+    """A full backward hook hands back every top-level output rebuilt by torch, plain: a GRU's bare
+    ``h_n`` loses its windows (an LSTM's ``(h_n, c_n)`` sits one level down, out of the hook's reach)."""
+    # explicit, as the C++ build's warning: the line is about the model, and torch's frames sit between
+    warnings.warn_explicit(f"{model.windows_made_by}: a full backward hook on this module "
+                           f"(register_full_backward_hook) returns h_n rebuilt by torch, without ATN's windows, so "
+                           f"passed back it starts them empty; hook the module around it, or the tensors "
+                           f"(Tensor.register_hook), to carry them", RuntimeWarning, "atnbench", 0)
 
 
 def _autocast(x: Tensor) -> bool:

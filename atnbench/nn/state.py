@@ -9,7 +9,8 @@ continues every sequence exactly, windows included.
 
 What keeps the windows and what drops them (``docs/library.md`` says it to users):
 
-* ``h_n.detach()`` / ``h_n.detach_()`` keep them, detached as well: truncated BPTT written as
+* ``h_n.detach()`` keeps them, detached as well (``h_n.detach_()`` of a state as a model returns
+  it, a view of its output, is refused in words: torch detaches no view in place): truncated BPTT written as
   ``tuple(s.detach() for s in state)`` (or ``detach_state``) cuts the graph and continues. So does
   ``h_n.data``, the older spelling of the same (``tuple(s.data for s in state)``).
 * Every other operation gives a plain tensor (``h_n[-1]``, ``h_n.clone()``, ``h_n.to(...)``,
@@ -18,11 +19,13 @@ What keeps the windows and what drops them (``docs/library.md`` says it to users
 * Writing into ``h_n`` in place (``h_n[:, i] = 0``, ``h_n.zero_()``, the way a reset of some
   sequences is often written for ``nn.LSTM``) leaves windows that no longer belong to its values:
   passing it back is refused with a ValueError that says what to do, never continued silently.
-  So is one whose values were replaced (``h_n.data = ...``).
+  So is one whose values were replaced (``h_n.data = ...``) or written through ``h_n.data`` or a
+  NumPy view (``h.data[:, i] = 0``).
   The windows remember the tensor's version counter (``Tensor._version``, which every in-place
-  write advances) when they are attached. A tensor made under ``torch.inference_mode()`` has no
-  version counter: its values are kept instead (a copy of ``h_n``, layers x batch x hidden) and
-  compared when it is passed back, so a write that changed them is refused there too.
+  write advances; a tensor made under ``torch.inference_mode()`` has none) and a copy of its
+  values (layers x batch x hidden) when they are attached; both are compared when it is passed
+  back, the values bit for bit, since a write through ``.data`` or NumPy advances no counter of
+  ``h_n``'s. (On a GPU the comparison waits for the values: one synchronisation a call.)
 * The windows also say which cell, normalization, window, layout and bias placement made them
   (``made_by``: "NormLSTM norm='atn', k=5, 2 layers, unidirectional, bias inside"): a model that
   differs in any of these refuses them with a ValueError (an LSTM's windows hold the cell state's
@@ -68,10 +71,10 @@ class WindowedTensor(Tensor):
     def windows(self, windows: Windows) -> None:
         # also how torch.load and pickle restore them (setattr): the loaded tensor's version then
         self._windows, self._values_replaced = windows, False
-        if self.is_inference():  # reading _version raises for it: its values stand in for the counter
-            self._windows_version, self._windows_values = None, plain(self).clone()
-        else:
-            self._windows_version, self._windows_values = self._version, None
+        # the version counter (none under inference mode: reading it raises) and the values: a write
+        # through h_n.data or a NumPy view of it (`h.data[:, i] = 0`) advances no counter of h_n's
+        self._windows_version = None if self.is_inference() else self._version
+        self._windows_values = plain(self).detach().clone()
 
     def __getstate__(self) -> dict:
         """What pickling keeps besides the values: the windows (a version counter is per process)."""
@@ -82,9 +85,9 @@ class WindowedTensor(Tensor):
         """Whether the values were changed in place after the windows were attached."""
         if self._values_replaced:
             return True
-        if self._windows_version is None:
-            return not torch.equal(plain(self), self._windows_values)
-        return self._version != self._windows_version
+        if self._windows_version is not None and self._version != self._windows_version:
+            return True
+        return not torch.equal(_bits(plain(self)), _bits(self._windows_values))
 
     @property
     def data(self) -> "WindowedTensor":
@@ -99,8 +102,13 @@ class WindowedTensor(Tensor):
         return with_windows(Tensor.detach(self), detach_windows(self.windows), self.made_by)
 
     def detach_(self) -> "WindowedTensor":
+        if self._is_view():  # as returned by a model: an alias of its output, which torch cannot detach in place
+            raise RuntimeError("h_n of a windowed norm is a view of the model's output, which torch cannot detach "
+                               "in place: write h = h.detach() (the windows stay, detached too)")
+        written = self.written_in_place  # before the windows are attached again, which forgets it
         Tensor.detach_(self)
         self.windows = detach_windows(self.windows)
+        self._values_replaced = written
         return self
 
     def __deepcopy__(self, memo: dict) -> "WindowedTensor":
@@ -143,6 +151,12 @@ def _same_maker(made_by: str, reader: str) -> bool:
     every model of those, as it did then, so that a run checkpointed then still resumes."""
     recorded_layout = " layer" in made_by
     return made_by == reader or (not recorded_layout and reader.startswith(made_by + ", "))
+
+
+def _bits(values: Tensor) -> Tensor:
+    """The values as integers of their width: a NaN equals itself (a diverged state is not "changed")."""
+    same_width = {2: torch.int16, 4: torch.int32, 8: torch.int64}.get(values.element_size())
+    return values.detach().view(same_width) if same_width is not None and values.is_floating_point() else values
 
 
 def plain(h: Tensor) -> Tensor:
