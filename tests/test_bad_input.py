@@ -310,6 +310,7 @@ CASES = [
     ("runs", ["export", "--store", "{good}", "--task", "addng"], USAGE, "unknown task 'addng'"),
     ("store", ["export", "{dir}/out.jsonl", "--store", "{good}", "--task", "addng"], USAGE, "unknown task 'addng'"),
     ("runs", ["list", "--store", "{good}", "--since", "last tuesday"], USAGE, "ISO-8601"),
+    ("runs", ["list", "--store", "{good}", "--since", "3x"], USAGE, "give an age (30m, 12h, 7d, 2w) or an ISO-8601"),
     ("runs", ["show", "--store", "{good}"], USAGE, "Missing argument"),
     ("runs", ["show", "nosuchrun", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
     ("runs", ["show", "run", "--store", "{good}"], USAGE, "matches 3 runs"),
@@ -327,7 +328,7 @@ CASES = [
     ("runs", ["delete", "nosuchrun", "--yes", "--store", "{good}"], USAGE, "no run 'nosuchrun'"),
     ("runs", ["delete", "run0", "run", "--yes", "--store", "{good}"], USAGE, "matches 3 runs"),
     ("runs", ["delete", "run0", "--store", "{good}"], FAILED, "nothing deleted"),  # no answer: nothing deleted
-    ("runs", ["export", "--store", "{good}", "--format", "xml"], USAGE, "unknown format 'xml'"),
+    ("runs", ["export", "--store", "{good}", "--format", "xml"], USAGE, "unknown --format 'xml'"),
     ("runs", ["export", "--store", "{good}", "--output", "{dir}"], USAGE, "is a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{file}/runs.csv"], USAGE, "is a file, not a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),

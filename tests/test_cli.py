@@ -57,6 +57,8 @@ def test_a_format_is_read_in_any_case_by_every_command(tmp_path):
     assert fill.exit_code == 0 and fill.stdout.startswith('{"run_id"'), fill.output
     shown = invoke("runs", "show", fill.stdout[12:18], "--store", tmp_path / "s.db", "-f", "Json")
     assert shown.exit_code == 0 and shown.stdout.lstrip().startswith(("{", "[")), shown.output
+    reported = invoke("report", "--store", tmp_path / "s.db", "-f", "Markdown")  # report's was case-sensitive
+    assert reported.exit_code == 0 and reported.stdout.lstrip().startswith("#"), reported.output
 
 
 def test_deprecated_spelling_still_works_with_a_note(tmp_path):

@@ -397,3 +397,16 @@ def test_a_sweep_keeps_a_run_this_code_finished_after_its_plan_and_re_runs_a_sta
                                 (first["run_id"],))
         train(config, store, device, resume=True, wait=True)
         assert store.get_run(first["run_id"]).created_at != finished.created_at
+
+
+def test_an_unknown_key_in_a_config_file_is_named_with_that_file(tmp_path):
+    """`sweep --config c.yaml` blamed the shipped sweep file for c.yaml's unknown key, and `run`
+    named no file: both name c.yaml, before any work."""
+    config = tmp_path / "c.yaml"
+    config.write_text("hidden: 8\niters: 10\nbogus_key: 3\n")
+    for args in (("run", "adding"), ("sweep", "k-ablation", "--dry-run")):
+        result = invoke(*args, "--config", config, "--store", tmp_path / "r.db")
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 2 and len(lines) == 1, result.output
+        assert lines[0].startswith(f"error: {config}: unknown config key(s): bogus_key; known:"), lines[0]
+    assert not (tmp_path / "r.db").exists()

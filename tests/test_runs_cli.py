@@ -102,7 +102,7 @@ def test_the_old_quiet_of_runs_list_still_lists_ids_and_says_ids_replaces_it(fil
     (("--status", "finished"), 2, "unknown status 'finished'"),
     (("--norm", "xn"), 2, "unknown norm 'xn'"),
     (("--sweep", "nope"), 2, "no sweep named 'nope'"),
-    (("--since", "last tuesday"), 2, "not an ISO-8601 date/time"),
+    (("--since", "last tuesday"), 2, "give an age (30m, 12h, 7d, 2w) or an ISO-8601 date/time"),
 ])
 def test_list_bad_filters_are_one_line(filled, args, code, message):
     store, _ = filled
@@ -335,7 +335,7 @@ def test_export_csv_runs_and_curves_and_json(trained, tmp_path):
     assert [p["train_loss"] for p in data[ln_id]["curve"]] == [p.train_loss for p in curves[ln_id]]
 
     bad = invoke("runs", "export", "--format", "xlsx", "--store", store)
-    assert bad.exit_code == 2 and "unknown format" in bad.stderr
+    assert bad.exit_code == 2 and "unknown --format 'xlsx'" in bad.stderr
 
 
 def test_reading_commands_leave_the_store_as_it_was(trained):
@@ -484,3 +484,29 @@ def test_verify_of_an_unfinished_run_refuses_before_it_says_it_re_runs(tmp_path)
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
     assert f"run {running} is running; only a finished run can be verified" in refused.stderr
     assert "re-running" not in refused.stderr
+
+
+@pytest.mark.parametrize("kind", ["store export", "runs export -f json", "runs export csv", "runs export --curves"])
+def test_an_export_never_replaces_one_holding_runs_it_would_lose(filled, tmp_path, kind):
+    """`store export machine-a.jsonl` from another store, or any export whose filter now matches
+    fewer runs (or none), replaced the file: the other machine's runs were gone, "exported 0 runs",
+    exit 0. Refreshing an export with what it held and more still replaces it."""
+    store, ids = filled
+    target = tmp_path / ("out.jsonl" if kind == "store export" else "out.json" if "json" in kind else "out.csv")
+
+    def export(*filters):
+        if kind == "store export":
+            return invoke("store", "export", target, "--store", store, *filters)
+        extra = {"runs export -f json": ("-f", "json"), "runs export --curves": ("--curves",)}.get(kind, ())
+        return invoke("runs", "export", *extra, "-o", target, "--store", store, *filters)
+
+    few = export("--task", "adding")
+    assert few.exit_code == 0, few.output
+    every = export()  # a refresh with every run: what the file held and more
+    assert every.exit_code == 0, every.output
+    before = target.read_bytes()
+    for filters in (("--task", "adding"), ("--status", "running")):  # fewer runs; none
+        refused = export(*filters)
+        lines = refused.stderr.strip().splitlines()
+        assert refused.exit_code == 2 and len(lines) == 1 and "which replacing it would lose" in lines[0], refused.output
+        assert target.read_bytes() == before

@@ -670,3 +670,26 @@ def test_a_study_planned_off_its_protocol_elsewhere_is_not_imported(tmp_path, mo
                      tmp_path / "a.json")
     assert refused.exit_code == 2 and "study k-ablation: the runs of side" in refused.stderr, refused.output
     assert "differ from the protocol its claims are judged on: hidden 16 (protocol 68)" in refused.stderr
+
+
+def test_planned_seeds_a_study_never_came_to_are_exploratory_once_it_is_over():
+    """A study planned for looks at 5 and 8 seeds that ended at its first look (futile) held seeds
+    3-10 still: seeds 8-9 run later were in neither its row nor the exploratory one, and nothing said
+    so. Open, the whole plan is the study's (its next look's seeds); over, only its last look's."""
+    side = ("atn", "ln")
+    planned = studies.Planned(claims=("c1",), lower="atn", higher="ln", stat="min_val_loss",
+                              higher_is_better=False, margin=None, margin_of=None)
+    plan = studies.Study(name="s", family="f", family_digest="d", m=1, alpha=0.05, looks=(5, 8), first_seed=3,
+                         processor=None, task="adding", T=10, budget=1.0, variant=None, comparisons=(planned,),
+                         run_ids={s: [f"{s}{i}" for i in range(8)] for s in side}, planned_at="", code="",
+                         config_keys={s: [f"key-{s}{i}" for i in range(8)] for s in side})
+    assert plan.seeds_held() == 8 and len(plan.all_runs()) == 16 and len(plan.planned_experiments()) == 16
+    look = {"look": 0, "date": "", "runs": {s: [f"{s}{i}" for i in range(5)] for s in side},
+            "comparisons": [{"lower": "atn", "higher": "ln", "decision": studies.FUTILE}]}
+    over = dataclasses.replace(plan, recorded=(look,))
+    assert over.next_look() is None and over.seeds_held() == 5
+    assert over.all_runs() == {f"{s}{i}" for s in side for i in range(5)}
+    assert over.planned_experiments() == {f"key-{s}{i}" for s in side for i in range(5)}
+    still_open = dataclasses.replace(plan, recorded=({**look, "comparisons": [
+        {"lower": "atn", "higher": "ln", "decision": studies.OPEN}]},))
+    assert still_open.seeds_held() == 8 and len(still_open.all_runs()) == 16

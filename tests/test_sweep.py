@@ -647,3 +647,28 @@ def test_points_that_are_one_run_are_said_once_not_lost_silently(tmp_path):
         notes = [" ".join(line.split()) for line in result.stderr.splitlines() if line.startswith("note:")]
         assert notes == [note], result.stderr  # once, not once a seed
         assert ("8 runs" if not picked else "6 runs") in result.stdout  # --k 65: LSTM, LN and the k=45 run
+
+
+def test_a_run_named_twice_or_spelled_otherwise_is_said_once_and_a_grid_product_is_not(tmp_path):
+    """`runs:` entries given twice, `LN` beside `ln`, `k: 10` beside the default 10, were one run each
+    without a word (8 settings planned as 4 runs); LN across a grid's k values is the product the
+    grid means, and says nothing (the shipped presets say nothing)."""
+    path = write(tmp_path, "dup.yaml", """\
+        description: twice
+        task: adding
+        base: {T: 10, hidden: 8, steps: 5}
+        runs:
+          - {norm: ln}
+          - {norm: LN}
+          - {norm: atn, k: 10}
+          - {norm: atn}
+        seeds: [0, 1]
+        """)
+    result = invoke("sweep", path, "--dry-run", "--store", tmp_path / "none.db")
+    assert result.exit_code == 0, result.output
+    notes = [" ".join(line.split()) for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert notes == [f"note: the sweep names adding T=10 {row} more than once (spelled alike or otherwise): one run"
+                     for row in ("ln", "atn k=10")], result.stderr
+    for name in ("k-ablation", "table2-adding", "norm-ablation"):
+        quiet = invoke("sweep", name, "--dry-run", "--store", tmp_path / "none.db")
+        assert quiet.exit_code == 0 and "note:" not in quiet.stderr, quiet.stderr

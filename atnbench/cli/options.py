@@ -64,7 +64,8 @@ def output_file(what: str) -> typer.models.OptionInfo:
     ``atnbench.run.outputs.check_output_file`` before any work (not click's ``dir_okay``), so every
     command words a folder given as a file alike."""
     return typer.Option("--output", "-o", metavar="FILE", parser=output_path,
-                        help=f"Write {what} to this FILE (replacing it, unless it is a results store or an export of runs).")
+                        help=f"Write {what} to this FILE (replacing it, unless it is a results store or an export holding runs "
+                             f"this would lose).")
 
 
 def file_path(text: str) -> Path:

@@ -25,7 +25,7 @@ from atnbench.run.checkpoint import RunBusy, held_here, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.report.load import check_task, parse_since
 from atnbench.errors import UserError
-from atnbench.run.outputs import RUNS_LIST, check_output_file
+from atnbench.run.outputs import RUNS_LIST, check_keeps_runs, check_output_file
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.run.selection import selected_summary
 from atnbench.store import EvalPoint, MalformedRow, ResultsStore, RunRecord, StoreError, check_store_path
@@ -585,7 +585,7 @@ def export_cmd(
     named = fmt_ is not None
     fmt_ = (fmt_ or (suffix if suffix in EXPORT_FORMATS else "csv")).lower()
     if fmt_ not in EXPORT_FORMATS:
-        raise UserError(f"unknown format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        raise UserError(f"unknown --format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
         check_output_file(output, "--output", store=store, export=RUNS_LIST)  # never the store it reads
     if not named and suffix and suffix not in EXPORT_FORMATS:  # .jsonl, .tsv: a format this does not write
@@ -607,6 +607,7 @@ def export_cmd(
         sys.stdout.write(text)
         sys.stdout.flush()
         return
+    check_keeps_runs(output, "--output", {record["run_id"] for record in records})
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(text, encoding="utf-8")
     err.print(Text(f"wrote {len(records)} run{'s' if len(records) != 1 else ''} to {output}"), soft_wrap=True)

@@ -16,7 +16,7 @@ from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench.evidence import transfer
 from atnbench.report.load import check_task
 from atnbench.errors import UserError
-from atnbench.run.outputs import RUN_EXPORT, check_output_file
+from atnbench.run.outputs import RUN_EXPORT, check_keeps_runs, check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
@@ -98,6 +98,8 @@ def export_cmd(
         check_task(results, task)
         recs = list(transfer.records(results, task=task, sweep=sweep, status=status, drop_superseded=drop_superseded))
         path = results.path
+    if str(file) != "-":
+        check_keeps_runs(file, "export to", {record["run_id"] for record in recs})
     if str(file) == "-":
         n = transfer.write_lines(recs, sys.stdout)
         sys.stdout.flush()

@@ -34,10 +34,10 @@ SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".json": 
 
 def format_for(fmt: Optional[str], output: Optional[str]) -> str:
     """The format asked for, else the one the output file's suffix names, else ``table``."""
-    if fmt is not None:
-        if fmt not in FORMATS:
-            raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-        return fmt
+    if fmt is not None:  # any case, as every command's --format
+        if fmt.lower() not in FORMATS:
+            raise UserError(f"unknown --format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+        return fmt.lower()
     if output is not None:
         from pathlib import Path
 

@@ -25,6 +25,13 @@ def parse_since(text: Optional[str]) -> Optional[str | datetime]:
             return datetime.now(timezone.utc) - timedelta(**{UNITS[match.group(2)]: float(match.group(1))})
         except OverflowError:  # before the year 1: every run is younger
             raise UserError(f"--since {text}: too long ago (ages reach back to the year 1)") from None
+    from atnbench.store.results import parse_moment
+
+    try:
+        parse_moment(text)
+    except ValueError:  # the store would say "not an ISO-8601 date/time", and nothing of ages
+        raise UserError(f"--since {text!r}: give an age (30m, 12h, 7d, 2w) or an ISO-8601 date/time "
+                        f"(2026-11-25, 2026-11-25T14:00)") from None
     return text
 
 

@@ -134,9 +134,18 @@ class Study:
                 return list(used[:n])
         return list(self.run_ids[side][:n])
 
+    def seeds_held(self) -> int:
+        """Seeds per configuration that are the study's: its whole plan while it is open; once it is
+        over (every comparison decided, or the last look taken), those of its last look. Planned
+        seeds it never came to are anyone's: run later, they are exploratory."""
+        if self.next_look() is not None or not self.recorded:
+            return self.max_seeds
+        return self.looks[len(self.recorded) - 1]
+
     def all_runs(self) -> set[str]:
-        """Every run id the study planned or a look used."""
-        return {run_id for ids in self.run_ids.values() for run_id in ids} | self.runs_looked_at()
+        """Every run id the study holds (planned, as :meth:`seeds_held` counts) or a look used."""
+        held = self.seeds_held()
+        return {run_id for ids in self.run_ids.values() for run_id in ids[:held]} | self.runs_looked_at()
 
     def runs_looked_at(self) -> set[str]:
         """Every run a recorded look used: the study's evidence so far."""
@@ -144,9 +153,10 @@ class Study:
                 if run_id}
 
     def planned_experiments(self) -> set[str]:
-        """The config keys of every planned seed: a run of one of them is this study's, whichever
-        (vouched) code made it, looked at yet or not."""
-        return {key for keys in self.config_keys.values() for key in keys}
+        """The config keys of every planned seed it holds (:meth:`seeds_held`): a run of one of them
+        is this study's, whichever (vouched) code made it, looked at yet or not."""
+        held = self.seeds_held()
+        return {key for keys in self.config_keys.values() for key in keys[:held]}
 
     def named_from(self, other: "Study") -> "Study":
         """This plan with the sweep and config keys ``other`` (the same plan) records, where this

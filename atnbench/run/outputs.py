@@ -105,6 +105,40 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     _check_parents(path, flag)  # its folder: a new file there (the write's temporary one) can be made
 
 
+def check_keeps_runs(path: Union[str, Path], flag: str, run_ids: set[str]) -> None:
+    """An export replaces an earlier export (refreshing it), never one holding runs it does not:
+    an export of another store's runs (the copy brought from machine A), or any where a filter now
+    matches fewer runs, or none. Refused in one line, the file as it was."""
+    path = Path(path).expanduser()
+    lost = sorted(_run_ids_in(path) - set(run_ids)) if path.is_file() else []
+    if lost:
+        shown = ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")
+        raise UserError(f"{flag} {path} holds {len(lost)} run{'s' if len(lost) != 1 else ''} this export does not "
+                        f"({shown}), which replacing it would lose; give another file, or remove it first")
+
+
+def _run_ids_in(path: Path) -> set[str]:
+    """The run ids an export of runs holds: JSON Lines, a JSON list, or a CSV with a run_id column
+    (`runs export`'s, curves too); none for any other file."""
+    import csv
+    import json
+
+    held = _holds_evidence(path)
+    try:
+        if held == RUN_EXPORT:
+            with open(path, encoding="utf-8") as handle:
+                return {json.loads(line)["run_id"] for line in handle if line.strip()}
+        if held == RUNS_LIST:
+            return {record["run_id"] for record in json.loads(path.read_text(encoding="utf-8"))}
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = csv.DictReader(handle)
+            if rows.fieldnames and "run_id" in rows.fieldnames:
+                return {row["run_id"] for row in rows if row.get("run_id")}
+    except (OSError, ValueError, KeyError, TypeError, csv.Error):
+        pass  # not what an export writes: nothing of ours to lose
+    return set()
+
+
 def check_output_dir(path: Union[str, Path], flag: str) -> None:
     """ValueError (one line) unless ``path`` is, or can become, a writable folder."""
     if str(path) == "-":  # standard output elsewhere; here it would make a folder named "-"

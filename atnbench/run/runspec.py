@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 
-from atnbench.config import ConfigError, RunConfig, build_config, check_budget, check_values
+from atnbench.config import FIELDS, ConfigError, RunConfig, build_config, check_budget, check_values
 from atnbench.errors import UserError
 from atnbench.evidence.identity import drop_stated_defaults
 from atnbench.limits import INT_MAX
@@ -41,6 +41,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
     data = flag_names_to_keys(data, str(path))
+    unknown = sorted(str(key) for key in set(data) - FIELDS - {"epochs", "variant"})
+    if unknown:  # named with its file here: later it was the sweep file's mistake, or nobody's
+        raise ConfigError(f"{path}: unknown config key(s): {', '.join(unknown)}; known: "
+                          f"{', '.join(sorted(FIELDS | {'epochs', 'iters'}))}")
     # the file's device is --device's (``device_and_threads``): auto too, which a run's config never is
     check_values({key: value for key, value in data.items() if (key, value) != ("device", "auto")}, str(path))
     return data

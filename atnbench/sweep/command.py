@@ -384,10 +384,15 @@ def _note_same_runs(runs) -> None:
     for run in runs:
         for label in run.same:
             pair = tuple(re.sub(r" seed=\d+$", "", text) for text in (label, run.label))
-            if pair not in said:  # once, not once a seed
-                said.add(pair)
+            if pair in said:  # once, not once a seed
+                continue
+            said.add(pair)
+            if pair[0] != pair[1]:
                 err.print(Text(f"note: {pair[0]} is the run listed as {pair[1]}: at this length both compute "
                                f"the same numbers (one run id)"), soft_wrap=True)
+            else:  # `LN` beside `ln`, `k: T` beside `k: 10`, an entry of `runs:` twice
+                err.print(Text(f"note: the sweep names {pair[0]} more than once (spelled alike or otherwise): "
+                               f"one run"), soft_wrap=True)
 
 
 def _check_sizes(request: SweepRequest, spec, runs, local_device: str) -> None:

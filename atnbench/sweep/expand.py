@@ -95,6 +95,7 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
     check_plan_size(len(seeds) * len(settings_points), f"sweep {spec.name}")
     extra = tuple(key for key in spec.varied if key not in ("T", "norm", "k", "seed", "task"))
     planned: dict[str, PlannedRun] = {}
+    first: dict[str, dict[str, Any]] = {}  # run id -> the sweep point that planned it
     for seed in seeds:
         for point in settings_points:
             settings = merge_layers(spec.base, point, overrides, {"seed": seed})
@@ -108,10 +109,25 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
                 raise error from None
             run_id, label = run_id_of(config), run_label(config, extra)
             if run_id not in planned:
-                planned[run_id] = PlannedRun(config, label)
-            elif label != planned[run_id].label and label not in planned[run_id].same:
-                planned[run_id] = dataclasses.replace(planned[run_id], same=(*planned[run_id].same, label))
+                planned[run_id], first[run_id] = PlannedRun(config, label), point
+                continue
+            said = _same_run(label, point, planned[run_id], first[run_id])
+            if said is not None and said not in planned[run_id].same:
+                planned[run_id] = dataclasses.replace(planned[run_id], same=(*planned[run_id].same, said))
     return list(planned.values())
+
+
+def _same_run(label: str, point: dict[str, Any], run: PlannedRun, first: dict[str, Any]) -> Optional[str]:
+    """How the sweep names ``run`` again at ``point``, where that is worth a line: another label
+    (k=65 beside k=45), or the same one spelled otherwise (``LN`` beside ``ln``, ``k: T`` beside
+    ``k: 10``) or given twice in ``runs:``; None where the points differ only in a setting the run
+    does not use (a grid's k for LN: the grid's product, meant)."""
+    if label != run.label:
+        return label
+    differ = sorted(key for key in {*point, *first} if point.get(key) != first.get(key))
+    if differ and not any(uses(run.config, key) for key in differ):
+        return None
+    return label
 
 
 def pick(spec: SweepSpec, runs: list[PlannedRun], flags: dict[str, Any], budget: Optional[float] = None,
