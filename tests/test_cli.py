@@ -433,6 +433,23 @@ def test_a_reader_that_goes_away_ends_the_command_as_sigpipe_does_without_a_word
     assert done.returncode == 141 and done.stderr == "", done.stderr
 
 
+def test_closed_standard_streams_are_one_line_not_a_bug(tmp_path):
+    """`>&-` (stdout closed: Python makes it None) ended every command as "a bug in atnbench" with
+    an AttributeError; `store import - <&-` as well. One line each, nothing made."""
+    import os
+
+    command = [sys.executable, "-c", "from atnbench.cli import app; app(prog_name='atnbench')"]
+    out = subprocess.run([*command, "models"], preexec_fn=lambda: os.close(1), stderr=subprocess.PIPE, text=True,
+                         timeout=120)
+    assert out.returncode == 1 and out.stderr == "error: standard output is closed; send it somewhere, such as " \
+                                                 ">/dev/null\n", out.stderr
+    store = tmp_path / "u.db"
+    inp = subprocess.run([*command, "store", "import", "-", "--store", str(store)], preexec_fn=lambda: os.close(0),
+                         capture_output=True, text=True, timeout=120)
+    assert inp.returncode == 2 and inp.stderr.startswith("error: - reads standard input, which is closed"), inp.stderr
+    assert not store.exists()
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 @pytest.mark.parametrize("args", [["--help"], ["--version"]], ids=" ".join)
 def test_help_to_a_full_disk_is_one_line_not_a_bug(args):

@@ -90,7 +90,7 @@ def test_sweep_takes_the_run_flags_of_run(tmp_path):
     def dry(*flags):
         result = invoke("sweep", sweep, "--dry-run", "--format", "json", "--store", store, *flags)
         assert result.exit_code == 0, result.output
-        return [run["config"] for run in json.loads(result.stdout)]
+        return [run["config"] for run in json.loads(result.stdout)["runs"]]
 
     plain = dry()
     chosen = dry("--seed", "3,4", "--init", "torch", "--config", config, "--clip", "0.25")

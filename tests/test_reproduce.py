@@ -55,6 +55,10 @@ def test_dry_run_plans_every_part_and_writes_nothing(tmp_path):
     shared, most = int(said.split(" runs are in more than one part")[0]), int(said.split("(up to ")[1].split(")")[0])
     # it said the listings a shared run repeats ("33 runs are in two parts") where 18 runs were shared
     assert shared > 0 and most >= 2 and shared < per_part - total <= shared * (most - 1), caption
+    # sweep's aliases (--scale of --budget, --seed of --seeds) say the same here: "No such option" before
+    aliased = invoke("reproduce", "--scale", "0.001", "--seed", "0,1", "--dry-run", "--store", store,
+                     env={"COLUMNS": "400"})
+    assert aliased.exit_code == 0 and aliased.stdout == wide.stdout, aliased.output
 
 
 def test_real_data_parts_join_the_plan_once_their_data_is_there(no_data):

@@ -147,7 +147,7 @@ def study_dry_run(tmp_path, db) -> list:
     result = invoke("sweep", "k-ablation", "--until-decided", "--claims", claims_file(tmp_path), "--budget", "0.01",
                     "--store", db, "--dry-run", "--format", "json")
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["runs"]
 
 
 def test_a_look_waits_for_its_runs_then_is_recorded_once_and_decides(tmp_path):

@@ -552,28 +552,28 @@ def test_bad_values_name_the_file_and_the_run(tmp_path, text, expected):
 
 def test_a_flag_on_a_varied_setting_picks_the_sweeps_runs(tmp_path):
     path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
-    every = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json").stdout)
+    every = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json").stdout)["runs"]
     picked = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json",
-                               "--norm", "ATN".lower(), "--k", "5").stdout)
+                               "--norm", "ATN".lower(), "--k", "5").stdout)["runs"]
     assert [r["run_id"] for r in picked] == [r["run_id"] for r in every
                                              if r["config"]["norm"] == "atn" and r["config"]["k"] == 5]
     assert len(picked) == 2  # seeds 0 and 1, the same ids as in the whole sweep
-    lstm = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "lstm").stdout)
+    lstm = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "lstm").stdout)["runs"]
     assert {r["config"]["norm"] for r in lstm} == {"none"} and len(lstm) == 2  # the alias names the plain LSTM
     # a flag a run ignores keeps it: --k 3 is ATN k=3 and the runs without a window
-    k3 = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--k", "3").stdout)
+    k3 = json.loads(invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--k", "3").stdout)["runs"]
     assert sorted((r["config"]["norm"], r["config"]["k"] if r["config"]["norm"] == "atn" else None) for r in k3) == \
         sorted([("none", None), ("ln", None), ("atn", 3)] * 2)
     # and with the norm named too: LN, which ignores a k the sweep holds (as `run --norm ln --k 3` runs it)
     ln3 = invoke("sweep", path, "--store", store, "--dry-run", "--format", "json", "--norm", "ln", "--k", "3")
     assert ln3.exit_code == 0, ln3.output
-    assert {r["config"]["norm"] for r in json.loads(ln3.stdout)} == {"ln"} and len(json.loads(ln3.stdout)) == 2
+    assert {r["config"]["norm"] for r in json.loads(ln3.stdout)["runs"]} == {"ln"} and len(json.loads(ln3.stdout)["runs"]) == 2
     refused = invoke("sweep", path, "--store", store, "--dry-run", "--norm", "ln", "--k", "4")
     assert refused.exit_code == 2 and "has no run with --norm ln --k 4" in refused.output  # no k=4 anywhere
     variants = write(tmp_path, "variants.yaml", VARIANTS)
-    every = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json").stdout)
+    every = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json").stdout)["runs"]
     by_name = json.loads(invoke("sweep", variants, "--store", store, "--dry-run", "--format", "json",
-                                "--variant", "released-code").stdout)  # the default, by its alias
+                                "--variant", "released-code").stdout)["runs"]  # the default, by its alias
     assert by_name and [r["run_id"] for r in by_name] == [r["run_id"] for r in every if r["config"]["variant"] is None]
     steps = write(tmp_path, "steps.yaml", TINY.replace("  k: [3, 5]", "  steps: [4, 6]"))
     result = invoke("sweep", steps, "--store", store, "--dry-run", "--iters", "4")
@@ -672,3 +672,32 @@ def test_a_run_named_twice_or_spelled_otherwise_is_said_once_and_a_grid_product_
     for name in ("k-ablation", "table2-adding", "norm-ablation"):
         quiet = invoke("sweep", name, "--dry-run", "--store", tmp_path / "none.db")
         assert quiet.exit_code == 0 and "note:" not in quiet.stderr, quiet.stderr
+
+
+def test_a_huge_grid_is_refused_before_it_is_built(tmp_path, monkeypatch):
+    """5 keys x 20 values (3.2 million runs) were built in memory (1.5 GB, 10 s) before the one-line
+    refusal; counted first now, nothing built."""
+    import sys
+
+    expanding = sys.modules["atnbench.sweep.expand"]  # the module (the package's `expand` is its function)
+    values = lambda start: "[" + ", ".join(str(start + i) for i in range(20)) + "]"  # noqa: E731
+    path = write(tmp_path, "huge.yaml", f"""\
+        description: too many
+        task: adding
+        grid: {{hidden: {values(1)}, batch_size: {values(1)}, k: {values(1)}, eval_every: {values(1)}, layers: {values(1)}}}
+        seeds: [0]
+        """)
+    monkeypatch.setattr(expanding, "points", lambda spec: pytest.fail("the grid was built"))
+    result = invoke("sweep", path, "--dry-run", "--store", tmp_path / "none.db")
+    assert result.exit_code == 2 and "is 3,200,000 runs; a sweep or reproduce plan holds at most" in result.stderr, \
+        result.output
+
+
+def test_a_dry_runs_json_has_the_shape_of_a_runs(tmp_path):
+    """`sweep -f json` printed an object {sweep, store, counts, runs} when it ran and a bare list on
+    a dry run: one shape now, the dry run's counts those of its plan."""
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "r.db"
+    dry = invoke("sweep", path, "--store", store, "--dry-run", "--format", "json")
+    planned = json.loads(dry.stdout)
+    assert dry.exit_code == 0 and set(planned) == {"sweep", "store", "dry_run", "counts", "runs"}
+    assert planned["counts"] == {"runs": 8, "in_store": 0, "left": 8} and len(planned["runs"]) == 8

@@ -523,7 +523,7 @@ def test_the_shipped_grids_apply_to_a_task_found_through_the_environment(npz_tas
         dry = ok(invoke("sweep", sweep, "--task", "vowels", "--seeds", "0", "--dry-run", "--format", "json",
                         "--store", tmp_path / "s.db"))
         planned = json.loads(dry.stdout)
-        rows = planned["runs"] if isinstance(planned, dict) else planned
+        rows = planned["runs"]
         assert len(rows) == runs and all(row["config"]["task"] == "vowels" for row in rows), rows
 
 
@@ -597,7 +597,7 @@ def test_a_data_file_edited_in_place_makes_a_new_run_not_a_match_for_the_old_one
     assert second["min_val_loss"] != first["min_val_loss"]
     swept = ok(invoke("sweep", "norm-ablation", "--task", "vowels", "--include", npz_task, "--seeds", "0",
                       "--store", store, "--dry-run", "--format", "json"))
-    assert all(row["status"] != "done" or row["run_id"] == second["run_id"] for row in json.loads(swept.stdout))
+    assert all(row["status"] != "done" or row["run_id"] == second["run_id"] for row in json.loads(swept.stdout)["runs"])
 
 
 def test_an_nct_array_is_read_as_its_layout_says(tmp_path):

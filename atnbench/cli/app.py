@@ -19,7 +19,9 @@ value (``atnbench.tables.FitTable``).
 
 from __future__ import annotations
 
+import errno
 import functools
+import io
 import logging
 import math
 import os
@@ -144,6 +146,8 @@ class Commands(TyperGroup):
         return name, command, rest
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if sys.stdout is None:  # the caller closed it (`>&-`): Python leaves None, and a first print failed as a bug
+            sys.stdout = ClosedOutput()
         if not standalone_mode or debugging():
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
@@ -173,6 +177,20 @@ class Commands(TyperGroup):
             _print_error(bug_summary(error, write_traceback(error)))
             sys.exit(EXIT_FAILED)
         sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+class ClosedOutput(io.TextIOBase):
+    """Standard output the caller closed (`>&-`): a command that prints nothing runs as it would,
+    and the first write fails as a write to a closed descriptor does (EBADF), one line, exit 1."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed; send it somewhere, such as >/dev/null")
+
+    def flush(self) -> None:
+        pass  # nothing was written; at exit too
 
 
 def write_traceback(error: BaseException) -> Optional[Path]:

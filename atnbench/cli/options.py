@@ -173,8 +173,9 @@ ConfigThreads = Annotated[Optional[int], typer.Option(
          "default matches them.")]
 Seed = Annotated[int, typer.Option("--seed", callback=seed_in_range,
                                    help="Random seed (model initialisation and data).")]
-Seeds = Annotated[Optional[str], typer.Option("--seeds", metavar="SEEDS",
-                                              help="Seeds, e.g. 0,1,2 or a range 0-4.")]
+Seeds = Annotated[Optional[str], typer.Option("--seeds", "--seed", metavar="SEEDS",
+                                              help="Seeds, e.g. 0,1,2 or a range 0-4; --seed says the same "
+                                                   "(as in sweep).")]
 # no dir_okay=False: runspec.read_config_file words a folder (and every other bad file) in one line
 Config = Annotated[Optional[Path], typer.Option("--config", metavar="PATH",
                                                 help="YAML/JSON file of config keys or flag names (steps or "

@@ -25,7 +25,7 @@ SeedsForPower = Annotated[Optional[float], typer.Option(
     help="Size each part's study from the store's pilot runs (see `atnbench sweep --help`); implies --until-decided.")]
 MaxSeeds = Annotated[int, typer.Option("--max-seeds", min=5, help="The most seeds --seeds-for-power may plan.")]
 Budget = Annotated[Optional[str], typer.Option(
-    "--budget", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, "
+    "--budget", "--scale", help="Fraction (0, 1] of each part's protocol: 0.25 for every part, or a default and per-part values, "
                      "e.g. 0.25,table1-copying=1 (default: 1, the full protocol).")]
 Only = Annotated[Optional[str], typer.Option(
     "--only", help=f"Comma list of parts: {', '.join(PARTS)} (the real-data parts run where their data is prepared).")]

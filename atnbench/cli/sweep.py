@@ -56,7 +56,7 @@ SeedsForPower = Annotated[Optional[float], typer.Option(
          "per configuration Welch's test at alpha/m needs for this power (e.g. 0.8) at the pilot's effects, "
          "for 5 looks; implies --until-decided.")]
 MaxSeeds = Annotated[int, typer.Option("--max-seeds", min=5, help="The most seeds --seeds-for-power may plan.")]
-Format = Annotated[Optional[str], options.output_format(("table", "json"), "; json: the runs' records")]
+Format = Annotated[Optional[str], options.output_format(("table", "json"), "; json: one object: sweep, store, counts and the runs' records, a dry run's too")]
 KeepStale = Annotated[bool, typer.Option(
     "--keep-stale", help="Count a finished run made by other code (a different code fingerprint) as done instead of "
                          "re-running it; reports mark it as stale.")]

@@ -162,6 +162,8 @@ def read_lines(path: Path) -> list[dict]:
     file, the line, the run and the field, so a broken file imports nothing."""
     path = Path(path)
     if str(path) == "-":
+        if sys.stdin is None:  # the caller closed it (`<&-`): Python leaves None
+            raise UserError("- reads standard input, which is closed; pipe the export in, or give its file's name")
         return _checked_lines(sys.stdin.buffer, "standard input")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give the JSON Lines file `atnbench store export` wrote")

@@ -171,11 +171,15 @@ def _dry_run(spec, runs, store: Path, json_out: bool, keep_stale: bool = False, 
     from atnbench.sweep import estimate, measured_rates
 
     statuses = store_statuses(store, runs, keep_stale)
-    if json_out:
-        print(json.dumps([{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
-                           "config": run.config.to_dict()} for run in runs]))
+    if json_out:  # the shape a sweep that runs prints: {sweep, store, counts, runs}
+        planned = [{"run_id": run.run_id, "label": run.label, "status": statuses.get(run.run_id) or "left",
+                    "config": run.config.to_dict()} for run in runs]
+        held = sum(1 for run in runs if is_finished(statuses.get(run.run_id)))
+        print(json.dumps({"sweep": spec.name, "store": str(Path(store).expanduser().absolute()), "dry_run": True,
+                          "counts": {"runs": len(runs), "in_store": held, "left": len(runs) - held},
+                          "runs": planned}))
         return
-    extra = [key for key in spec.varied if key not in ("T", "norm", "k")]
+    extra = [key for key in spec.varied if key not in ("T", "norm", "k", "seed", "steps")]  # columns of their own
     left = [run for run in runs if not is_finished(statuses.get(run.run_id))]
     cost = estimate([r.config for r in left], measured_rates(store))
     subset = " (its studies' runs)" if studies else ""

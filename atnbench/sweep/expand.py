@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -66,6 +67,13 @@ def points(spec: SweepSpec) -> list[dict[str, Any]]:
     return [{**g, **r} for g in grid_points for r in run_points]
 
 
+def count_points(spec: SweepSpec) -> int:
+    """How many points :func:`points` gives, without making them."""
+    grid = math.prod(len(values) for values in spec.grid.values()) if spec.grid else 1
+    entries = sum(math.prod(len(values) for values in entry.values()) for entry in spec.runs) if spec.runs else 1
+    return grid * entries
+
+
 def canonical_config(task: str, settings: dict[str, Any], budget: Optional[float] = None) -> RunConfig:
     """The RunConfig for one run of a sweep; ``k: T`` means the run's own T (windowed norms).
 
@@ -91,8 +99,8 @@ def expand(spec: SweepSpec, budget: Optional[float] = None, seeds: Optional[tupl
     """
     overrides = {key: value for key, value in (overrides or {}).items() if value is not None}
     seeds = seeds or spec.seeds
+    check_plan_size(len(seeds) * count_points(spec), f"sweep {spec.name}")  # before a huge grid is built
     settings_points = points(spec)
-    check_plan_size(len(seeds) * len(settings_points), f"sweep {spec.name}")
     extra = tuple(key for key in spec.varied if key not in ("T", "norm", "k", "seed", "task"))
     planned: dict[str, PlannedRun] = {}
     first: dict[str, dict[str, Any]] = {}  # run id -> the sweep point that planned it
