@@ -55,7 +55,7 @@ class NormScheme:
     """Everything the rest of atnbench asks about a normalization: the CLI and the zoo (name,
     description, paper), run identity (``windowed``: does k enter the run id), the cells (the
     modules, bias placement, initialisation, whether the C++ and Triton fast paths cover it),
-    reports and benchmarks (``label``) and figures (its place in the registry is its style slot)."""
+    the benchmark's model descriptions (``label``; report tables use the name) and figures (its place in the registry is its style slot)."""
 
     name: str
     description: str
@@ -65,7 +65,7 @@ class NormScheme:
     cell: NormFactory
     # Batch statistics subtract any per-feature constant, so a bias inside them is dead.
     bias_inside: bool
-    label: str = ""  # as tables and benchmarks name it ("ATN-BN"); the name upper-cased if empty
+    label: str = ""  # as the benchmark's model descriptions name it ("ATN-BN"); the name upper-cased if empty
     windowed: bool = False  # normalizes over a window of k steps: k is part of the run
     fast_path: bool = True  # the C++ (CPU) and Triton (GPU) kernels cover it; else the loop runs
     # The plain LSTM baseline is torch's own nn.LSTM with its default initialisation (with it

@@ -8,14 +8,14 @@
 # its record as it goes: a part stopped by its limit keeps what it measured. Measured 2026-11-26 on
 # an H100 and an H200: the bench builds, compiles and times ~8 models of a workload in 90-100 s, the
 # check does ~15 cases in 95 s, the profile 3 tile sizes x 2 norms in ~90 s; a machine's start
-# costs ~30 s of the lease. Writes benchmarks/results/<date>-cuda-<host>-{bench,check}.json,
+# costs ~30 s of the lease. Writes benchmarks/results/<date>-<time>-cuda-<host>-{bench,check}.json,
 # -targets.txt and -profile.txt. Needs Triton (`pip install -e '.[gpu]'` after the CUDA build of
 # torch). Extra arguments go to the bench.
 #   BENCH_S=300 CHECK_S=150 PROFILE_S=60 benchmarks/run_bench_cuda.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p benchmarks/results
-stamp="benchmarks/results/$(date +%Y-%m-%d)-cuda-$(hostname -s 2>/dev/null || hostname)"
+stamp="benchmarks/results/$(date +%Y-%m-%d-%H%M%S)-cuda-$(hostname -s 2>/dev/null || hostname)"
 status=0
 timeout "${BENCH_S:-300}" atnbench bench --device cuda --workload adding,copying,ptb-char \
     --models lstm-fused,ln,atn,atn-bn,bn,bln,bn-input,gru-fused,gru-ln,gru-atn,gru-atn-bn,gru-bn,gru-bln,gru-bn-input \

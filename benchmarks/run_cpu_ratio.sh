@@ -11,7 +11,7 @@ if [ "${1:-}" = "--busy" ]; then
     exit 0
 fi
 mkdir -p benchmarks/results
-out="benchmarks/results/$(date +%Y-%m-%d)-$(hostname -s 2>/dev/null || hostname)-cpu-batch-norms.json"
+out="benchmarks/results/$(date +%Y-%m-%d-%H%M%S)-$(hostname -s 2>/dev/null || hostname)-cpu-batch-norms.json"
 atnbench bench --workload adding,copying \
     --models lstm-fused,ln,bn,bln,atn-bn,bn-input,gru-fused,gru-bn,gru-bln,gru-atn-bn,gru-bn-input \
     --k 5,45 --reps 10 --warmup 3 --threads 1 --output "$out" "$@"

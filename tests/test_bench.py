@@ -144,6 +144,7 @@ def test_cli_json_records():
         assert r["workload"] == "adding" and r["T"] == 10 and r["batch"] == 4
         assert r["train_ms"] > 0 and r["infer_ms"] > 0 and r["peak_mem_mb"] > 0
         assert r["device"] == "cpu" and r["gpu"] is None  # on CUDA: the card's name (records compared by card)
+        assert r["cpu_capability"] == str(torch.backends.cpu.get_cpu_capability())  # AVX2/AVX512: the class
     assert records[0]["ratio_lstm_fused"] == 1.0 and records[1]["ratio_ln"] == 1.0
 
 
@@ -226,3 +227,20 @@ def test_a_bench_cut_short_keeps_the_records_of_each_workload_it_finished(tmp_pa
     kept = json.loads(target.read_text())
     assert sorted((r["workload"], r["model"]) for r in kept) == [("adding", "ln"), ("adding", "lstm-fused")]
     assert [p.name for p in tmp_path.iterdir()] == ["bench.json"]  # no partial file left beside it
+
+
+def test_an_output_never_replaces_a_table_of_runs_or_an_export_of_studies(tmp_path):
+    """`bench -o r.csv` replaced a CSV of runs (`runs export`'s) and `-o studies.json` a studies export
+    (plans recorded before their runs, which nothing rebuilds), exit 0; refused, the files as they were."""
+    import shutil
+    from pathlib import Path
+
+    table = tmp_path / "r.csv"
+    table.write_text("run_id,task,status\n5ea6a9e03768,adding,done\n")
+    studies = tmp_path / "studies.json"
+    shutil.copy(Path(__file__).resolve().parents[1] / "results" / "studies.json", studies)
+    for target, held in ((table, "a table of runs"), (studies, "an export of studies")):
+        before = target.read_bytes()
+        result = _bench("--workload", "adding", "--models", "lstm-fused", "-o", str(target), *TINY)
+        assert result.exit_code == 2 and f"already holds {held}" in result.stderr, result.output
+        assert target.read_bytes() == before

@@ -144,6 +144,27 @@ def test_a_failed_write_leaves_the_old_checkpoint_and_no_temporary_file(tmp_path
     assert torch.load(target)["a"] == 1 and [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
 
 
+def test_a_file_written_whole_keeps_its_mode_or_takes_the_umasks(tmp_path):
+    """mkstemp makes 0600 files: a bench record meant to be shared (`bench -o`) was unreadable to
+    others whatever the umask, and a file's own mode was lost when it was written again."""
+    import os
+    import stat
+
+    fresh, kept = tmp_path / "fresh.json", tmp_path / "kept.json"
+    kept.write_text("{}")
+    os.chmod(kept, 0o640)
+    old = os.umask(0o027)
+    try:
+        for path in (fresh, kept):
+            checkpoints.write_atomic(path, lambda handle: handle.write(b"[]"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o640 and stat.S_IMODE(kept.stat().st_mode) == 0o640
+    os.chmod(kept, 0o604)
+    checkpoints.write_atomic(kept, lambda handle: handle.write(b"[1]"))
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o604 and kept.read_bytes() == b"[1]"
+
+
 def test_on_save_sees_every_checkpoint_in_place_and_only_inside_its_block(tmp_path):
     """What a Ray task ships to the driver: each checkpoint, whole, right after it is written."""
     seen = []

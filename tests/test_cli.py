@@ -330,6 +330,8 @@ BENCH_RECORDS = [
     ("workload", 5, "record 2: workload input should be a valid string, got 5"),
     ("workload", "a/b", "record 2: workload should be a name of letters, digits, '_', '.' and '-' (at most 64)"),
     ("workload", "", "record 2: workload should be a name of letters"),
+    ("train_ms_p75", 5.0, "record 2: train_ms 30.0 is not between its quartiles 27.0 and 5.0"),  # was "a bug"
+    ("T", 200, "records of more than one bench: workload adding at B=50, H=60, T=100 and (record 2) B=50, H=60, T=200"),
 ])
 def test_plot_bench_refuses_a_record_of_the_wrong_type_as_input(tmp_path, field, value, said):
     """A field that is there but not what bench writes is the input's fault (exit 2, one line),
@@ -342,6 +344,16 @@ def test_plot_bench_refuses_a_record_of_the_wrong_type_as_input(tmp_path, field,
     assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
     assert said in refused.stderr and "bug in atnbench" not in refused.stderr
     assert not (tmp_path / "figs").exists()
+
+
+def test_the_cost_figures_ratios_are_those_of_its_bars():
+    """A hand-edited ratio_lstm_fused (99) was drawn beside bars that say 3x: the ratio is the bars'."""
+    from atnbench.report.plots import draw_cost
+
+    edited = [dict(r) for r in BENCH_RECORDS]
+    edited[1]["ratio_lstm_fused"] = 99.0
+    texts = [t.get_text() for t in draw_cost(edited).axes[0].texts]
+    assert texts == ["1.0×", "3.0×", "4.0×", "4.2×"], texts
 
 
 def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path, monkeypatch):

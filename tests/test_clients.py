@@ -714,3 +714,28 @@ def test_a_full_backward_hook_that_drops_the_windows_is_said(cell):
     said = [str(w.message) for w in caught if "full backward hook" in str(w.message)]
     h = state[0] if cell == "lstm" else state
     assert (windows_of(h) is None) == (cell == "gru") and len(said) == (cell == "gru")
+
+
+@pytest.mark.parametrize("route", ["detach", "repackage_hidden", "data", "deepcopy", "torch.save", "pickle"])
+@pytest.mark.parametrize("cell", CELLS)
+def test_a_state_written_then_detached_copied_or_saved_stays_refused(cell, route):
+    """`h[:, done] = 0` then `repackage_hidden` (the usual order in truncated-BPTT and RL loops) was
+    accepted with the old windows (0.65 off a restart): every copy of a written state took a fresh
+    snapshot of the written values. The mark travels with the copy, through a file too."""
+    import copy
+    import pickle
+
+    model = build(partial(WordLM, cell=cell), normalized(cell, "atn")).eval()
+    data = corpus(steps=9)
+    with torch.no_grad():
+        _, hidden = model(data[:4], model.init_hidden(3))
+    h = hidden[0] if cell == "lstm" else hidden
+    with torch.no_grad():
+        h[:, 0] = 0
+    copied = {"detach": lambda s: detach_state(s), "repackage_hidden": repackage_hidden,
+              "data": lambda s: tuple(t.data for t in s) if cell == "lstm" else s.data,
+              "deepcopy": lambda s: copy.deepcopy(detach_state(s)),
+              "torch.save": lambda s: torch.load(_saved(detach_state(s))),
+              "pickle": lambda s: pickle.loads(pickle.dumps(detach_state(s)))}[route](hidden)
+    with pytest.raises(ValueError, match="changed in place"):
+        model(data[4:], copied)

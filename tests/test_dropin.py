@@ -398,7 +398,7 @@ def test_state_of_another_layout_refused():
     """The state is nn.LSTM's (h_0, c_0) / nn.GRU's h_0: the former (h, c, windows) triple, or a
     tuple given to the GRU, is refused with the expected layout named."""
     h = torch.zeros(1, 2, H)
-    with pytest.raises(ValueError, match=r"\(h_0, c_0\), as for nn.LSTM.*a tuple of 3"):
+    with pytest.raises(ValueError, match=r"\(h_0, c_0\), two tensors, as for nn.LSTM.*a tuple of 3"):
         NormLSTM(D, H, norm="atn")(torch.zeros(4, 2, D), (h, h, ()))
     with pytest.raises(ValueError, match="h_0 \\(a tensor\\), as for nn.GRU.*got a tuple"):
         NormGRU(D, H, norm="atn")(torch.zeros(4, 2, D), (h,))
@@ -533,3 +533,64 @@ def test_torch_func_grad_and_layer_hooks_take_the_loop_with_its_numbers(cell):
     fast.layers[0].register_forward_pre_hook(lambda module, args: calls.append(module))
     torch.testing.assert_close(fast(x)[0], loop(x)[0], rtol=0, atol=0)
     assert set(fast.last_paths) == {"loop"} and calls == [fast.layers[0]]
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_wrong_arguments_and_states_are_named_in_one_line(cell):
+    """A quoted "False" from a config was true (`batch_first="False"` read a time-first batch as
+    batch-first); a NaN gain made every output NaN; a state of NumPy arrays was told to match
+    dtypes already equal; one on another device reached the kernels (torch's words on fake tensors)."""
+    import numpy as np
+
+    RNN = CELLS[cell][0]
+    for name in ("bias", "batch_first", "bidirectional", "bias_inside"):
+        with pytest.raises(TypeError, match=rf"^{name} should be of type bool, got str \('False'\)$"):
+            RNN(D, H, norm="ln", **{name: "False"})
+    with pytest.raises(ValueError, match=r"^gain_init must be a finite number, got nan$"):
+        RNN(D, H, norm="ln", gain_init=float("nan"))
+    model, x = RNN(D, H, norm="atn", k=K), torch.randn(5, 2, D)
+    zeros = lambda **kw: torch.zeros(1, 2, H, **kw)  # noqa: E731
+    on_meta = (zeros(device="meta"), zeros(device="meta")) if cell == "lstm" else zeros(device="meta")
+    with pytest.raises(ValueError, match=r"^state tensor 0 is on meta, the input on cpu; give them one device"):
+        model(x, on_meta)
+    if cell == "lstm":
+        arrays = (np.zeros((1, 2, H), np.float32), np.zeros((1, 2, H), np.float32))
+        with pytest.raises(ValueError, match=r"two tensors, .* got a tuple of 2 \(ndarray, ndarray\)$"):
+            model(x, arrays)
+    with pytest.raises(ValueError, match=r"^lengths must be one whole number per sequence .* got '6,4'$"):
+        model(x, lengths="6,4")  # torch's "new(): invalid data type 'str'" named no argument
+    with pytest.raises(ValueError, match=r"^input dtype torch.int64: .* convert it \(x.float\(\)\)"):
+        model(x.long())  # it said model.to(torch.int64), which torch refuses
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_every_norm_runs_on_meta_for_its_shapes(cell):
+    """`model.to("meta")` (shapes without values, as deferred initialisation uses it) failed for the
+    batch norms on reading their step count ("Tensor.item() cannot be called on meta tensors"),
+    and, once autocast was asked about, for every norm ("unknown device type for autocast")."""
+    RNN = CELLS[cell][0]
+    for norm in (*PER_SAMPLE, "atn-bn", "bn", "bn-input", "bln"):
+        for mode in ("train", "eval"):
+            model = getattr(RNN(D, H, 2, norm=norm, k=K).to("meta"), mode)()
+            out, _ = model(torch.randn(5, 2, D, device="meta"))
+            assert out.is_meta and out.shape == (5, 2, H), (norm, mode)
+
+
+def test_numpy_numbers_and_the_gru_without_a_python_fast_path():
+    """`dropout=np.float32(0.2)` (nn.LSTM takes it) was refused as no number; NormGRU's
+    `backend="function"` was refused as covering "no norm of NormGRU, not norm='atn'"."""
+    assert NormLSTM(D, H, 2, dropout=np.float32(0.2), norm="ln").dropout == pytest.approx(0.2)
+    with pytest.raises(ValueError, match=r"^backend='function' exists for NormLSTM only"):
+        NormGRU(D, H, norm="atn", backend="function")
+
+
+def test_the_full_backward_hook_warning_comes_once_a_model():
+    import warnings
+
+    model = NormGRU(D, H, norm="atn", k=K)
+    model.register_full_backward_hook(lambda *args: None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            model(torch.randn(4, 2, D))
+    assert sum("full backward hook" in str(w.message) for w in caught) == 1

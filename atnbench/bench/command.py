@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from atnbench.errors import UserError
-from atnbench.evidence.machine import cpu_model
+from atnbench.evidence.machine import cpu_capability, cpu_model
 from atnbench.tables import FitTable, out
 
 
@@ -61,7 +61,7 @@ def bench_command(request: BenchRequest) -> None:
                    what=f"workload {w.name}")
     torch.set_num_threads(request.threads)
     env = {"device": str(torch_device), "threads": torch.get_num_threads(), "torch": torch.__version__,
-           "cpu": cpu_model(), "gpu": torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda" else None,
+           "cpu": cpu_model(), "cpu_capability": cpu_capability(), "gpu": torch.cuda.get_device_name(torch_device) if torch_device.type == "cuda" else None,
            "dtype": "float32"}
     records = _time(request, workloads, entries, torch_device, env)
     if request.fmt == "json":
@@ -74,7 +74,8 @@ def bench_command(request: BenchRequest) -> None:
         mem = "CUDA max allocated" if torch_device.type == "cuda" else "saved activations (autograd)"
         gpu = f" ({env['gpu']})" if env["gpu"] else ""
         out.print(f"[dim]torch {torch.__version__}, device {torch_device}{gpu}, {env['threads']} threads, "
-                  f"CPU {env['cpu']}; mem = peak {mem}; ± = half the interquartile range of train ms[/]")
+                  f"CPU {env['cpu']} ({env['cpu_capability'] or 'instruction set unknown'}); mem = peak {mem}; "
+                  f"± = half the interquartile range of train ms[/]")
 
 
 def _time(request: BenchRequest, workloads, entries, torch_device, env: dict) -> list[dict]:

@@ -14,7 +14,8 @@ Width, one rule for every command (``out`` and ``err``, both :class:`Output`): i
 the terminal's width; piped or redirected (a file, ``| less``, ``| grep``), plain text without
 colour codes, as wide as the content: every table row on one line, no text wrapped. $COLUMNS,
 where set, is the width in both cases. Tables fit whatever width they get without cutting a
-value (``atnbench.tables.FitTable``).
+value (``atnbench.tables.FitTable``). ``--help`` is typer's: its panels are 80 columns wide piped
+(panels as wide as their longest line would be thousands of box characters); $COLUMNS widens them.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench.evidence import transfer
 from atnbench.report.load import check_task
 from atnbench.errors import UserError
-from atnbench.run.outputs import RUN_EXPORT, check_keeps_runs, check_output_file
+from atnbench.run.outputs import RUN_EXPORT, STUDIES, check_keeps_runs, check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
@@ -90,7 +90,7 @@ def export_cmd(
     if studies_file is not None:  # before anything is written: a refusal leaves the runs' file as it was
         if str(studies_file) == "-":
             raise UserError("--studies -: give the studies a file's name (- is not the terminal here)")
-        check_output_file(studies_file, "--studies", store=store)
+        check_output_file(studies_file, "--studies", store=store, export=STUDIES)
         if str(file) != "-" and studies_file.expanduser().resolve() == file.expanduser().resolve():  # ../, links
             raise UserError(f"--studies {studies_file} is the runs' file too; give the studies a file of their own")
     with open_store(store) as results:

@@ -278,6 +278,14 @@ def _windows_ok(model, x: Tensor, windows) -> bool:
     return True
 
 
+def autocasting(x: Tensor) -> bool:
+    """Whether ``torch.autocast`` is on for ``x``'s device (False for one it does not know: meta)."""
+    try:
+        return torch.is_autocast_enabled(x.device.type)
+    except RuntimeError:  # "unknown device type for autocast"
+        return False
+
+
 def _hooked(model) -> bool:
     """Whether a hook waits on a layer or a module inside one (legacy ``torch.nn.utils.weight_norm``
     and ``spectral_norm`` recompute a weight in a forward pre-hook; activation capture), or on
@@ -324,7 +332,7 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "loop"  # padded batches: on the C++ kernels only (and with rows)
     if x.dtype not in (torch.float32, torch.float64) or x.device.type == "mps" or x.shape[0] == 0 or _tracing():
         return "loop"
-    if torch.is_autocast_enabled(x.device.type):  # its products would reach the kernels in half/bfloat16
+    if autocasting(x):  # its products would reach the kernels in half/bfloat16
         return "loop"
     if torch._C._are_functorch_transforms_active():  # torch.func.grad/vmap/jvp: the kernels' Functions
         return "loop"  # are of the older form, which the transforms refuse

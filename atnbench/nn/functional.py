@@ -177,7 +177,9 @@ def cut_flat(y: Tensor, flat: Tensor | None) -> Tensor:
     shift's gradients (dy * xhat, dy) are untouched, and so is every value. For k = 1 ATN-BN is
     BN, whose rows-alike rule is already exact and finite: the callers cut for k > 1 only.
     """
-    if flat is None or not torch.is_grad_enabled() or not y.requires_grad or not bool(flat.any()):
+    if flat is None or not torch.is_grad_enabled() or not y.requires_grad:
+        return y
+    if not flat.is_meta and not bool(flat.any()):  # on meta (shapes only) nothing can be read: cut as written
         return y
     return torch.where(flat, y.detach(), y)
 

@@ -123,9 +123,9 @@ class NormLSTM(NormRecurrent):
     def _carries(self, state):
         if isinstance(state, list) and len(state) == 2:  # nn.LSTM takes [h_0, c_0] too
             state = tuple(state)
-        if not isinstance(state, tuple) or len(state) != 2:
-            raise ValueError("the state of NormLSTM is (h_0, c_0), as for nn.LSTM (ATN's windows ride on h_0: "
-                             f"pass back the state it returned), got {_describe(state)}")
+        if not isinstance(state, tuple) or len(state) != 2 or not all(isinstance(t, Tensor) for t in state):
+            raise ValueError("the state of NormLSTM is (h_0, c_0), two tensors, as for nn.LSTM (ATN's windows ride "
+                             f"on h_0: pass back the state it returned), got {_describe(state)}")
         return list(state)
 
     def _pack(self, carries):
@@ -134,5 +134,6 @@ class NormLSTM(NormRecurrent):
 
 def _describe(state) -> str:
     if isinstance(state, tuple):
-        return f"a tuple of {len(state)}"
+        kinds = ", ".join(type(t).__name__ for t in state)
+        return f"a tuple of {len(state)}" + (f" ({kinds})" if kinds and len(state) <= 3 else "")
     return f"a {type(state).__name__}"

@@ -26,6 +26,7 @@ normalized output (time first, starting at step ``t0``). ``atnbench stats`` uses
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -84,6 +85,8 @@ class NormSpec:
             raise TypeError(f"momentum must be a number, got {self.momentum!r}")
         if self.gain_init is not None and not _is_number(self.gain_init):
             raise TypeError(f"gain_init must be a number or None, got {self.gain_init!r}")
+        if self.gain_init is not None and not math.isfinite(self.gain_init):  # every output NaN from step 1
+            raise ValueError(f"gain_init must be a finite number, got {self.gain_init!r}")
         flags = self.bln_population
         if not isinstance(flags, (tuple, list)) or len(flags) != 4 or not all(isinstance(f, bool) for f in flags):
             raise TypeError(f"bln_population must be four True/False flags (E_B, Std_B, E_F, Std_F), got {flags!r}")
@@ -283,11 +286,13 @@ class StepStatistics(nn.Module):
             return
         for name, value in values.items():
             getattr(self, name)[t0:stop].lerp_(value[: stop - t0].to(getattr(self, name).dtype), self.momentum)
+        if self.steps_seen.is_meta:  # shapes only (`model.to("meta")`): no count to read
+            return
         if stop > int(self.steps_seen):
             self.steps_seen.fill_(stop)
 
     def lookup(self, t0: int, steps: int) -> dict[str, Tensor]:
-        last = max(int(self.steps_seen), 1) - 1
+        last = (self.max_steps if self.steps_seen.is_meta else max(int(self.steps_seen), 1)) - 1
         if t0 + steps <= last + 1:
             return {name: getattr(self, name)[t0 : t0 + steps] for name in self.names}
         rows = torch.arange(t0, t0 + steps, device=self.steps_seen.device).clamp_max(last)

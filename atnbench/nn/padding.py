@@ -27,7 +27,10 @@ def as_lengths(lengths: Optional[Lengths], steps: int, batch: int, device: torch
     """``lengths`` as a (B,) int64 tensor on ``device`` (checked: 1 <= length <= T), or None."""
     if lengths is None:
         return None
-    lengths = torch.as_tensor(lengths)
+    try:
+        lengths = torch.as_tensor(lengths)
+    except (TypeError, ValueError, RuntimeError):  # "6,4,2": torch's words named no argument
+        raise ValueError(f"lengths must be one whole number per sequence (a list or a tensor), got {lengths!r}") from None
     if lengths.dim() != 1 or lengths.shape[0] != batch:
         raise ValueError(f"lengths must have one entry per sequence ({batch}), got shape {tuple(lengths.shape)}")
     if lengths.is_floating_point() or lengths.is_complex() or lengths.dtype == torch.bool:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import re
 import warnings
 from typing import Optional
@@ -172,6 +173,10 @@ class NormRecurrent(nn.Module):
                 raise TypeError(f"{name} should be of type int, got {type(value).__name__}")
         if input_size < 1 or hidden_size < 1 or num_layers < 1:
             raise ValueError("input_size, hidden_size and num_layers must be positive")
+        for name, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional),
+                            ("bias_inside", True if bias_inside is None else bias_inside)):
+            if not isinstance(value, bool):  # as nn.LSTM: "False" from a quoted config is true, and was taken so
+                raise TypeError(f"{name} should be of type bool, got {type(value).__name__} ({value!r})")
         proj_size = norm_options.pop("proj_size", 0)
         if proj_size != 0:  # nn.LSTM's default 0 (no projection) is accepted as given
             raise ValueError(f"proj_size={proj_size!r}: {type(self).__name__} has no projection (nn.LSTM's "
@@ -182,7 +187,7 @@ class NormRecurrent(nn.Module):
             raise TypeError(f"{type(self).__name__} got unknown keyword argument(s) {', '.join(unknown)}; "
                             f"besides nn.LSTM's arguments it takes norm, bias_inside, init, backend and "
                             f"the normalization's options: {known}")
-        if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout <= 1.0:
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0.0 <= dropout <= 1.0:
             raise ValueError(f"dropout should be a number in range [0, 1] representing the probability of an "
                              f"element being zeroed, got {dropout!r}")
         if dropout > 0 and num_layers == 1:  # nn.LSTM's warning, word for word
@@ -198,6 +203,9 @@ class NormRecurrent(nn.Module):
         if backend == "fused" and norm != "none":
             raise ValueError("backend='fused' (torch's own kernel) exists only for norm='none'")
         fast = {"cpp": self.fast_norms, "function": self.function_norms, "triton": self.fast_norms}.get(backend)
+        if fast is not None and not fast:
+            raise ValueError(f"backend={backend!r} exists for NormLSTM only (a Python fast path of LN and ATN); "
+                             f"use 'auto' or 'loop'")
         if fast is not None and norm not in fast:
             covered = ", ".join(repr(n) for n in fast) or "no norm"
             raise ValueError(f"backend={backend!r} (the fast path) covers {covered} of {type(self).__name__}, "
@@ -208,7 +216,7 @@ class NormRecurrent(nn.Module):
         self.last_paths: tuple[str, ...] = ()
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.proj_size, self.bias = 0, bool(bias)  # nn.LSTM's attributes, which client code reads
-        self.batch_first, self.dropout, self.bidirectional = batch_first, dropout, bool(bidirectional)
+        self.batch_first, self.dropout, self.bidirectional = batch_first, float(dropout), bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
         self.bias_inside = scheme.bias_inside if bias_inside is None else bias_inside
         self.windowed = scheme.windowed
@@ -425,7 +433,8 @@ class NormRecurrent(nn.Module):
             y = y.transpose(0, 1)
         if self.windowed:
             carries[0] = with_windows(carries[0], windows, self.windows_made_by)
-            if len(carries) == 1 and self._get_backward_hooks()[0]:
+            if len(carries) == 1 and self._get_backward_hooks()[0] and not getattr(self, "_hook_warned", False):
+                self._hook_warned = True  # once a model, not once a training step
                 _warn_hooked_state(self)
         return y, self._pack(carries)
 
@@ -461,6 +470,9 @@ class NormRecurrent(nn.Module):
                                  "(num_layers * num_directions, batch, hidden_size)")
             if carry.dtype != x.dtype and not _autocast(x):
                 raise ValueError(f"state tensor {i} has dtype {carry.dtype}, the input {x.dtype}; give them one dtype")
+            if carry.device != x.device:  # as nn.LSTM says it; on the kernels it was torch's words on fake tensors
+                raise ValueError(f"state tensor {i} is on {carry.device}, the input on {x.device}; give them one "
+                                 f"device (state.to(x.device))")
         if windows is None:
             windows = tuple(layer.initial_windows(batch, x.device) for layer in self.layers)
         else:
@@ -525,6 +537,9 @@ class NormRecurrent(nn.Module):
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input has {x.shape[-1]} features, the model expects {self.input_size}")
         weight = next(self.parameters(), None)
+        if not (x.is_floating_point() or x.is_complex()):  # token ids: model.to(torch.int64), as said below, fails
+            raise ValueError(f"input dtype {x.dtype}: a recurrent layer takes floating-point input; convert it "
+                             f"(x.float()), or embed token ids first (nn.Embedding)")
         if weight is not None and x.dtype != weight.dtype and not _autocast(x):  # as nn.LSTM says it
             raise ValueError(f"input dtype ({x.dtype}) does not match the model's dtype ({weight.dtype}); "
                              f"convert one of them (x.to({weight.dtype}) or model.to({x.dtype}))")
@@ -597,4 +612,4 @@ def _warn_hooked_state(model) -> None:
 
 def _autocast(x: Tensor) -> bool:
     """Under autocast the dtypes of input, state and weights may differ: autocast casts them."""
-    return torch.is_autocast_enabled(x.device.type)
+    return fastpath.autocasting(x)

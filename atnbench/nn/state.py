@@ -77,8 +77,10 @@ class WindowedTensor(Tensor):
         self._windows_values = plain(self).detach().clone()
 
     def __getstate__(self) -> dict:
-        """What pickling keeps besides the values: the windows (a version counter is per process)."""
-        return {"windows": self._windows, "made_by": self.made_by}
+        """What pickling keeps besides the values: the windows (a version counter is per process),
+        and whether the values were written since: restored in this order (setattr), after the
+        windows, so a saved state written in place stays refused."""
+        return {"windows": self._windows, "made_by": self.made_by, "_values_replaced": self.written_in_place}
 
     @property
     def written_in_place(self) -> bool:
@@ -91,7 +93,8 @@ class WindowedTensor(Tensor):
 
     @property
     def data(self) -> "WindowedTensor":
-        return with_windows(_TENSOR_DATA.__get__(self), detach_windows(self.windows), self.made_by)
+        return with_windows(_TENSOR_DATA.__get__(self), detach_windows(self.windows), self.made_by,
+                            written=self.written_in_place)
 
     @data.setter
     def data(self, values: Tensor) -> None:
@@ -99,7 +102,9 @@ class WindowedTensor(Tensor):
         self._values_replaced = True
 
     def detach(self) -> "WindowedTensor":
-        return with_windows(Tensor.detach(self), detach_windows(self.windows), self.made_by)
+        # a state written in place, then detached (`h[:, done] = 0`, then repackage_hidden): still refused
+        return with_windows(Tensor.detach(self), detach_windows(self.windows), self.made_by,
+                            written=self.written_in_place)
 
     def detach_(self) -> "WindowedTensor":
         if self._is_view():  # as returned by a model: an alias of its output, which torch cannot detach in place
@@ -115,15 +120,19 @@ class WindowedTensor(Tensor):
         # torch's default deepcopy of a subclass needs new_empty to return the subclass
         if id(self) not in memo:
             plain = copy.deepcopy(self.as_subclass(Tensor), memo)
-            memo[id(self)] = with_windows(plain, copy.deepcopy(self.windows, memo), self.made_by)
+            memo[id(self)] = with_windows(plain, copy.deepcopy(self.windows, memo), self.made_by,
+                                          written=self.written_in_place)
         return memo[id(self)]
 
 
-def with_windows(h: Tensor, windows: Windows, made_by: Optional[str] = None) -> WindowedTensor:
-    """``h`` (same storage, same autograd graph) carrying ``windows``, made by ``made_by``."""
+def with_windows(h: Tensor, windows: Windows, made_by: Optional[str] = None,
+                 written: bool = False) -> WindowedTensor:
+    """``h`` (same storage, same autograd graph) carrying ``windows``, made by ``made_by``;
+    ``written``: its values were already written in place (a copy of such a state stays refused)."""
     out = h.as_subclass(WindowedTensor)
     out.windows = windows
     out.made_by = made_by
+    out._values_replaced = written
     return out
 
 

@@ -433,6 +433,17 @@ def read_bench_records(path: Path) -> list[dict]:
             got = json.dumps(first["input"])
             raise UserError(f"{path}: {what} (record {i + 1}: {field} {said}, got "
                             f"{got if len(got) <= 40 else got[:37] + '...'})") from None
+        if not record["train_ms_p25"] <= record["train_ms"] <= record["train_ms_p75"]:
+            raise UserError(f"{path}: {what} (record {i + 1}: train_ms {record['train_ms']} is not between its "
+                            f"quartiles {record['train_ms_p25']} and {record['train_ms_p75']})")
+    shapes: dict[str, tuple] = {}
+    for i, record in enumerate(records):  # one bench's records: each workload at one size
+        shape = tuple(record[key] for key in ("batch", "hidden", "T"))
+        first = shapes.setdefault(record["workload"], shape)
+        if shape != first:
+            raise UserError(f"{path}: records of more than one bench: workload {record['workload']} at "
+                            f"B={first[0]}, H={first[1]}, T={first[2]} and (record {i + 1}) B={shape[0]}, "
+                            f"H={shape[1]}, T={shape[2]}; plot one bench's records")
     return records
 
 
@@ -467,6 +478,7 @@ def draw_cost(records: list[dict]) -> Optional[Figure]:
             low = min(min(r["infer_ms"], r["train_ms_p25"]) for r in chosen) / 2
             high = max(r["train_ms_p75"] for r in chosen) * 4
             height = 0.38
+            base = next((r["train_ms"] for r in chosen if r["model"] == "lstm-fused"), None)
             for y, r in enumerate(chosen):
                 color = colors[r["model"]]
                 spread = [[r["train_ms"] - r["train_ms_p25"]], [r["train_ms_p75"] - r["train_ms"]]]
@@ -474,7 +486,7 @@ def draw_cost(records: list[dict]) -> Optional[Figure]:
                         capsize=2, edgecolor="black", lw=0.5, error_kw={"lw": 0.8})
                 ax.barh(y + height / 2, r["infer_ms"] - low, height, left=low, color=color, alpha=0.45,
                         hatch="///", edgecolor="black", lw=0.5)
-                ratio = r.get("ratio_lstm_fused")
+                ratio = r["train_ms"] / base if base else r.get("ratio_lstm_fused")  # from the bars it labels
                 if ratio is not None:
                     ax.annotate(f"{ratio:.1f}×", (r["train_ms_p75"], y - height / 2), textcoords="offset points",
                                 xytext=(3, 0), va="center", fontsize=8)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import tempfile
 import time
 from contextlib import contextmanager
@@ -96,10 +97,14 @@ def lock_file(store_path: PathLike, run_id: str) -> Path:
 
 
 def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
-    """Write ``path`` through a unique temporary file in its folder and an atomic replace."""
+    """Write ``path`` through a unique temporary file in its folder and an atomic replace, with the
+    mode the file had, or a new file's under the umask (mkstemp's own is 0600: a shared record no
+    one else could read)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(path)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
@@ -108,6 +113,24 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permission bits ``path`` has, or a new file's: 0666 less the umask (read where Linux
+    shows it, so no thread sees the umask changed for a moment)."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _os_error_in(error: BaseException):

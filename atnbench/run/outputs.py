@@ -43,12 +43,14 @@ def _check_parents(path: Path, flag: str) -> None:
 
 SQLITE, RUN_EXPORT = "an SQLite database (a results store?)", "an export of runs (JSON Lines)"
 RUNS_LIST = "a list of runs (`runs export -f json`)"
+RUNS_CSV = "a table of runs (`runs export`'s CSV)"
+STUDIES = "an export of studies (`store export --studies`: plans no run can rebuild)"
 EXPORT_READ = 1 << 26  # a run with thousands of evaluations is one long line
 
 
 def _holds_evidence(path: Path) -> Optional[str]:
-    """SQLITE, RUN_EXPORT or RUNS_LIST when the file at ``path`` is one (by its first bytes; a JSON
-    list of runs, as `runs export -f json` writes, by its first run), else None."""
+    """SQLITE, RUN_EXPORT, RUNS_LIST, STUDIES or RUNS_CSV when the file at ``path`` is one (by its first
+    bytes; a JSON list by its first element; a CSV by a run_id column in its header), else None."""
     import json
 
     from atnbench.store import SQLITE_HEADER
@@ -65,20 +67,32 @@ def _holds_evidence(path: Path) -> Optional[str]:
         return None  # unreadable: the write check below says what it can
     try:
         record = json.loads(first)
-    except ValueError:  # not JSON, or longer than what was read
-        return None
+    except ValueError:  # not JSON, or longer than what was read: a CSV of runs?
+        return RUNS_CSV if _csv_header(first) is not None and "run_id" in _csv_header(first) else None
     kind = RUN_EXPORT
     if isinstance(record, list) and record:
         record, kind = record[0], RUNS_LIST
+        if isinstance(record, dict) and {"family", "looks", "comparisons"} <= record.keys():
+            return STUDIES
     return kind if isinstance(record, dict) and {"run_id", "config"} <= record.keys() else None
+
+
+def _csv_header(first: bytes) -> Optional[list[str]]:
+    import csv
+
+    try:
+        return next(csv.reader([first.decode("utf-8-sig").splitlines()[0]]))
+    except (UnicodeDecodeError, IndexError, StopIteration, csv.Error):
+        return None
 
 
 def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None,
                       export: Optional[str] = None) -> None:
     """ValueError (one line) unless ``path`` can be written as a file, replacing only a regular
     file that is not the results store ``store``, nor another SQLite database, nor an export of
-    runs: ``export`` (RUN_EXPORT or RUNS_LIST) is the kind of export the output is, which may
-    replace one of its kind, or a list of runs (a view the store gives again)."""
+    runs (JSON Lines, a list, a CSV), nor an export of studies: ``export`` (RUN_EXPORT, RUNS_LIST,
+    RUNS_CSV or STUDIES) is the kind of export the output is, which may replace one of its kind, or
+    a list or CSV of runs (views the store gives again)."""
     from atnbench.userfiles import kind_of
 
     path = Path(path).expanduser()
@@ -94,7 +108,9 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     if store is not None and Path(store).exists() and os.path.samefile(path, store):
         raise UserError(f"{flag} {path} is the results store {store}; give another file")
     held = _holds_evidence(path)
-    replaceable = {None, export, RUNS_LIST} if export else {None}  # an export replaces its kind, and a list
+    # an export replaces its kind, and the views the store gives again (a list, a CSV of runs);
+    # check_keeps_runs then keeps it from losing runs the file holds
+    replaceable = {None, export, RUNS_LIST, RUNS_CSV} if export else {None}
     if held == SQLITE or held not in replaceable:
         raise UserError(f"{flag} {path} already holds {held}, which this would replace; give another file "
                         f"(or remove it first)")

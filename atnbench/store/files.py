@@ -30,7 +30,7 @@ def check_store_path(path: Path, create: bool = True, write: bool = True) -> Non
                          f"(e.g. {path / DEFAULT_STORE.name})")
     if not path.exists():
         if not create:
-            raise StoreMissing(f"no results store at {path} (run a benchmark first, or pass the right store path)")
+            raise StoreMissing(f"no results store at {path} (atnbench run, sweep or store import make one; or pass the right store path)")
         return
     if not path.is_file():
         raise StoreError(f"results store {path} is not a regular file")
