@@ -347,7 +347,7 @@ def test_backend_argument_is_checked():
         NormLSTM(3, 4, norm="ln", backend="fast")
     with pytest.raises(ValueError, match="covers 'ln', 'atn' of NormLSTM"):
         NormLSTM(3, 4, norm="bn", backend="function")
-    with pytest.raises(ValueError, match="not norm='atn'"):
+    with pytest.raises(ValueError, match="backend='function' exists for NormLSTM only"):
         NormGRU(3, 4, norm="atn", backend="function")
     assert "backend='loop'" in repr(NormLSTM(3, 4, norm="ln", backend="loop"))
 
