@@ -35,3 +35,19 @@ def test_targets_met_and_missed(tmp_path, capsys):
     assert cuda_check.targets(_bench(tmp_path, 1.8, 4.2)) == 1  # ATN 2.1x cuDNN and 1.17x LN
     out = capsys.readouterr().out
     assert "atn k=45 x fused" in out and "atn k=45 x ln" in out and out.count("MISSED") == 2
+
+
+def test_targets_of_older_records_a_csv_and_a_near_miss(tmp_path, capsys):
+    """Records from before ratio_fused (2026-11-22) raised KeyError; a CSV raised JSONDecodeError;
+    1.154 was printed "1.15 <= 1.15: MISSED". Computed, refused in a line, shown to three places."""
+    args = _bench(tmp_path, 1.8, 2.0 * 1.8 * 1.154)
+    rows = json.loads(Path(args.bench).read_text())
+    Path(args.bench).write_text(json.dumps([{k: v for k, v in r.items() if k != "ratio_fused"} for r in rows]))
+    assert cuda_check.targets(args) == 1
+    out = capsys.readouterr().out
+    assert "ln x fused                                 1.800 <= 2.0: met" in out
+    assert "atn k=45 x ln                              1.154 <= 1.15: MISSED" in out
+    table = tmp_path / "bench.csv"
+    table.write_text("workload,model\nadding,ln\n")
+    assert cuda_check.targets(argparse.Namespace(bench=str(table))) == 2
+    assert "not the JSON records of `atnbench bench -o FILE.json`" in capsys.readouterr().err
