@@ -25,7 +25,12 @@ for status in done diverged; do
 done
 # Stale runs (older code) whose experiment now has a current run are left out: the published
 # set is current where it can be; the rest stay, and the reports mark them stale.
-atnbench store export results/runs.jsonl --store "$fresh" --drop-superseded --studies results/studies.json
+# Written beside, then moved in: an export never replaces a file holding runs it would lose, and
+# leaving the superseded runs out is the point here (every run of the old file is in $fresh).
+atnbench store export "$(dirname "$fresh")/published.jsonl" --store "$fresh" --drop-superseded \
+  --studies "$(dirname "$fresh")/published-studies.json"
+mv "$(dirname "$fresh")/published.jsonl" results/runs.jsonl
+mv "$(dirname "$fresh")/published-studies.json" results/studies.json
 published=$(dirname "$fresh")/from-file.db
 atnbench store import results/runs.jsonl --store "$published" --studies results/studies.json
 

@@ -114,6 +114,15 @@ def test_a_studys_row_shows_the_numbers_its_look_decided_on_whatever_the_filters
     everything = study_rows()
     assert everything[("atn k=45", "ln")][:2] == (5, 5) and everything[("atn k=45", "ln")][3] == REPRODUCED
     assert study_rows("--norm", "ln") == everything
+    # the same claims under another file name are the same family: its study still decides them
+    # (a renamed copy dropped the study's verdicts without a word and pooled its seeds as exploratory)
+    renamed = tmp_path / "copy-of-claims.yaml"
+    renamed.write_bytes(Path(claims_file(tmp_path)).read_bytes())
+    result = invoke("report", "--store", db, "--claims", renamed, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert {(c["lower"], c["higher"]): (c["lower_cell"]["n"], c["higher_cell"]["n"], c["p_value"], c["verdict"])
+            for claim in json.loads(result.stdout)["verdicts"]["claims"] if claim["design"].startswith("study")
+            for c in claim["comparisons"]} == everything
 
 
 def test_rows_split_by_unvouched_code_are_shown_as_not_compared_never_dropped(tmp_path):
@@ -675,21 +684,45 @@ def test_a_study_planned_off_its_protocol_elsewhere_is_not_imported(tmp_path, mo
 def test_planned_seeds_a_study_never_came_to_are_exploratory_once_it_is_over():
     """A study planned for looks at 5 and 8 seeds that ended at its first look (futile) held seeds
     3-10 still: seeds 8-9 run later were in neither its row nor the exploratory one, and nothing said
-    so. Open, the whole plan is the study's (its next look's seeds); over, only its last look's."""
-    side = ("atn", "ln")
-    planned = studies.Planned(claims=("c1",), lower="atn", higher="ln", stat="min_val_loss",
-                              higher_is_better=False, margin=None, margin_of=None)
-    plan = studies.Study(name="s", family="f", family_digest="d", m=1, alpha=0.05, looks=(5, 8), first_seed=3,
-                         processor=None, task="adding", T=10, budget=1.0, variant=None, comparisons=(planned,),
-                         run_ids={s: [f"{s}{i}" for i in range(8)] for s in side}, planned_at="", code="",
-                         config_keys={s: [f"key-{s}{i}" for i in range(8)] for s in side})
-    assert plan.seeds_held() == 8 and len(plan.all_runs()) == 16 and len(plan.planned_experiments()) == 16
-    look = {"look": 0, "date": "", "runs": {s: [f"{s}{i}" for i in range(5)] for s in side},
-            "comparisons": [{"lower": "atn", "higher": "ln", "decision": studies.FUTILE}]}
-    over = dataclasses.replace(plan, recorded=(look,))
-    assert over.next_look() is None and over.seeds_held() == 5
-    assert over.all_runs() == {f"{s}{i}" for s in side for i in range(5)}
-    assert over.planned_experiments() == {f"key-{s}{i}" for s in side for i in range(5)}
-    still_open = dataclasses.replace(plan, recorded=({**look, "comparisons": [
-        {"lower": "atn", "higher": "ln", "decision": studies.OPEN}]},))
-    assert still_open.seeds_held() == 8 and len(still_open.all_runs()) == 16
+    so. Open, the whole plan is the study's (its next look's seeds); over, each configuration holds
+    the seeds of the look that decided its comparisons: one decided at the first look beside one
+    that went on holds 5 seeds where its partner's other comparison held 8."""
+    sides = ("atn", "ln", "lstm")
+    first = studies.Planned(claims=("c1",), lower="atn", higher="ln", stat="min_val_loss",
+                            higher_is_better=False, margin=None, margin_of=None)
+    second = dataclasses.replace(first, claims=("c2",), lower="ln", higher="lstm")
+    plan = studies.Study(name="s", family="f", family_digest="d", m=2, alpha=0.05, looks=(5, 8), first_seed=3,
+                         processor=None, task="adding", T=10, budget=1.0, variant=None, comparisons=(first, second),
+                         run_ids={s: [f"{s}{i}" for i in range(8)] for s in sides}, planned_at="", code="",
+                         config_keys={s: [f"key-{s}{i}" for i in range(8)] for s in sides})
+    assert [plan.seeds_held(s) for s in sides] == [8, 8, 8] and len(plan.all_runs()) == 24
+
+    def look(number, n, decisions):  # a look's runs: those of the comparisons it judged
+        judged = {side for pair in decisions for side in pair}
+        return {"look": number, "seeds": n, "date": "", "runs": {s: [f"{s}{i}" for i in range(n)] for s in judged},
+                "comparisons": [{"lower": a, "higher": b, "decision": d} for (a, b), d in decisions.items()]}
+
+    futile = dataclasses.replace(plan, recorded=(look(1, 5, {("atn", "ln"): studies.FUTILE,
+                                                             ("ln", "lstm"): studies.FUTILE}),))
+    assert futile.next_look() is None and [futile.seeds_held(s) for s in sides] == [5, 5, 5]
+    assert futile.all_runs() == {f"{s}{i}" for s in sides for i in range(5)}
+    assert futile.planned_experiments() == {f"key-{s}{i}" for s in sides for i in range(5)}
+    still_open = dataclasses.replace(plan, recorded=(look(1, 5, {("atn", "ln"): studies.REPRODUCED,
+                                                                 ("ln", "lstm"): studies.OPEN}),))
+    assert [still_open.seeds_held(s) for s in sides] == [8, 8, 8]
+    went_on = dataclasses.replace(still_open, recorded=(*still_open.recorded,
+                                                        look(2, 8, {("ln", "lstm"): studies.UNDECIDED})))
+    assert went_on.next_look() is None
+    assert [went_on.seeds_held(s) for s in sides] == [5, 8, 8]  # atn's comparison was decided at look 1
+    assert "atn6" not in went_on.all_runs() and "ln6" in went_on.all_runs()
+
+
+def test_a_side_naming_a_decimal_setting_matches_its_runs():
+    """`ln lr=0.01` kept "0.01" as text, which never equals the stored 0.01: "claims without runs here"
+    beside the very rows it names."""
+    from atnbench.report.claims import parse_side
+
+    assert parse_side("ln lr=0.01").settings == (("lr", 0.01),)
+    assert parse_side("ln lr=1e-2 hidden=8").settings == (("lr", 0.01), ("hidden", 8))
+    assert parse_side("atn k=45 bias_inside=false").settings == (("bias_inside", False),)
+    assert parse_side("ln init=torch").settings == (("init", "torch"),)

@@ -31,7 +31,8 @@ def bench(
     device: options.Device = options.DEVICE,
     fmt: Annotated[Optional[str], options.output_format(("table", "json", "csv"),
                                                         "; json and csv print only the records")] = None,
-    output: Annotated[Optional[Path], options.output_file("the records (as well as printing): CSV where FILE ends in .csv, else JSON, what plot --bench reads")] = None,
+    output: Annotated[Optional[Path], options.output_file("the records (CSV where FILE ends in .csv, else the JSON plot --bench reads), as well as "
+                        "printing them,")] = None,
     quiet: options.Quiet = False,
     json_old: bool = options.deprecated_flag("--json", "--format json", is_flag=True),
     csv_old: bool = options.deprecated_flag("--csv", "--format csv", is_flag=True),

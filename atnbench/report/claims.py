@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,13 @@ def parse_side(text: Any, path: Path = CLAIMS_FILE, where: str = "side") -> Side
         value: Any = {"true": True, "false": False}.get(raw.lower(), raw)
         if isinstance(value, str) and value.lstrip("-").isdigit():
             value = int(value)
+        elif isinstance(value, str):  # lr=0.01, lr=1e-2: a number as the run's config holds it
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+            else:
+                value = number if math.isfinite(number) else value
         if key == "k":
             if type(value) is not int or value < 1:
                 raise _fail(path, where, f"{text!r}: k is a window length, a whole number >= 1, got {raw!r}")

@@ -134,18 +134,22 @@ class Study:
                 return list(used[:n])
         return list(self.run_ids[side][:n])
 
-    def seeds_held(self) -> int:
-        """Seeds per configuration that are the study's: its whole plan while it is open; once it is
-        over (every comparison decided, or the last look taken), those of its last look. Planned
-        seeds it never came to are anyone's: run later, they are exploratory."""
+    def seeds_held(self, side: str) -> int:
+        """Seeds of configuration ``side`` that are the study's: its whole plan while the study is
+        open; once it is over (every comparison decided, or the last look taken), those of the look
+        that decided each comparison the side is in (the last look taken for one left undecided).
+        Planned seeds it never came to are anyone's: run later, they are exploratory."""
         if self.next_look() is not None or not self.recorded:
             return self.max_seeds
-        return self.looks[len(self.recorded) - 1]
+        taken = self.looks[len(self.recorded) - 1]
+        decisions = self.decisions()
+        return max((self.looks[decisions[(c.lower, c.higher)]["look"] - 1] if (c.lower, c.higher) in decisions
+                    else taken for c in self.comparisons if side in (c.lower, c.higher)), default=taken)
 
     def all_runs(self) -> set[str]:
         """Every run id the study holds (planned, as :meth:`seeds_held` counts) or a look used."""
-        held = self.seeds_held()
-        return {run_id for ids in self.run_ids.values() for run_id in ids[:held]} | self.runs_looked_at()
+        return {run_id for side, ids in self.run_ids.items() for run_id in ids[:self.seeds_held(side)]} \
+            | self.runs_looked_at()
 
     def runs_looked_at(self) -> set[str]:
         """Every run a recorded look used: the study's evidence so far."""
@@ -155,8 +159,7 @@ class Study:
     def planned_experiments(self) -> set[str]:
         """The config keys of every planned seed it holds (:meth:`seeds_held`): a run of one of them
         is this study's, whichever (vouched) code made it, looked at yet or not."""
-        held = self.seeds_held()
-        return {key for keys in self.config_keys.values() for key in keys[:held]}
+        return {key for side, keys in self.config_keys.items() for key in keys[:self.seeds_held(side)]}
 
     def named_from(self, other: "Study") -> "Study":
         """This plan with the sweep and config keys ``other`` (the same plan) records, where this

@@ -487,8 +487,9 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
     groups = list(groups)
     # a study decides for the claims file it was planned for, that version of it (its digest): the
     # same name with other claims is another family, another m (report.command says so)
-    studies = [s for s in studies
-               if s.family == family.name and (not family.digest or s.family_digest == family.digest)]
+    studies = [s for s in studies  # the same claims under another file name are the same family
+               if (family.digest and s.family_digest == family.digest)
+               or (s.family == family.name and not family.digest)]
     in_studies = {run_id for study in studies for run_id in study.all_runs()}
     planned = {key for study in studies for key in study.planned_experiments()}
     if planned:  # a planned seed's run not yet in a look (another code's stand-in) is the study's too
@@ -569,8 +570,11 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         run.record.run_id: run for rows in group.runs.values() for run in rows}
     decisions = study.decisions()
     result = ClaimResult(claim, group, design=f"study {study.name}")
-    last = study.recorded[-1]
-    result.seeds = f"seeds {study.first_seed}-{study.first_seed + last['seeds'] - 1}"
+    # the seeds behind this claim's decisions: a comparison decided at the first look used its seeds only
+    deciding = [decisions[(p.lower, p.higher)]["look"] for p in study.comparisons
+                if claim.id in p.claims and (p.lower, p.higher) in decisions]
+    seeds = study.looks[max(deciding) - 1] if deciding else study.recorded[-1]["seeds"]
+    result.seeds = f"seeds {study.first_seed}-{study.first_seed + seeds - 1}"
     for planned in study.comparisons:
         if claim.id not in planned.claims:
             continue
