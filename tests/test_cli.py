@@ -369,6 +369,16 @@ def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path, monkeypat
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == ["cost_adding.png", "cost_adding.svg"]
     assert (tmp_path / "figs" / "cost_adding.png").read_bytes()[:4] == b"\x89PNG"
+    # with a store at the default path too: "alone, only that figure" (it drew the store's figures);
+    # a filter draws both
+    from helpers import fill_store
+
+    fill_store(tmp_path / "atnbench-results" / "atnbench.db", [("adding", 100, "ln", None, 0, "done", 0.5, None)])
+    alone = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs5")
+    assert alone.exit_code == 0 and sorted(p.name for p in (tmp_path / "figs5").iterdir()) == \
+        ["cost_adding.png", "cost_adding.svg"], alone.output
+    both = invoke("plot", "--bench", records, "--task", "adding", "--out-dir", tmp_path / "figs6")
+    assert both.exit_code == 0 and len(list((tmp_path / "figs6").iterdir())) > 2, both.output
     records.write_text('{"not": "records"}')
     bad = invoke("plot", "--bench", records, "--out-dir", tmp_path / "figs2")
     assert bad.exit_code == 2 and "atnbench bench --output" in bad.output

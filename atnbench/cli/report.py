@@ -74,7 +74,7 @@ def plot(
     store: options.Store = options.STORE,
     bench: Optional[Path] = typer.Option(None, "--bench", metavar="FILE", dir_okay=False,
                                          help="Also draw the cost figure from these `atnbench bench --output` "
-                                              "records (JSON); alone, only that figure."),
+                                              "records (JSON); alone (no filter, no --store), only that figure."),
     out_old: Optional[Path] = options.deprecated_flag("--out", "--out-dir", metavar="DIR"),
     **filters,
 ):
@@ -97,10 +97,10 @@ def plot(
     say = lambda message: out.print(Text(message), soft_wrap=True)  # noqa: E731
     # Every input is read before anything is written: a bad store after --bench leaves no files.
     records = read_bench_records(bench) if bench is not None else None
-    # the cost figure alone where no store was named: a store named and not there is one line, as elsewhere
+    # the cost figure alone where no store or filter was named (the help's "alone"), whether or not
+    # the default store is there; a store named and not there is one line, as elsewhere
     default_store = Path(store).expanduser().absolute() == Path(options.STORE).absolute()
-    only_cost = records is not None and (task, T, sweep, norm, since) == (None,) * 5 and default_store \
-        and not Path(store).is_file()
+    only_cost = records is not None and (task, T, sweep, norm, since) == (None,) * 5 and default_store
     groups = None if only_cost else load_groups(store, task, T, sweep, norm, since)[0]
     paths = []
     if records is not None:
