@@ -468,7 +468,7 @@ class NormRecurrent(nn.Module):
             if tuple(carry.shape) != expected:
                 raise ValueError(f"state tensor {i} has shape {tuple(carry.shape)}, expected {expected} "
                                  "(num_layers * num_directions, batch, hidden_size)")
-            if carry.dtype != x.dtype and not _autocast(x):
+            if carry.dtype != x.dtype and not fastpath.autocasting(x):
                 raise ValueError(f"state tensor {i} has dtype {carry.dtype}, the input {x.dtype}; give them one dtype")
             if carry.device != x.device:  # as nn.LSTM says it; on the kernels it was torch's words on fake tensors
                 raise ValueError(f"state tensor {i} is on {carry.device}, the input on {x.device}; give them one "
@@ -540,7 +540,7 @@ class NormRecurrent(nn.Module):
         if not (x.is_floating_point() or x.is_complex()):  # token ids: model.to(torch.int64), as said below, fails
             raise ValueError(f"input dtype {x.dtype}: a recurrent layer takes floating-point input; convert it "
                              f"(x.float()), or embed token ids first (nn.Embedding)")
-        if weight is not None and x.dtype != weight.dtype and not _autocast(x):  # as nn.LSTM says it
+        if weight is not None and x.dtype != weight.dtype and not fastpath.autocasting(x):  # as nn.LSTM says it
             raise ValueError(f"input dtype ({x.dtype}) does not match the model's dtype ({weight.dtype}); "
                              f"convert one of them (x.to({weight.dtype}) or model.to({x.dtype}))")
 
@@ -608,8 +608,3 @@ def _warn_hooked_state(model) -> None:
                            f"(register_full_backward_hook) returns h_n rebuilt by torch, without ATN's windows, so "
                            f"passed back it starts them empty; hook the module around it, or the tensors "
                            f"(Tensor.register_hook), to carry them", RuntimeWarning, "atnbench", 0)
-
-
-def _autocast(x: Tensor) -> bool:
-    """Under autocast the dtypes of input, state and weights may differ: autocast casts them."""
-    return fastpath.autocasting(x)

@@ -107,14 +107,9 @@ class WindowedTensor(Tensor):
                             written=self.written_in_place)
 
     def detach_(self) -> "WindowedTensor":
-        if self._is_view():  # as returned by a model: an alias of its output, which torch cannot detach in place
-            raise RuntimeError("h_n of a windowed norm is a view of the model's output, which torch cannot detach "
-                               "in place: write h = h.detach() (the windows stay, detached too)")
-        written = self.written_in_place  # before the windows are attached again, which forgets it
-        Tensor.detach_(self)
-        self.windows = detach_windows(self.windows)
-        self._values_replaced = written
-        return self
+        # every WindowedTensor is an alias (as_subclass) of the model's output, loaded ones too
+        raise RuntimeError("h_n of a windowed norm is a view of the model's output, which torch cannot detach "
+                           "in place: write h = h.detach() (the windows stay, detached too)")
 
     def __deepcopy__(self, memo: dict) -> "WindowedTensor":
         # torch's default deepcopy of a subclass needs new_empty to return the subclass

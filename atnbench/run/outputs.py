@@ -68,7 +68,8 @@ def _holds_evidence(path: Path) -> Optional[str]:
     try:
         record = json.loads(first)
     except ValueError:  # not JSON, or longer than what was read: a CSV of runs?
-        return RUNS_CSV if _csv_header(first) is not None and "run_id" in _csv_header(first) else None
+        header = _csv_header(first)
+        return RUNS_CSV if header is not None and "run_id" in header else None
     kind = RUN_EXPORT
     if isinstance(record, list) and record:
         record, kind = record[0], RUNS_LIST
