@@ -354,6 +354,8 @@ def test_the_cost_figures_ratios_are_those_of_its_bars():
     edited[1]["ratio_lstm_fused"] = 99.0
     texts = [t.get_text() for t in draw_cost(edited).axes[0].texts]
     assert texts == ["1.0×", "3.0×", "4.0×", "4.2×"], texts
+    classed = [{**r, "cpu_capability": "AVX512"} for r in BENCH_RECORDS]  # the footer names the class too
+    assert "CPU x (AVX512)" in " ".join(draw_cost(classed)._supxlabel.get_text().split())
 
 
 def test_plot_bench_draws_the_cost_figure_from_bench_records(tmp_path, monkeypatch):

@@ -510,7 +510,8 @@ def draw_cost(records: list[dict]) -> Optional[Figure]:
         fig.suptitle("cost per step of each model (atnbench bench)", fontweight="bold")
         _footer(fig, f"torch {env.get('torch', '?')}, device {env.get('device', '?')}, {env.get('threads', '?')} "
                      f"thread(s), {env.get('dtype', 'float32')}; median of {'/'.join(map(str, sorted(reps)))} "
-                     f"interleaved reps; CPU {env.get('cpu', '?')}")
+                     f"interleaved reps; CPU {env.get('cpu', '?')}"
+                     + (f" ({env['cpu_capability']})" if env.get("cpu_capability") else ""))
     return fig
 
 
