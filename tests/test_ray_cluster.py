@@ -225,13 +225,36 @@ def numbers(store: Path) -> list:
                 for run in results.runs()]
 
 
+# holds a run's lock (as another driver would) until the store holds N finished runs, then writes the
+# reference store's result of that run (record and kept weights) and lets go
+HOLDER = """
+import sys, time
+from atnbench.run.checkpoint import hold_run
+from atnbench.store import MODEL_KINDS, ResultsStore
+store, reference, run_id, others = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+with hold_run(store, run_id):
+    print("held", flush=True)
+    while True:
+        with ResultsStore(store) as results:
+            if sum(run.status == "done" for run in results.runs()) >= others:
+                break
+        time.sleep(0.1)
+    with ResultsStore(reference, create=False) as theirs, ResultsStore(store) as results:
+        results.import_record(theirs.export_record(run_id))
+        for kind in MODEL_KINDS:
+            if (kept := theirs.model(run_id, kind)) is not None:
+                results.save_model(run_id, kind, *kept)
+"""
+
 # 2 seeds x (lstm, ln, atn k=3, atn k=5): k does not split the lstm and ln runs
 TINY = tiny_sweep("tiny", ["none", "ln", "atn"], [3, 5], steps=6)
 
 
 def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path, monkeypatch):
     """Eight runs as Ray tasks, driven from this process, one of them interrupted here after its
-    first checkpoint: the task resumes it, and the store holds what a serial sweep writes."""
+    first checkpoint: the task resumes it, and the store holds what a serial sweep writes. Another
+    run is held by another process (its lock, as a second driver or `atnbench run` holds it) until
+    the seven others are done, then finished there: the driver waited and kept that result."""
     import torch
 
     from atnbench.evidence.identity import run_id_of
@@ -253,6 +276,11 @@ def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path,
     finally:
         torch.set_num_threads(previous)
 
+    held_id = run_id_of(expand(load_sweep(path))[2].config)  # atn k=3, seed 0: trained "elsewhere"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(store), str(reference), held_id, "7"],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+
     for key in ("RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS", "ATNBENCH_RAY_LOGS"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
@@ -264,7 +292,15 @@ def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path,
     finally:
         monkeypatch.undo()
         read_ray_settings_again()
+        if holder.poll() is None:  # the sweep failed before finishing the others
+            holder.kill()
+    assert holder.wait() == 0
     assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert f"run {held_id} is being trained by another process (pid {holder.pid}); waiting for it" in said, said
+    assert f"run {held_id} was finished by another process; keeping its result" in said, said
+    with ResultsStore(store, create=False) as ours, ResultsStore(reference, create=False) as theirs:
+        assert ours.get_run(held_id).summary["wall_s"] == theirs.get_run(held_id).summary["wall_s"]  # not trained again
     counts = json.loads(result.stdout)["counts"]
     assert counts["done"] == 8 and counts["skipped"] == 0
     assert store_snapshot(store) == store_snapshot(reference)

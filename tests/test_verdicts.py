@@ -324,6 +324,32 @@ def test_a_list_of_claims_is_its_own_family():
     assert all(c.p_adjusted == pytest.approx(min(1.0, 2 * c.p_value)) for c in result.comparisons)
 
 
+def test_a_setting_the_claims_sides_name_is_the_claims_protocol_not_another(tmp_path):
+    """A claim "atn hidden=8 < ln hidden=8" asks for hidden 8: runs at hidden 8 (the preset's
+    steps) are its own experiment, with an exploratory verdict, not "other protocol"; runs that
+    also differ where no side names it (20 steps), or a side that does not name it, are another."""
+    def group_of(steps):
+        with ResultsStore(tmp_path / f"s{steps}.db") as store:
+            for norm in ("ln", "atn"):
+                for seed in (0, 1):
+                    config = resolve_run("adding", {"T": 200, "norm": norm, "hidden": 8, "seed": seed,
+                                                    **({"steps": steps} if steps else {})}, budget=1.0)
+                    store.start_run(run_id_of(config), config.to_dict(), {})
+                    store.log_eval(run_id_of(config), 20, 1.0, 0.1, 0.1 + 0.01 * seed + (0.05 if norm == "ln" else 0))
+                    store.finish_run(run_id_of(config), "done", {})
+            return aggregate([RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()])
+
+    def design(order, steps=None):
+        family = family_from(tmp_path / "mine.yaml", {"claims": [{"id": "mine", "claim": "ATN < LN", "task": "adding",
+                                                                   "T": 200, "order": order}]}, "0" * 64)
+        (result,), _ = evaluate(family, group_of(steps))
+        return result.design, [c.verdict for c in result.comparisons]
+
+    assert design(["atn hidden=8", "ln hidden=8"]) == (EXPLORATORY, [TOO_FEW])
+    assert design(["atn hidden=8", "ln hidden=8"], steps=20) == ("other protocol", [EXPLORATORY])
+    assert design(["atn hidden=8", "ln"]) == ("other protocol", [EXPLORATORY])
+
+
 def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
     """Runs at hidden 8 and 20 steps on adding T=200: the table says "own protocol"; a verdict on
     them says so too, and calls its design "other protocol", not the paper's full protocol."""

@@ -182,10 +182,16 @@ def row_differences(group: Group) -> dict[str, list[str]]:
     that differs is named only for a lone ATN row: where a model has several k, k is what is
     being varied. Empty lists when the runs follow the preset; [UNCHECKED] where its preset is not found.
     On a user's task the preset is the task file's defaults: ``lr 0.001 (default 0.003)``."""
+    return {label: list(differences.values()) for label, differences in row_difference_fields(group).items()}
+
+
+def row_difference_fields(group: Group) -> dict[str, dict[str, str]]:
+    """``row_differences`` keyed by field: per row label, field name (``hidden``, ``k``,
+    ``bias_inside``; UNCHECKED for a preset not found) -> its text."""
     from atnbench.run.runspec import resolve_run
 
     presets: dict[tuple, Optional[dict]] = {}
-    found: dict[str, list[str]] = {}
+    found: dict[str, dict[str, str]] = {}
     for label, runs in group.runs.items():
         row = group.row(label)
         ablated = row is not None and len({r.k for r in group.rows if r.model == row.model}) > 1
@@ -213,8 +219,8 @@ def row_differences(group: Group) -> dict[str, list[str]]:
                         seen.setdefault(name, (set(), want))[0].add(have)
         norm = row.norm if row is not None else "none"
         source = "default" if own_task(group) else "paper"
-        found[label] = [UNCHECKED if name == UNCHECKED else _difference(name, haves, want, norm, source)
-                        for name, (haves, want) in seen.items()]
+        found[label] = {name: UNCHECKED if name == UNCHECKED else _difference(name, haves, want, norm, source)
+                        for name, (haves, want) in seen.items()}
     return found
 
 

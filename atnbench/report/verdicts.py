@@ -460,11 +460,18 @@ def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
     return values, classes, codes
 
 
-def _deviating(group: Group) -> set[str]:
-    """The group's rows whose runs differ from the task preset's protocol (hidden 8, 20 steps)."""
-    from atnbench.report.paper import row_differences
+def _deviating(group: Group) -> dict[str, set[str]]:
+    """Per row: the fields in which its runs differ from the task preset's protocol (hidden, steps)."""
+    from atnbench.report.paper import row_difference_fields
 
-    return {label for label, diffs in row_differences(group).items() if diffs}
+    return {label: set(fields) for label, fields in row_difference_fields(group).items() if fields}
+
+
+def _off_side(deviating: dict[str, set[str]], label: str, side: Side) -> bool:
+    """Whether a row differs from the protocol in more than its side names: a side ``ln
+    hidden=4`` asks for hidden 4, so that difference is the claim's experiment, not another."""
+    named = {key for key, _ in side.settings} | ({"k"} if side.k is not None else set())
+    return bool(deviating.get(label, set()) - named)
 
 
 def _protocol(claim: Claim, group: Group) -> bool:
@@ -519,7 +526,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     continue
                 a, b = found_a[0], found_b[0]
                 deviating = _deviating(group) if deviating is None else deviating
-                off_protocol = off_protocol or bool(deviating & {a.label, b.label})
+                off_protocol = off_protocol or _off_side(deviating, a.label, lower) or _off_side(deviating, b.label, higher)
                 sides = [_run_numbers([r for r in group.runs.get(row.label, []) if r.record.run_id not in in_studies],
                                       claim.stat) for row in (a, b)]
                 if in_studies and not (sides[0][0] and sides[1][0]):

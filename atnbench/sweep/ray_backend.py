@@ -43,20 +43,25 @@ import socket
 import sys
 import tempfile
 import threading
-from contextlib import contextmanager
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator, Optional
 
-from atnbench.run.checkpoint import on_save
+from atnbench.evidence.equivalence import stand_in
+from atnbench.run.checkpoint import RunBusy, hold_run, on_save
 from atnbench.config import ConfigError
 from atnbench.store import MODEL_KINDS, ResultsStore
-from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost
+from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost, outcome_of
 
 INSTALL_HINT = "pip install 'atnbench[ray]'"
 CONNECT_TIMEOUT_S = 30.0
 LOGS_ENV = "ATNBENCH_RAY_LOGS"  # set (1, yes, true) to see Ray's own log lines
 DOCS = "docs/ray.md"
 TOKEN_PLACES = "~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN"
+log = logging.getLogger("atnbench")
+
 SCRATCH_PREFIX = "atnbench-ray-"  # + the task process id + "-": a killed task's folder is found and removed
 
 Models = dict[str, tuple[int, bytes]]  # a run's kept weights: kind (best, final) -> (step, torch.save bytes)
@@ -448,61 +453,143 @@ def _keep_progress(store: ResultsStore, run_id: str, record: dict, checkpoint: b
     _write_atomic(_checkpoint_path(store, run_id), checkpoint)
 
 
+def in_flight_cap(ray, threads: int) -> int:
+    """How many runs the driver keeps submitted at once: each holds its run's lock (an open file
+    here), so not a whole sweep's worth; twice the cluster's slots keeps every slot busy."""
+    import resource
+
+    slots = int(ray.cluster_resources().get("CPU", 1) // max(1, threads))
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = soft // 2 if soft != resource.RLIM_INFINITY else 4096
+    return max(1, min(max(2 * slots, 8), files))
+
+
+class _Held:
+    """The driver's hold on each run's lock (``checkpoint.hold_run``), from before its task is
+    sent until its result is kept: another driver, a local sweep or an ``atnbench run`` of the
+    same run into the same store waits for it (and it for them), so no run is trained twice."""
+
+    def __init__(self, store_path: Path):
+        self.store_path, self.stacks = store_path, {}
+        self.said: set[str] = set()
+
+    def take(self, run_id: str) -> bool:
+        """Whether the lock is now ours; the first time another process has it, says so in one line."""
+        stack = ExitStack()
+        try:
+            stack.enter_context(hold_run(self.store_path, run_id))
+        except RunBusy as busy:
+            if run_id not in self.said:
+                by = f"another process (pid {busy.pid})" if busy.pid else "another process"
+                log.warning(f"run {run_id} is being trained by {by}; waiting for it")
+                self.said.add(run_id)
+            return False
+        self.stacks[run_id] = stack
+        return True
+
+    def release(self, run_id: str) -> None:
+        stack = self.stacks.pop(run_id, None)
+        if stack is not None:
+            stack.close()
+
+    def release_all(self) -> None:
+        for run_id in list(self.stacks):
+            self.release(run_id)
+
+
 def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, stop: StopRequest) -> dict:
-    """The jobs as Ray tasks on the connected cluster; returns run_id -> outcome."""
+    """The jobs as Ray tasks on the connected cluster; returns run_id -> outcome.
+
+    A job is sent once the driver holds its run's lock (``_Held``); a run another process is
+    training waits, and where that process finished it, its result is kept, not trained again
+    (as a local sweep's ``train(wait=True)`` does)."""
     ray = import_ray()
     monitor = ray.remote(num_cpus=0)(_Monitor).remote()
     task = ray.remote(_ray_task)
     options = {"num_cpus": threads, "max_retries": 0}
     if device == "cuda":
         options["num_gpus"] = 1
+    cap = in_flight_cap(ray, threads)
     outcomes: dict[str, dict] = {}
+    held = _Held(store_path)
     with ResultsStore(store_path) as store:
         refs = {}
-        for job in jobs:
-            record, checkpoint, models = None, None, {}
-            if job.resume and store.status(job.run_id) is not None:
-                record, models = store.export_record(job.run_id), _models(store, job.run_id)
-                path = _checkpoint_path(store, job.run_id)
-                checkpoint = path.read_bytes() if path.exists() else None
-            refs[task.options(**options).remote(job, record, checkpoint, models, device, threads, monitor)] = job
-        pending, stop_sent = list(refs), False
+        queued = list(jobs)  # not yet sent: waiting for a slot or for another process's lock
         settled: set[str] = set()  # runs whose result is in the store: a late checkpoint must not undo it
+
+        def settle(job: Job, outcome: dict) -> None:
+            settled.add(job.run_id)
+            outcomes[job.run_id] = outcome
+            view.finished(job.run_id, outcome)
+
+        def send() -> None:
+            for job in list(queued):
+                if len(refs) >= cap:
+                    return
+                if not held.take(job.run_id):
+                    continue
+                queued.remove(job)
+                row = store.get_run(job.run_id)
+                if row is not None and stand_in([row]) is not None:  # finished by the process we waited for
+                    log.warning(f"run {job.run_id} was finished by another process; keeping its result")
+                    held.release(job.run_id)
+                    settle(job, outcome_of(job.run_id, row.status, row.summary, row.error))
+                    continue
+                record, checkpoint, models = None, None, {}
+                if row is not None:  # resumed: from this sweep's plan, or left by the process we waited for
+                    job = replace(job, resume=True)
+                    record, models = store.export_record(job.run_id), _models(store, job.run_id)
+                    path = _checkpoint_path(store, job.run_id)
+                    checkpoint = path.read_bytes() if path.exists() else None
+                refs[task.options(**options).remote(job, record, checkpoint, models, device, threads, monitor)] = job
 
         def keep_checkpoints() -> None:
             for run_id, (record, checkpoint, models) in ray.get(monitor.take_checkpoints.remote()).items():
                 if run_id not in settled:
                     _keep_progress(store, run_id, record, checkpoint, models)
 
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+        stop_sent = False
+        try:
+            while refs or queued:
+                if not stop.requested:
+                    send()
+                if refs:
+                    ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.2)
+                else:  # every job left waits for another process's lock
+                    ready = []
+                    time.sleep(0.2)
+                for event in ray.get(monitor.drain.remote()):
+                    view.event(*event)
+                keep_checkpoints()  # before the results that are ready: those supersede them
+                for ref in ready:
+                    job = refs.pop(ref)
+                    try:
+                        result = ray.get(ref)
+                    except ray.exceptions.RayError as err:  # a crashed worker or node, a bug on the worker
+                        message = f"Ray task failed: {str(err).strip().splitlines()[-1]}"
+                        mark_lost(store_path, job, message)
+                        outcome = {"run_id": job.run_id, "status": "failed", "error": message}
+                    else:
+                        _keep(store, job, result)
+                        outcome = result["outcome"]
+                    held.release(job.run_id)
+                    settle(job, outcome)
+                if stop.requested:
+                    for job in queued:  # never sent: resumable, as a local sweep's unstarted runs
+                        outcomes[job.run_id] = {"run_id": job.run_id, "status": NOT_STARTED}
+                    queued.clear()
+                    if not stop_sent:
+                        monitor.request_stop.remote()  # running tasks stop at their next step
+                        stop_sent = True
+                if stop.hard:
+                    for ref, job in refs.items():
+                        ray.cancel(ref, force=True)
+                        outcomes[job.run_id] = {"run_id": job.run_id, "status": "interrupted"}
+                    break
             for event in ray.get(monitor.drain.remote()):
                 view.event(*event)
-            keep_checkpoints()  # before the results that are ready: those supersede them
-            for ref in ready:
-                job = refs[ref]
-                try:
-                    result = ray.get(ref)
-                except ray.exceptions.RayError as err:  # a crashed worker or node, a bug on the worker
-                    message = f"Ray task failed: {str(err).strip().splitlines()[-1]}"
-                    mark_lost(store_path, job, message)
-                    outcome = {"run_id": job.run_id, "status": "failed", "error": message}
-                else:
-                    _keep(store, job, result)
-                    outcome = result["outcome"]
-                settled.add(job.run_id)
-                outcomes[job.run_id] = outcome
-                view.finished(job.run_id, outcome)
-            if stop.requested and not stop_sent:
-                monitor.request_stop.remote()  # running tasks stop at their next step
-                stop_sent = True
-            if stop.hard:
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                    outcomes[refs[ref].run_id] = {"run_id": refs[ref].run_id, "status": "interrupted"}
-                break
-        for event in ray.get(monitor.drain.remote()):
-            view.event(*event)
-        keep_checkpoints()  # runs cut off by a second signal keep their newest checkpoint
+            keep_checkpoints()  # runs cut off by a second signal keep their newest checkpoint
+        finally:
+            held.release_all()
     ray.kill(monitor)
     return outcomes
