@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -448,6 +449,90 @@ def test_a_ray_task_asks_whether_to_stop_from_a_thread_of_its_own(monkeypatch):
     answers["stop"] = "gone"  # the monitor (with its driver) is gone: stop
     with _StopPoll(Monitor(), interval=0.01) as should_stop:
         assert should_stop()
+
+
+class InProcessRay:
+    """The part of Ray's API ``run_ray`` uses, in this process, with a monitor that is a plain
+    object: a task sent says it began training where its run is in ``starting``; none ends. Its
+    first wait is cut by a second Ctrl-C (``stop``)."""
+
+    def __init__(self, starting: set[str], stop):
+        from atnbench.sweep.ray_backend import _Monitor
+
+        self.monitor, self.starting, self.stop, self.cancelled = _Monitor(), starting, stop, []
+
+    def remote(self, target=None, **options):
+        if target is None:  # ray.remote(num_cpus=0)(_Monitor).remote(): the actor's handle
+            return lambda cls: types.SimpleNamespace(remote=lambda: self._handle())
+        return types.SimpleNamespace(options=lambda **o: types.SimpleNamespace(remote=self._send))
+
+    def _handle(self):
+        return types.SimpleNamespace(**{name: types.SimpleNamespace(remote=getattr(self.monitor, name))
+                                        for name in ("drain", "take_checkpoints", "request_stop")})
+
+    def _send(self, job, *args):
+        if job.run_id in self.starting:
+            self.monitor.emit(job.run_id, "start", 10, 0)
+        return object()
+
+    def wait(self, refs, num_returns, timeout):
+        self.stop.signum, self.stop.hard = signal.SIGINT, True
+        return [], refs
+
+    def get(self, value):
+        return value
+
+    def cancel(self, ref, force):
+        self.cancelled.append(ref)
+
+    def kill(self, handle):
+        pass
+
+    def cluster_resources(self):
+        return {"CPU": 2}
+
+    exceptions = types.SimpleNamespace(RayError=RuntimeError)
+
+
+def test_ray_runs_cut_off_by_a_second_ctrl_c_are_interrupted_only_where_they_began(tmp_path, monkeypatch):
+    """A second Ctrl-C cancels the tasks in flight: a run whose task said it began training is
+    "interrupted"; one whose task had not begun is "not started" (both resumable), and the
+    driver lets go of every run's lock."""
+    from atnbench.run.checkpoint import checkpoint_root
+    from atnbench.sweep import expand, load_sweep, ray_backend
+    from atnbench.sweep.runner import NOT_STARTED, Job, StopRequest
+
+    runs = expand(load_sweep(write(tmp_path, "tiny.yaml", TINY)))[:2]
+    jobs = [Job(run.run_id, run.config.to_dict(), run.label, "tiny") for run in runs]
+    stop = StopRequest()
+    fake = InProcessRay({jobs[0].run_id}, stop)
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: fake)
+    view = types.SimpleNamespace(event=lambda *event: None, finished=lambda *args: None)
+    outcomes = ray_backend.run_ray(jobs, tmp_path / "r.db", "cpu", 1, view, stop)
+    assert {run_id: o["status"] for run_id, o in outcomes.items()} == \
+        {jobs[0].run_id: "interrupted", jobs[1].run_id: NOT_STARTED}
+    assert len(fake.cancelled) == 2 and not list(checkpoint_root(tmp_path / "r.db").glob("*.lock"))
+
+
+def test_a_ray_cluster_that_refuses_the_driver_leaves_no_new_store_behind(tmp_path, monkeypatch):
+    """A `ray://` address answers the TCP check, then Ray's client refuses: the store this sweep
+    made (and never wrote) goes; a store that was there before stays."""
+    from atnbench.sweep import ray_backend
+
+    def refuse(address):
+        raise ConfigError(f"cannot connect to a Ray cluster at {address}: refused")
+
+    monkeypatch.setattr(ray_backend, "import_ray", lambda: None)
+    monkeypatch.setattr(ray_backend, "check_address", lambda address: None)
+    monkeypatch.setattr(ray_backend, "connect", refuse)
+    path, store = write(tmp_path, "tiny.yaml", TINY), tmp_path / "new.db"
+    result = invoke("sweep", path, "--backend", "ray", "--address", "ray://127.0.0.1:10001", "--store", store)
+    assert result.exit_code == 2 and "cannot connect to a Ray cluster at ray://127.0.0.1:10001" in result.output
+    assert not store.exists() and list(tmp_path.iterdir()) == [path]
+    with ResultsStore(store):  # made before: kept
+        pass
+    result = invoke("sweep", path, "--backend", "ray", "--address", "ray://127.0.0.1:10001", "--store", store)
+    assert result.exit_code == 2 and store.exists()
 
 
 @pytest.mark.ray

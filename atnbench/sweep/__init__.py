@@ -42,6 +42,7 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
 
         ray_backend.import_ray()  # the install hint before the store is touched
         ray_backend.check_address(address)  # and an address where no cluster listens
+    created = not store_path.exists()
     with ResultsStore(store_path) as store:
         jobs, skipped, stale = plan(runs, store, spec.name, keep_stale)
     result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)
@@ -49,8 +50,14 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
         return result
     workers = workers or max(1, available_cores() // threads)
     serial = backend == "local" and min(workers, len(jobs)) <= 1
-    owned = ray_backend.connect(address) if backend == "ray" else False  # ray.init replaces the SIGTERM handler,
-    labels = {run.run_id: run.label for run in runs}  # so ours go in after it
+    try:
+        owned = ray_backend.connect(address) if backend == "ray" else False  # ray.init replaces the SIGTERM
+    except UserError:  # handler, so ours go in after it
+        if created:  # a store this sweep made and never wrote: not left behind by a refusal
+            for path in (store_path, *(store_path.with_name(store_path.name + end) for end in ("-wal", "-shm"))):
+                path.unlink(missing_ok=True)
+        raise
+    labels = {run.run_id: run.label for run in runs}
     view = NoView() if quiet else SweepView(spec.name, len(runs), len(skipped), labels, live=live)
     try:
         with StopRequest(raise_on_second=serial) as stop:

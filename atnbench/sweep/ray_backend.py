@@ -516,6 +516,13 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
         refs = {}
         queued = list(jobs)  # not yet sent: waiting for a slot or for another process's lock
         settled: set[str] = set()  # runs whose result is in the store: a late checkpoint must not undo it
+        started: set[str] = set()  # runs whose task said it began training
+
+        def show(events) -> None:
+            for event in events:
+                if event[1] == "start":
+                    started.add(event[0])
+                view.event(*event)
 
         def settle(job: Job, outcome: dict) -> None:
             settled.add(job.run_id)
@@ -558,8 +565,7 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                 else:  # every job left waits for another process's lock
                     ready = []
                     time.sleep(0.2)
-                for event in ray.get(monitor.drain.remote()):
-                    view.event(*event)
+                show(ray.get(monitor.drain.remote()))
                 keep_checkpoints()  # before the results that are ready: those supersede them
                 for ref in ready:
                     job = refs.pop(ref)
@@ -582,12 +588,13 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                         monitor.request_stop.remote()  # running tasks stop at their next step
                         stop_sent = True
                 if stop.hard:
+                    show(ray.get(monitor.drain.remote()))
                     for ref, job in refs.items():
                         ray.cancel(ref, force=True)
-                        outcomes[job.run_id] = {"run_id": job.run_id, "status": "interrupted"}
+                        status = "interrupted" if job.run_id in started else NOT_STARTED  # resumable either way
+                        outcomes[job.run_id] = {"run_id": job.run_id, "status": status}
                     break
-            for event in ray.get(monitor.drain.remote()):
-                view.event(*event)
+            show(ray.get(monitor.drain.remote()))
             keep_checkpoints()  # runs cut off by a second signal keep their newest checkpoint
         finally:
             held.release_all()
