@@ -350,6 +350,48 @@ def test_a_setting_the_claims_sides_name_is_the_claims_protocol_not_another(tmp_
     assert design(["atn hidden=8", "ln"]) == ("other protocol", [EXPLORATORY])
 
 
+def test_a_side_without_a_setting_means_the_presets_value_even_where_runs_state_it(tmp_path):
+    """Runs store their lr (the preset's 0.001 too): "ln hidden=8" beside ln rows at lr 0.001 and
+    0.003 is the preset's lr row, not "ambiguous"; rows apart in no preset value stay apart, the
+    claim and its runs named on the line that says which setting tells them apart."""
+    from atnbench.report.verdict_tables import rows
+
+    preset_lr = resolve_run("adding", {"T": 200, "norm": "ln"}, budget=1.0).lr
+    with ResultsStore(tmp_path / "s.db") as store:
+        for norm, lr in (("atn", preset_lr), ("ln", preset_lr), ("ln", 0.003), ("ln", 0.01)):
+            for seed in (0, 1):
+                config = resolve_run("adding", {"T": 200, "norm": norm, "hidden": 8, "lr": lr, "seed": seed},
+                                     budget=1.0)
+                assert config.to_dict()["lr"] == lr
+                store.start_run(run_id_of(config), config.to_dict(), {})
+                store.log_eval(run_id_of(config), 20, 1.0, 0.1, 0.1 + 0.01 * seed + (0.05 if norm == "ln" else 0))
+                store.finish_run(run_id_of(config), "done", {})
+        groups = aggregate([RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()])
+
+    def evaluated(order):
+        family = family_from(tmp_path / "mine.yaml", {"claims": [{"id": "mine", "claim": "ATN < LN", "task": "adding",
+                                                                   "T": 200, "order": order}]}, "0" * 64)
+        (result,), _ = evaluate(family, groups)
+        return result
+
+    result = evaluated(["atn hidden=8", "ln hidden=8"])
+    assert [(c.better, c.worse) for c in result.comparisons] == [("atn", f"ln (lr={preset_lr:g})")] and not result.missing
+    assert result.design == EXPLORATORY
+    result = evaluated(["ln hidden=8 lr=0.003", "ln hidden=8 bias_inside=true"])  # the other side: the preset's lr
+    assert [c.worse for c in result.comparisons] == [f"ln (lr={preset_lr:g})"]
+    without_default = evaluated(["ln hidden=8 lr=0.003", "ln hidden=8 lr=0.01"])
+    assert len(without_default.comparisons) == 1
+    group = without_default.group  # rows at 0.003 and 0.01 only: "ln hidden=8" is either
+    only_off = [row for row in group.rows if row.settings.get("lr") != preset_lr]
+    from atnbench.report.verdicts import _tell_apart
+
+    assert _tell_apart(only_off) == "name lr in the claim"
+    ambiguous = dataclasses.replace(without_default, comparisons=[], missing=["ln < ln hidden=8: 'ln hidden=8' matches "
+                                                                          "two rows; name lr in the claim"])
+    [line] = rows(ambiguous)
+    assert line[0].startswith("ATN < LN") and line[1].startswith("adding T=200") and line[3] == "not compared"
+
+
 def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
     """Runs at hidden 8 and 20 steps on adding T=200: the table says "own protocol"; a verdict on
     them says so too, and calls its design "other protocol", not the paper's full protocol."""

@@ -143,7 +143,10 @@ def rows(result: ClaimResult, with_source: bool = True) -> list[list[str]]:
             processors_text(comparison), planned_text(comparison), verdict_text(comparison),
         ])
     for missing in result.missing:  # "A < B", or "A < B: why its rows are not one pair"
-        lines.append(["", "", missing, "not compared" if ": " in missing else "no runs"] + [""] * (len(HEADERS) - 4))
+        first = not lines  # no comparison above it: the claim and its runs on this line
+        lines.append([(f"{claim.text} ({claim.source})" if with_source else f"{claim.id}: {claim.text}") if first else "",
+                      runs_text(result) if first else "",
+                      missing, "not compared" if ": " in missing else "no runs"] + [""] * (len(HEADERS) - 4))
     if len(result.comparisons) + len(result.missing) > 1:
         lines.append(["", "", "claim as a whole"] + [""] * (len(HEADERS) - 4) + [
                       result.verdict + (" (not every comparison has runs)" if result.missing else "")])

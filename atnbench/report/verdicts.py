@@ -395,39 +395,65 @@ def matching_rows(group: Group, side: Side) -> list[ModelRow]:
         if all(_setting(run.record.config, row.norm, key) == value
                for run in runs for key, value in side.settings):
             found.append(row)
-    return _prefer_defaults(found, side)
+    return _prefer_defaults(group, found, side)
 
 
 def _tell_apart(rows: list[ModelRow]) -> str:
     """What to do about a side that matches several rows: rows apart only by the code that made
-    them want a canary (or new runs), others a k or setting named in the claim."""
+    them want a canary (or new runs), others the k or setting that tells them apart named in the claim."""
     settings = [{key: value for key, value in row.settings.items() if key != "code"} for row in rows]
-    if all(s == settings[0] for s in settings) and all(row.k == rows[0].k for row in rows):
+    differing = sorted(key for key in {key for s in settings for key in s}
+                       if len({repr(s.get(key)) for s in settings}) > 1)
+    if not differing and all(row.k == rows[0].k for row in rows):
         return ("runs of code no canary vouched for as computing the same numbers: `atnbench canary` "
                 "checks them, `atnbench sweep` re-runs them")
-    return "name k or the setting"
+    if any(row.k != rows[0].k for row in rows) and "k" not in differing:
+        differing.insert(0, "k")
+    return f"name {' or '.join(differing)} in the claim"
 
 
-def _at_default(row: ModelRow, key: str) -> bool:
-    """None in a row's settings is the preset's default; an explicit default placement is too."""
+def _preset_settings(group: Group, row: ModelRow) -> dict:
+    """The settings a run of this row's model has at the task's preset (the protocol at the
+    group's budget and variant; a task of your own: its file's defaults), as ``row_settings``
+    spells them; {} where no preset is found."""
+    from atnbench.evidence.identity import identity
+    from atnbench.run.runspec import resolve_run
+
+    try:
+        config = resolve_run(group.task, {"T": group.T, "norm": row.norm, "cell": row.cell},
+                             variant=group.variant, budget=group.budget).to_dict()
+    except Exception:  # noqa: BLE001 - no preset for this task here: only None counts as its default
+        return {}
+    return identity(config)
+
+
+def _at_default(row: ModelRow, key: str, preset: dict) -> bool:
+    """None in a row's settings is the preset's default; so is the preset's own value stated (a
+    run's config stores its lr and hidden), and the norm's default bias placement."""
     value = row.settings.get(key)
-    if key == "bias_inside" and value is not None:
+    if value is None:
+        return True
+    if key == "bias_inside":
         from atnbench.registry import get_scheme
 
         return value == get_scheme(row.norm).bias_inside
-    return value is None
+    return key in preset and value == preset[key]
 
 
-def _prefer_defaults(rows: list[ModelRow], side: Side) -> list[ModelRow]:
+def _prefer_defaults(group: Group, rows: list[ModelRow], side: Side) -> list[ModelRow]:
     """A side names the settings it is about; where its rows still differ in one it does not name
-    (bias-placement's bias-outside rows beside the default ones, an eps variant), it means the
-    default: keep the rows at it (None in the config is the preset's default). Where rows differ
-    only in the code that made them, keep the current code's. k is left alone: a side without k
-    is any window (the real-data tables give one k each)."""
+    (bias-placement's bias-outside rows beside the default ones, an eps variant, another lr), it
+    means the default: keep the rows at it (the preset's value, stated or left out). Where rows
+    differ only in the code that made them, keep the current code's. k is left alone: a side
+    without k is any window (the real-data tables give one k each)."""
     named = {key for key, _ in side.settings} | {"k", "code"}
+    presets: dict[tuple, dict] = {}
+    for row in rows:
+        if (row.norm, row.cell) not in presets:
+            presets[row.norm, row.cell] = _preset_settings(group, row)
     for key in sorted({key for row in rows for key in row.settings} - named):
         if len({repr(row.settings.get(key)) for row in rows}) > 1:
-            rows = [row for row in rows if _at_default(row, key)] or rows
+            rows = [row for row in rows if _at_default(row, key, presets[row.norm, row.cell])] or rows
     return [row for row in rows if not row.stale] or rows
 
 
