@@ -123,6 +123,22 @@ def test_a_studys_row_shows_the_numbers_its_look_decided_on_whatever_the_filters
     assert {(c["lower"], c["higher"]): (c["lower_cell"]["n"], c["higher_cell"]["n"], c["p_value"], c["verdict"])
             for claim in json.loads(result.stdout)["verdicts"]["claims"] if claim["design"].startswith("study")
             for c in claim["comparisons"]} == everything
+    # so are the same claims reworded, reordered, commented and their margin's reason rewritten; a
+    # margin changed is another family: its study decides nothing there, and the report says so
+    edited = {"claims": [{**CLAIMS["claims"][1], "claim": "LN beats LSTM"},
+                         {**CLAIMS["claims"][0], "margin_reason": "another reason"}]}
+    reworded = tmp_path / "reworded.yaml"
+    reworded.write_text("# a comment added after the study was planned\n" + yaml.safe_dump(edited))
+    result = invoke("report", "--store", db, "--claims", reworded, "--format", "json")
+    assert {(c["lower"], c["higher"]): (c["lower_cell"]["n"], c["higher_cell"]["n"], c["p_value"], c["verdict"])
+            for claim in json.loads(result.stdout)["verdicts"]["claims"] if claim["design"].startswith("study")
+            for c in claim["comparisons"]} == everything and "another version" not in result.stderr
+    moved = tmp_path / "claims.yaml"
+    moved.write_text(yaml.safe_dump({"claims": [{**CLAIMS["claims"][0], "margin": 0.4}, CLAIMS["claims"][1]]}))
+    other = invoke("report", "--store", db, "--claims", moved, "--format", "json")
+    assert other.exit_code == 0 and not any(claim["design"].startswith("study")
+                                            for claim in json.loads(other.stdout)["verdicts"]["claims"])
+    assert "was planned for another version of claims.yaml" in " ".join(other.stderr.split())
 
 
 def test_rows_split_by_unvouched_code_are_shown_as_not_compared_never_dropped(tmp_path):

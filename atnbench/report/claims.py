@@ -20,9 +20,11 @@ known), with ``margin_reason`` saying why that size is practically nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -102,7 +104,26 @@ class Family:
 
     name: str  # the file's name: shown with every verdict
     claims: tuple[Claim, ...]
-    digest: str  # sha256 of the file's text: a plan is bound to the family it was made for
+    digest: str  # sha256 of the file's text (what studies planned before ``tests_digest`` recorded)
+
+    @functools.cached_property
+    def tests_digest(self) -> str:
+        """sha256 of what the claims test (ids, tasks, lengths, statistics, sides, protocols,
+        margins), not of the file's words: a study is bound to it, so a comment or a claim's
+        prose edited, the claims reordered or the file renamed leave its family as it was; a
+        claim, side or margin added or changed makes another family (another m)."""
+        def tested(claim: Claim) -> str:
+            content = {key: value for key, value in dataclasses.asdict(claim).items() if key not in ("text", "source")}
+            if content["margin"] is not None:  # its value and side; its reason is prose
+                content["margin"] = {key: value for key, value in content["margin"].items() if key != "reason"}
+            return json.dumps(content, sort_keys=True, default=str)
+
+        return hashlib.sha256("\n".join(sorted(tested(claim) for claim in self.claims)).encode()).hexdigest()
+
+    def planned(self, digest: str) -> bool:
+        """Whether a study that recorded ``digest`` was planned for this family: its tests' digest,
+        or the file's own bytes (studies planned before, the published one among them)."""
+        return bool(digest) and digest in (self.tests_digest, self.digest)
 
     @functools.cached_property
     def keys(self) -> tuple[tuple, ...]:

@@ -124,9 +124,9 @@ def _note_other_versions(plans, user_claims) -> None:
 
     family = user_claims if user_claims is not None else paper_family()
     for plan in plans:
-        if plan.family == family.name and plan.family_digest != family.digest:
+        if plan.family == family.name and not family.planned(plan.family_digest):
             log.warning(f"study {plan.name} was planned for another version of {family.name} (m = {plan.m}, "
-                        f"digest {plan.family_digest[:12]}, this file's {family.digest[:12]}): its looks decide "
+                        f"digest {plan.family_digest[:12]}, this file's {family.tests_digest[:12]}): its looks decide "
                         f"nothing for this file, whose runs are numbers only")
 
 

@@ -312,7 +312,7 @@ def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict
     from atnbench.evidence.identity import code_fingerprint
     from atnbench.evidence.machine import cpu_capability
 
-    return Study(name=name, family=family.name, family_digest=family.digest, m=family.m, alpha=alpha,
+    return Study(name=name, family=family.name, family_digest=family.tests_digest, m=family.m, alpha=alpha,
                  looks=looks, first_seed=first_seed, processor=cpu_capability(), task=task, T=T, budget=budget,
                  variant=variant, comparisons=tuple(comparisons), run_ids=sides_runs,
                  planned_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), code=code or code_fingerprint(),
@@ -533,7 +533,7 @@ def check_recorded(store, study: Study, family: Optional[Family] = None) -> Opti
         return f"alpha {study.alpha:g}, where the rule's is {ALPHA:g}"
     if study.m < len({(c.lower, c.higher) for c in study.comparisons}):
         return f"m = {study.m}, fewer than its own {len(study.comparisons)} comparisons"
-    if family is not None and family.name == study.family and family.digest == study.family_digest \
+    if family is not None and family.name == study.family and family.planned(study.family_digest) \
             and family.m != study.m:
         return f"m = {study.m}, where its claims file {family.name} has m = {family.m}"
     if len(study.recorded) > len(study.looks):

@@ -521,7 +521,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
     # a study decides for the claims file it was planned for, that version of it (its digest): the
     # same name with other claims is another family, another m (report.command says so)
     studies = [s for s in studies  # the same claims under another file name are the same family
-               if (family.digest and s.family_digest == family.digest)
+               if (family.digest and family.planned(s.family_digest))
                or (s.family == family.name and not family.digest)]
     in_studies = {run_id for study in studies for run_id in study.all_runs()}
     planned = {key for study in studies for key in study.planned_experiments()}
