@@ -226,7 +226,7 @@ def numbers(store: Path) -> list:
 
 
 # holds a run's lock (as another driver would) until the store holds N finished runs, then writes the
-# reference store's result of that run (record and kept weights) and lets go
+# reference store's result of that run (record and kept weights, in no sweep) and lets go
 HOLDER = """
 import sys, time
 from atnbench.run.checkpoint import hold_run
@@ -240,7 +240,9 @@ with hold_run(store, run_id):
                 break
         time.sleep(0.1)
     with ResultsStore(reference, create=False) as theirs, ResultsStore(store) as results:
-        results.import_record(theirs.export_record(run_id))
+        record = theirs.export_record(run_id)
+        record["sweeps"] = []  # trained outside any sweep, as `atnbench run` does
+        results.import_record(record)
         for kind in MODEL_KINDS:
             if (kept := theirs.model(run_id, kind)) is not None:
                 results.save_model(run_id, kind, *kept)
@@ -254,7 +256,8 @@ def test_the_ray_backend_writes_what_the_local_backend_writes(cluster, tmp_path,
     """Eight runs as Ray tasks, driven from this process, one of them interrupted here after its
     first checkpoint: the task resumes it, and the store holds what a serial sweep writes. Another
     run is held by another process (its lock, as a second driver or `atnbench run` holds it) until
-    the seven others are done, then finished there: the driver waited and kept that result."""
+    the seven others are done, then finished there: the driver waited, kept that result and made
+    the run the sweep's."""
     import torch
 
     from atnbench.evidence.identity import run_id_of

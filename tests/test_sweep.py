@@ -471,8 +471,9 @@ class InProcessRay:
                                         for name in ("drain", "take_checkpoints", "request_stop")})
 
     def _send(self, job, *args):
-        if job.run_id in self.starting:
+        if job.run_id in self.starting:  # began, and shipped its first checkpoint with its record so far
             self.monitor.emit(job.run_id, "start", 10, 0)
+            self.monitor.checkpointed(job.run_id, *self.starting[job.run_id])
         return object()
 
     def wait(self, refs, num_returns, timeout):
@@ -496,22 +497,51 @@ class InProcessRay:
 
 def test_ray_runs_cut_off_by_a_second_ctrl_c_are_interrupted_only_where_they_began(tmp_path, monkeypatch):
     """A second Ctrl-C cancels the tasks in flight: a run whose task said it began training is
-    "interrupted"; one whose task had not begun is "not started" (both resumable), and the
-    driver lets go of every run's lock."""
-    from atnbench.run.checkpoint import checkpoint_root
+    "interrupted", recorded so (failed, resumable from its newest checkpoint) as a local sweep
+    records it, not left 'running'; one whose task had not begun is "not started", with no row;
+    and the driver lets go of every run's lock."""
+    from atnbench.run.checkpoint import checkpoint_file, checkpoint_root
     from atnbench.sweep import expand, load_sweep, ray_backend
     from atnbench.sweep.runner import NOT_STARTED, Job, StopRequest
 
     runs = expand(load_sweep(write(tmp_path, "tiny.yaml", TINY)))[:2]
     jobs = [Job(run.run_id, run.config.to_dict(), run.label, "tiny") for run in runs]
-    stop = StopRequest()
-    fake = InProcessRay({jobs[0].run_id}, stop)
+    with ResultsStore(tmp_path / "scratch.db") as scratch:  # the first run's record at its first checkpoint
+        scratch.start_run(jobs[0].run_id, jobs[0].config, {}, sweep="tiny")
+        scratch.log_eval(jobs[0].run_id, 3, 1.0, 0.9, 0.8)
+        so_far = (scratch.export_record(jobs[0].run_id), b"its checkpoint", {})
+    stop, store = StopRequest(), tmp_path / "r.db"
+    fake = InProcessRay({jobs[0].run_id: so_far}, stop)
     monkeypatch.setattr(ray_backend, "import_ray", lambda: fake)
     view = types.SimpleNamespace(event=lambda *event: None, finished=lambda *args: None)
-    outcomes = ray_backend.run_ray(jobs, tmp_path / "r.db", "cpu", 1, view, stop)
+    outcomes = ray_backend.run_ray(jobs, store, "cpu", 1, view, stop)
     assert {run_id: o["status"] for run_id, o in outcomes.items()} == \
         {jobs[0].run_id: "interrupted", jobs[1].run_id: NOT_STARTED}
-    assert len(fake.cancelled) == 2 and not list(checkpoint_root(tmp_path / "r.db").glob("*.lock"))
+    assert len(fake.cancelled) == 2 and not list(checkpoint_root(store).glob("*.lock"))
+    with ResultsStore(store, create=False) as results:
+        assert [(run.run_id, run.status, run.error) for run in results.runs()] == \
+            [(jobs[0].run_id, "failed", "interrupted")]
+        assert [point.step for point in results.curve(jobs[0].run_id)] == [3]
+    assert checkpoint_file(store, jobs[0].run_id).read_bytes() == b"its checkpoint"
+
+
+def test_a_run_another_process_finished_while_the_sweep_waited_joins_the_sweep(tmp_path):
+    """The sweep's worker finds the run finished (an `atnbench run` of it took the lock first):
+    it keeps that result, untrained again, and the run is the sweep's as every other."""
+    import torch
+
+    from atnbench.run.train import train
+    from atnbench.sweep import expand, load_sweep
+    from atnbench.sweep.runner import EventReporter, Job, execute
+
+    run = expand(load_sweep(write(tmp_path, "tiny.yaml", TINY)))[0]
+    with ResultsStore(tmp_path / "r.db") as store:
+        train(run.config, store, torch.device("cpu"))  # no sweep: `atnbench run`
+        before = store.get_run(run.run_id).summary["wall_s"]
+        outcome = execute(Job(run.run_id, run.config.to_dict(), run.label, "tiny"), store, "cpu",
+                          EventReporter(run.run_id, lambda *event: None, lambda: False))
+        assert outcome["status"] == "done" and store.get_run(run.run_id).summary["wall_s"] == before
+        assert [r.run_id for r in store.runs(sweep="tiny")] == [run.run_id]
 
 
 def test_a_ray_cluster_that_refuses_the_driver_leaves_no_new_store_behind(tmp_path, monkeypatch):

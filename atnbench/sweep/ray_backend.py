@@ -53,7 +53,8 @@ from atnbench.evidence.equivalence import stand_in
 from atnbench.run.checkpoint import RunBusy, hold_run, on_save
 from atnbench.config import ConfigError
 from atnbench.store import MODEL_KINDS, ResultsStore
-from atnbench.sweep.runner import NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost, outcome_of
+from atnbench.sweep.runner import (INTERRUPTED, NOT_STARTED, EventReporter, Job, StopRequest, execute, mark_lost,
+                                   outcome_of)
 
 INSTALL_HINT = "pip install 'atnbench[ray]'"
 CONNECT_TIMEOUT_S = 30.0
@@ -461,7 +462,7 @@ def in_flight_cap(ray, threads: int) -> int:
     slots = int(ray.cluster_resources().get("CPU", 1) // max(1, threads))
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     files = soft // 2 if soft != resource.RLIM_INFINITY else 4096
-    return max(1, min(max(2 * slots, 8), files))
+    return max(1, min(2 * max(1, slots), files))
 
 
 class _Held:
@@ -539,6 +540,7 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                 row = store.get_run(job.run_id)
                 if row is not None and stand_in([row]) is not None:  # finished by the process we waited for
                     log.warning(f"run {job.run_id} was finished by another process; keeping its result")
+                    store.add_to_sweep(job.sweep, job.run_id)  # a finished run found joins the sweep (runner.plan)
                     held.release(job.run_id)
                     settle(job, outcome_of(job.run_id, row.status, row.summary, row.error))
                     continue
@@ -591,11 +593,14 @@ def run_ray(jobs: list[Job], store_path: Path, device: str, threads: int, view, 
                     show(ray.get(monitor.drain.remote()))
                     for ref, job in refs.items():
                         ray.cancel(ref, force=True)
-                        status = "interrupted" if job.run_id in started else NOT_STARTED  # resumable either way
+                        status = INTERRUPTED if job.run_id in started else NOT_STARTED  # resumable either way
                         outcomes[job.run_id] = {"run_id": job.run_id, "status": status}
                     break
             show(ray.get(monitor.drain.remote()))
             keep_checkpoints()  # runs cut off by a second signal keep their newest checkpoint
+            for run_id, outcome in outcomes.items():  # and are recorded as a local sweep records them
+                if outcome["status"] == INTERRUPTED and store.status(run_id) == "running":
+                    store.finish_run(run_id, "failed", {}, error=INTERRUPTED)
         finally:
             held.release_all()
     ray.kill(monitor)

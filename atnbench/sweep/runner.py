@@ -138,6 +138,7 @@ def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
         # waited for, and its result kept, instead of trained twice
         record = train(config, store, resolve_device(device), reporter, resume=job.resume, sweep=job.sweep,
                        wait=True)
+        store.add_to_sweep(job.sweep, job.run_id)  # also a run another process finished while we waited for it
     except KeyboardInterrupt:
         return {"run_id": job.run_id, "status": INTERRUPTED}
     except Exception as err:  # noqa: BLE001 - a failing run is recorded and the sweep goes on
