@@ -62,14 +62,15 @@ def tiny_sweep(name, norms, ks, steps, seeds=(0, 1), description="a tiny sweep f
             f"seeds: [{', '.join(map(str, seeds))}]\n")
 
 
-def fill_store(path, runs, code=None):
+def fill_store(path, runs, code=None, budget=0.01):
     """A results store holding known numbers, built through ResultsStore (no training).
 
     ``runs``: (task, T, norm, k, seed, status, level, sweep) tuples. A run of level L has the
     curve train = [4L, L, 2L], validation = [4L, L/2, L] at steps 100, 200, 300; a 'running' run
     stops after the first point. Configs are the paper presets', so reports treat them as real.
     With ``code`` the runs are made by the code of that fingerprint (their ids under it, and
-    ``env.code``); else they carry the running code's ids and no fingerprint.
+    ``env.code``); else they carry the running code's ids and no fingerprint. ``budget``: the
+    presets' protocol at that fraction.
     """
     from atnbench.evidence.identity import run_id_under
     from atnbench.run.runspec import resolve_run
@@ -79,7 +80,7 @@ def fill_store(path, runs, code=None):
     with ResultsStore(path) as store:
         for task, T, norm, k, seed, status, level, sweep in runs:
             flags = {"T": T, "norm": norm, "seed": seed, **({"k": k} if k is not None else {})}
-            config = resolve_run(task, flags, budget=0.01)
+            config = resolve_run(task, flags, budget=budget)
             run_id = run_id_under(config.to_dict(), code) if code else run_id_of(config)
             env = {"device": "cpu", "threads": 1, **({"code": code} if code else {})}
             store.start_run(run_id, config.to_dict(), env, sweep=sweep)

@@ -53,6 +53,45 @@ def test_a_dry_run_sizes_the_study_from_the_pilot_and_records_nothing(tmp_path):
         assert studies.load(store) == []
 
 
+ONE_K = """\
+name: one-k
+description: the copying preset with one ATN window
+task: copying
+base: {T: 100}
+runs:
+  - norm: [ln, atn]
+    k: 45
+seeds: [0]
+"""
+
+
+def test_the_pilot_is_the_studys_own_configurations_never_another_k_or_budget(tmp_path):
+    """The study runs atn k=45 at budget 0.01; a side "atn" (no k) also names the store's atn
+    k=25 runs, and every model has runs at the full budget: neither is the study's configuration,
+    so the pilot reads 3 and 3 seeds and sizes what the clean pilot sizes (it pooled both, and
+    counted each run once per group holding a row of its label)."""
+    sweep, family = tmp_path / "one-k.yaml", tmp_path / "atn-ln.yaml"
+    sweep.write_text(ONE_K)
+    family.write_text(yaml.safe_dump({"claims": [{"id": "atn-ln", "claim": "ATN < LN", "task": "copying", "T": 100,
+                                                  "budget": 0.01, "order": ["atn", "ln"]}]}))
+    clean, mixed = tmp_path / "clean.db", tmp_path / "mixed.db"
+    for db in (clean, mixed):
+        pilot(db)
+    fill_store(mixed, [("copying", 100, "atn", 25, seed, "done", level, "other")
+                       for seed, level in enumerate((0.4, 0.1, 0.7))])
+    fill_store(mixed, [("copying", 100, norm, k, seed, "done", level, "full")
+                       for norm, k, levels in (("atn", 45, (0.5, 0.1, 0.9)), ("ln", None, (0.2, 0.6, 0.9)))
+                       for seed, level in enumerate(levels)], budget=1.0)
+
+    def pilot_line(db):
+        result = invoke("sweep", sweep, "--seeds-for-power", "0.8", "--claims", family, "--store", db,
+                        "--budget", "0.01", "--dry-run")
+        assert result.exit_code == 0, result.output
+        return next(line for line in result.stderr.splitlines() if "pilot: atn < ln" in line)
+
+    assert pilot_line(mixed) == pilot_line(clean) and "pilot 3 and 3 seeds" in pilot_line(mixed)
+
+
 def test_noisier_pilots_plan_more_seeds_and_the_cap_holds(tmp_path):
     pilot(tmp_path / "clear.db")
     pilot(tmp_path / "noisy.db", atn=(0.10, 0.22, 0.16), ln=(0.14, 0.26, 0.2))

@@ -216,6 +216,22 @@ def test_a_small_difference_inside_the_margin_is_equivalent_and_a_hopeless_one_f
     assert entry["decision"] == studies.FUTILE and entry["conditional_probability"] < 0.1
 
 
+def test_a_relative_margin_is_a_fraction_of_the_side_it_names_as_that_side_is_named(tmp_path):
+    """"10% of atn" on "atn k=5 < ln": 10% of the ATN side's mean (it was the higher side's, LN's,
+    whenever the text was not spelled as the lower side is), in the plan and at every look."""
+    from atnbench.report.claims import read_family
+
+    data = {"claims": [{"id": "c", "claim": "x", "task": "copying", "T": 100, "budget": 0.01,
+                        "order": ["atn k=5", "ln"], "margin": "10% of atn"}]}
+    claim = read_family(claims_file(tmp_path, data)).claims[0]
+    ln, atn = ([run for run in k_ablation_runs(0, 1) if run.config.norm == norm] for norm in ("ln", "atn"))
+    runs = ln + [dataclasses.replace(atn[0], config=dataclasses.replace(atn[0].config, k=5))]
+    [planned] = studies.claims_of(read_family(claims_file(tmp_path, data)), runs)
+    assert (planned.lower, planned.margin_of) == ("atn k=5", "atn k=5") and claim.margin.of.text == "atn"
+    entry = studies.judge(planned, [1.0, 1.1, 0.9, 1.0, 1.05], [2.0, 2.1, 1.9, 2.0, 2.05], (1.0,), 0.05, True, 0.1)
+    assert entry["margin"] == pytest.approx(0.1 * 1.01)  # of ATN's mean 1.01, not LN's 2.01
+
+
 def test_fewer_than_five_seeds_decide_nothing_and_show_no_bootstrap_interval():
     c = compare([0.1, 0.11, 0.12, 0.105], [0.3, 0.31, 0.32, 0.305])
     assert c.verdict == TOO_FEW and c.p_value < 1e-4 and c.p_improve_ci is None
@@ -234,6 +250,27 @@ def test_a_comparison_whose_sides_mix_processor_classes_differently_is_stratifie
     assert not same.stratified and same.p == pytest.approx(plain.p)
     c = compare(a, b, classes=(["X"] * 3 + ["Y"] * 3, ["X"] * 4 + ["Y"] * 2))
     assert c.stratified and c.classes == ({"X": 3, "Y": 3}, {"X": 4, "Y": 2})
+    # the numbers beside a stratified test are class by class too: g between the classes' own (A is
+    # lower in each), P(lower < higher) over the pairs within a class (ties half)
+    from atnbench.report.verdicts import hedges_g
+
+    per_class = [hedges_g(a[:3], b[:4]), hedges_g(a[3:], b[4:])]
+    assert c.hedges_g < 0 and min(per_class) <= c.hedges_g <= max(per_class)
+    within_pairs = [(x < y) + 0.5 * (x == y) for xs, ys in ((a[:3], b[:4]), (a[3:], b[4:])) for x in xs for y in ys]
+    assert c.p_improve == pytest.approx(sum(within_pairs) / len(within_pairs)) and c.p_improve > 0.5
+    assert c.p_improve_ci[0] <= c.p_improve <= c.p_improve_ci[1] and c.seeds_for_power is not None
+    # one class shared (A all on X; B 3 on X, 3 on Y, much lower there): the test and every number
+    # beside it are X's, where A is lower; pooled, g and P(lower < higher) said the opposite
+    low_b = [0.12, 0.13, 0.14, 0.01, 0.02, 0.03]
+    one = compare(a[:3] + [0.105, 0.115, 0.11], low_b, classes=(["X"] * 6, ["X"] * 3 + ["Y"] * 3))
+    within = compare(a[:3] + [0.105, 0.115, 0.11], low_b[:3])
+    assert one.stratified and one.diff < 0 and within.hedges_g < 0 and one.hedges_g == pytest.approx(within.hedges_g)
+    from atnbench.report.verdicts import probability_of_improvement
+
+    improve = probability_of_improvement(a[:3] + [0.105, 0.115, 0.11], low_b[:3])
+    assert (one.p_improve, one.p_improve_ci) == improve and improve[0] > 0.5
+    assert one.seeds_for_power == within.seeds_for_power
+    assert compare(a[:3] + [0.105, 0.115, 0.11], low_b).hedges_g > 0  # pooled: B looked lower
 
 
 def test_hedges_g_uses_the_exact_correction():
@@ -389,6 +426,8 @@ def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):
     ({"colour": "red"}, "unknown key 'colour'"),
     ({"margin": -1}, "positive number"),
     ({"margin": "5 percent of ln"}, "P% of SIDE"),
+    ({"margin": "10% of lstm"}, "'lstm' names neither side of atn < ln"),
+    ({"order": ["atn k=5", "atn k=10"], "margin": "10% of atn"}, "'atn' names both sides of atn k=5 < atn k=10"),
     ({"stat": 5}, "unknown statistic 5"),
 ])
 def test_a_claims_file_mistake_is_one_line_naming_the_file_and_claim(tmp_path, entry, message):

@@ -74,5 +74,16 @@ def test_the_power_plan_matches_the_textbook_and_grows_as_the_effect_shrinks():
     assert seeds_for_power(a, a + 1.0, 0.05 / 10)[0] > 17  # the family's level asks for more
 
 
+def test_seeds_for_power_are_never_fewer_than_a_verdict_takes():
+    """d = -1.54, sds 0.337 / 0.152 at 0.05/22: the approximation says 80% at 4 seeds a side, a
+    simulation of Welch's test gives ~72% there (its degrees of freedom are estimated); no verdict
+    is made on 4 seeds anyway, so the plan says 5."""
+    from atnbench.report.verdicts import MIN_SEEDS, seeds_needed
+
+    assert welch_power(-1.54, 0.337 ** 2, 0.152 ** 2, 4, 0.05 / 22) >= 0.8  # the approximation at 4
+    assert seeds_needed(-1.54, 0.337 ** 2, 0.152 ** 2, 0.05 / 22) == MIN_SEEDS == 5
+    assert seeds_needed(5.0, 1e-12, 1e-12, 0.05) == MIN_SEEDS
+
+
 def test_power_is_never_nan_at_tiny_n():
     assert 0 < welch_power(1.0, 1e-12, 1e-12, 2, 0.001) <= 1  # scipy's noncentral t gives nan here

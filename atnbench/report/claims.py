@@ -250,9 +250,32 @@ def _claim(entry: Any, i: int, path: Path, default_source: str) -> Claim:
                                and (lower.k is None or higher.k is None)):
             raise _fail(path, where, f"{lower.text} < {higher.text} compares a row with itself; name what tells "
                                      f"the two apart (e.g. k=25 and k=65)")
+    margin = _margin(entry, path, where)
+    for lower, higher in pairs if margin is not None and margin.of is not None else ():
+        named = [side for side in (lower, higher) if names_side(margin.of, side)]
+        if len(named) != 1:
+            which = "both sides" if named else "neither side"
+            raise _fail(path, f"{where}.margin", f"'{margin.of.text}' names {which} of {lower.text} < {higher.text}; "
+                                                 f"a relative margin is a fraction of one side's mean: name it as "
+                                                 f"that side is named")
     source = entry.get("source", default_source)
     return Claim(id=entry["id"], text=entry["claim"], source=str(source), task=entry["task"], T=T, stat=stat,
-                 pairs=tuple(pairs), budget=float(budget), variant=variant, margin=_margin(entry, path, where))
+                 pairs=tuple(pairs), budget=float(budget), variant=variant, margin=margin)
+
+
+def names_side(of: Side, side: Side) -> bool:
+    """Whether a relative margin's side ``of`` names this side of a pair: its model, its k where
+    ``of`` gives one, and any setting ``of`` gives ("10% of atn" names "atn k=5")."""
+    return of.model == side.model and (of.k is None or of.k == side.k) and set(of.settings) <= set(side.settings)
+
+
+def margin_side(of: Side, lower: Side, higher: Side) -> Side:
+    """The side of the pair whose mean a relative margin is a fraction of (the claims file was
+    checked when read: exactly one side is named)."""
+    named = [side for side in (lower, higher) if names_side(of, side)]
+    if len(named) != 1:
+        raise ClaimsError(f"margin '{of.text}' names {'both' if named else 'neither'} of {lower.text} and {higher.text}")
+    return named[0]
 
 
 def family_from(path: Path, data: Any, digest: str) -> Family:

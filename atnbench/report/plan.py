@@ -1,7 +1,9 @@
 """Sizing a study from pilot runs (``--seeds-for-power``) and pricing it (``--dry-run``).
 
 The pilot is what the store already holds for the study's configurations (exploratory seeds,
-never the study's own: those are fresh). For every comparison the study will test, Welch's test
+never the study's own: those are fresh): for each side, the runs of exactly the configuration the
+study runs for it, seeds aside (its length, budget and variant, its k and settings), whatever code
+made them; never another k or budget the side's words would also match. For every comparison the study will test, Welch's test
 at alpha / m needs ``verdicts.seeds_for_power`` seeds a side for the asked power at the pilot's
 difference and variances; the looks cost a little more (``sequential.inflation``). The study's
 maximum is the largest of them, capped by ``--max-seeds``, with an interval from the pilot's own
@@ -16,9 +18,12 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from atnbench.errors import UserError
+from atnbench.evidence.identity import identity
 from atnbench.report import sequential
+from atnbench.report.aggregate import GROUP_FIELDS
 from atnbench.report.claims import parse_side
-from atnbench.report.verdicts import MAX_PLANNED_SEEDS, MIN_SEEDS, CannotPlan, matching_rows, seeds_for_power
+from atnbench.report.study import side_matches
+from atnbench.report.verdicts import MAX_PLANNED_SEEDS, MIN_SEEDS, CannotPlan, seeds_for_power
 
 
 @dataclass(frozen=True)
@@ -45,11 +50,29 @@ def looks_up_to(maximum: int, count: int = 5) -> tuple[int, ...]:
     return tuple(looks)
 
 
-def size(comparisons, groups: Iterable, alpha_each: float, power: float, looks_count: int = 5) -> list[Sizing]:
-    """Each planned comparison's maximum seeds from the pilot ``groups``."""
+def pilot_runs(groups: Iterable, configs) -> list:
+    """The runs of ``groups`` that are one of ``configs`` but for the seed: the same length, budget
+    and variant (the group) and the same settings (the row: k, hidden, bias placement, ...),
+    whatever code made them."""
+    wanted = [((config.T, config.budget, config.variant),
+               {key: value for key, value in identity(config.to_dict()).items() if key not in GROUP_FIELDS})
+              for config in configs]
+    found = []
+    for group in groups:
+        for row in group.rows:
+            settings = {key: value for key, value in row.settings.items() if key != "code"}
+            if ((group.T, group.budget, group.variant), settings) in wanted:
+                found.extend(group.runs.get(row.label, []))
+    return found
+
+
+def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float,
+         looks_count: int = 5) -> list[Sizing]:
+    """Each planned comparison's maximum seeds from the pilot ``groups``: per side, the runs of
+    the configuration among ``configs`` (the study's runs of one seed) that the side names."""
     from atnbench.report.verdicts import _run_numbers
 
-    groups = list(groups)
+    groups, configs = list(groups), list(configs)
     fractions = tuple((j + 1) / looks_count for j in range(looks_count))
     factor = sequential.inflation(fractions, alpha_each, power) if looks_count > 1 else 1.0
     found = []
@@ -57,8 +80,8 @@ def size(comparisons, groups: Iterable, alpha_each: float, power: float, looks_c
         name = f"{planned.lower} < {planned.higher}"
         values = []
         for text in (planned.lower, planned.higher):
-            rows = [row for group in groups for row in matching_rows(group, parse_side(text))]
-            runs = [run for group in groups for row in rows for run in group.runs.get(row.label, [])]
+            side = parse_side(text)
+            runs = pilot_runs(groups, [config for config in configs if side_matches(side, config)])
             values.append(_run_numbers(runs, planned.stat)[0])
         sign = -1.0 if planned.higher_is_better else 1.0
         a, b = ([sign * v for v in side] for side in values)

@@ -45,7 +45,7 @@ from scipy import stats
 from atnbench.errors import UserError
 from atnbench.report import sequential
 from atnbench.evidence.machine import processor_class
-from atnbench.report.claims import Family, Side, comparison_key
+from atnbench.report.claims import Family, Side, comparison_key, margin_side, parse_side
 from atnbench.report.rule import MIN_SEEDS
 from atnbench.report.welch import welch_test
 
@@ -264,7 +264,7 @@ def claims_of(family: Family, runs) -> list[Planned]:
             margin = claim.margin  # absolute, or a fraction of the mean of the side ``of``
             this = Planned((claim.id,), lower.text, higher.text, claim.stat, higher_is_better(claim.stat),
                            None if margin is None else margin.value,
-                           None if margin is None or margin.of is None else margin.of.text,
+                           None if margin is None or margin.of is None else margin_side(margin.of, lower, higher).text,
                            "" if margin is None else margin.reason)
             if key in planned:
                 _check_one_test(planned[key], this)
@@ -415,8 +415,8 @@ def judge(planned: Planned, a: list[float], b: list[float], fractions: tuple[flo
     nominal_eq = sequential.nominal_levels(fractions, min(0.5, 2 * alpha))[-1]
     margin = planned.margin
     if planned.margin_of is not None and margin is not None:  # a fraction of that side's mean
-        side_values = a if planned.margin_of == planned.lower else b
-        margin = margin * abs(statistics.fmean(side_values))
+        of = margin_side(parse_side(planned.margin_of), parse_side(planned.lower), parse_side(planned.higher))
+        margin = margin * abs(statistics.fmean(a if of.text == planned.lower else b))
     entry = {"lower": planned.lower, "higher": planned.higher, "n": [len(a), len(b)], "fraction": fractions[-1],
              "difference": sign * test.diff, "se": test.se, "df": test.df, "p": test.p, "nominal_level": nominal,
              "boundary_z": float(stats.norm.isf(nominal / 2)), "stratified": test.stratified, "margin": margin}
@@ -616,7 +616,6 @@ def _refuse_off_protocol(store, study: Study, source: str) -> None:
     """A study planned off the protocol its claims are judged on (where planning did not refuse
     it: another machine, an older atnbench) does not come in: its decisions would be verdicts."""
     from atnbench.config import build_config
-    from atnbench.report.claims import parse_side
 
     for side, run_ids in study.run_ids.items():
         record = next((found for found in map(store.get_run, run_ids) if found is not None), None)

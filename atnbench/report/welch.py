@@ -43,6 +43,24 @@ def _mix(classes: Sequence[str], n: int) -> dict[str, float]:
     return {c: classes.count(c) / n for c in set(classes)} if classes else {}
 
 
+def stratified(a: Sequence[float], b: Sequence[float], classes: tuple[Sequence[str], Sequence[str]]) -> bool:
+    """Whether the sides mix processor classes differently (so they are compared class by class)."""
+    ca, cb = classes
+    return bool(ca and cb) and _mix(ca, len(a)) != _mix(cb, len(b))
+
+
+def class_strata(a: Sequence[float], b: Sequence[float],
+                 classes: tuple[Sequence[str], Sequence[str]]) -> list[tuple[list[float], list[float]]]:
+    """The two sides' values class by class, for each class both sides have 2 seeds of at least."""
+    ca, cb = classes
+    strata = []
+    for c in sorted(set(ca) & set(cb)):
+        xa, xb = [v for v, k in zip(a, ca) if k == c], [v for v, k in zip(b, cb) if k == c]
+        if len(xa) >= 2 and len(xb) >= 2:
+            strata.append((xa, xb))
+    return strata
+
+
 def welch_test(a: Sequence[float], b: Sequence[float],
                classes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> WelchTest:
     """Welch's two-sided test of a against b (2 values a side at least); ``classes`` gives each
@@ -50,13 +68,8 @@ def welch_test(a: Sequence[float], b: Sequence[float],
     from scipy import stats
 
     ca, cb = classes
-    if ca and cb and _mix(ca, len(a)) != _mix(cb, len(b)):
-        strata = []
-        for c in sorted(set(ca) & set(cb)):
-            xa = [v for v, k in zip(a, ca) if k == c]
-            xb = [v for v, k in zip(b, cb) if k == c]
-            if len(xa) >= 2 and len(xb) >= 2:
-                strata.append(_welch_parts(xa, xb))
+    if stratified(a, b, classes):
+        strata = [_welch_parts(xa, xb) for xa, xb in class_strata(a, b, classes)]
         usable = [(d, se2, df) for d, se2, df in strata if se2 > 0]
         if not usable:
             return WelchTest(statistics.fmean(a) - statistics.fmean(b), 0.0, 1.0, float("nan"), True,

@@ -196,8 +196,8 @@ def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dic
     elif power is not None:
         if not 0 < power < 1:
             raise UserError(f"--seeds-for-power is a power in (0, 1), e.g. 0.8; got {power:g}")
-        found = sizing.size(studies.claims_of(family, probe), sizing.pilot_groups(store, task, Ts), ALPHA / family.m,
-                            power)
+        found = sizing.size(studies.claims_of(family, probe), [run.config for run in probe],
+                            sizing.pilot_groups(store, task, Ts), ALPHA / family.m, power)
         most, capped = sizing.maximum(found, max_seeds)  # a pilot it cannot plan from: the error alone says why
         for line in found:
             say("  pilot: " + line.text())
