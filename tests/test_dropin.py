@@ -594,3 +594,77 @@ def test_the_full_backward_hook_warning_comes_once_a_model():
         for _ in range(3):
             model(torch.randn(4, 2, D))
     assert sum("full backward hook" in str(w.message) for w in caught) == 1
+
+
+# -- by-name modifiers, the other bias placement, messages (QA, third pass) ------------------------
+
+@pytest.mark.parametrize("norm, backend, where, name", [("ln", "auto", "layers[0]", "weight_hh"),
+                                                        ("none", "loop", "layers[0]", "weight_hh"),
+                                                        ("none", "auto", "rnn", "weight_hh_l0")])
+def test_prune_by_nn_lstm_name_is_refused_before_it_changes_the_model(norm, backend, where, name):
+    """``prune.l1_unstructured(model, "weight_hh_l0")`` works on nn.LSTM; here the name is an alias,
+    and prune registered ``weight_hh_l0_orig`` before failing with a bare KeyError (its checkpoints
+    then failed a strict load). Refused first, naming the module and name that work, which do."""
+    from torch.nn.utils import prune
+
+    model = NormLSTM(3, 4, norm=norm, backend=backend, init="torch")
+    before = {key: value.clone() for key, value in model.state_dict().items()}
+    with pytest.raises(AttributeError, match=rf"prune.l1_unstructured\(model.{re_escape(where)}, '{name}'"):
+        prune.l1_unstructured(model, "weight_hh_l0", amount=0.5)
+    assert list(model.state_dict()) == list(before)
+    NormLSTM(3, 4, norm=norm, backend=backend).load_state_dict(model.state_dict())  # strict: nothing stray
+    target = model.rnn if where == "rnn" else model.layers[0]
+    prune.l1_unstructured(target, name, amount=0.5)
+    assert int((model.weight_hh_l0 == 0).sum()) == 4 * 4 * 4 // 2  # the pruned weight is the one the model uses
+    assert not torch.equal(model.weight_hh_l0, before[f"{'rnn' if where == 'rnn' else 'layers.0'}.{name}"])
+
+
+def re_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+@pytest.mark.parametrize("cell", [NormLSTM, NormGRU])
+def test_a_checkpoints_biases_load_whichever_backend_saved_it(cell):
+    """A norm="none" checkpoint into a bias-outside model (bn) loads its biases as their sum whether
+    the default backend (``rnn.`` names) or the loop backend (``layers.N.bias_ih``/``bias_hh``)
+    saved it (the loop's were left at 0, reported only among strict=False's keys); a bn checkpoint
+    into norm="none" loads its one bias as ``bias_ih`` (``bias_hh`` 0) on either backend."""
+    torch.manual_seed(0)
+    saved = cell(3, 4, norm="none", init="torch")
+    if cell is NormGRU:  # nn.GRU's b_hn sits inside r * (W_hn h + b_hn): a bias outside needs it 0
+        with torch.no_grad():
+            saved.bias_hh_l0[8:].zero_()
+    loaded = []
+    for backend in ("auto", "loop"):
+        source = cell(3, 4, norm="none", backend=backend)
+        source.load_state_dict(saved.state_dict())  # the same model, saved by either backend
+        target = cell(3, 4, norm="bn")
+        result = target.load_state_dict(source.state_dict(), strict=False)
+        assert not [key for key in result.unexpected_keys + result.missing_keys if "bias" in key and "norm" not in key]
+        assert torch.equal(target.layers[0].bias, (source.bias_ih_l0 + source.bias_hh_l0).detach())
+        loaded.append(target.layers[0].bias.detach().clone())
+    assert torch.equal(*loaded)
+    batch_norm = cell(3, 4, norm="bn")
+    with torch.no_grad():
+        batch_norm.layers[0].bias.normal_()
+    for backend in ("auto", "loop"):
+        target = cell(3, 4, norm="none", backend=backend)
+        result = target.load_state_dict(batch_norm.state_dict(), strict=False)
+        assert not [key for key in result.missing_keys if "bias" in key]
+        assert torch.equal(target.bias_ih_l0.detach(), batch_norm.layers[0].bias.detach())
+        assert not target.bias_hh_l0.detach().any()
+
+
+def test_the_messages_name_the_layout_and_how_to_keep_h_and_c():
+    model = NormLSTM(3, 4, norm="ln", batch_first=True)
+    with pytest.raises(ValueError, match=r"3-d input \(batch, seq, feature\) \(batch_first\), got shape \(5, 3\)"):
+        model(torch.randn(5, 3))
+    encoder = NormLSTM(3, 4, norm="atn", k=4)
+    packed = nn.utils.rnn.pack_sequence([torch.randn(6, 3), torch.randn(2, 3)])  # one source shorter than k - 1
+    _, (h, c) = encoder(packed)
+    decoder = NormLSTM(3, 4, norm="atn", k=4)
+    with pytest.raises(ValueError, match=r"\(h.clone\(\), c\) for an LSTM"):
+        decoder(torch.randn(3, 2, 3), (h, c))
+    decoder(torch.randn(3, 2, 3), (h.clone(), c))  # the encoder's h and c, the decoder's windows empty

@@ -393,6 +393,20 @@ class NormRecurrent(nn.Module):
                              f"normalizations, not nn.{self.torch_class.__name__}'s two: layers[{index}].bias "
                              f"(torch_state_dict() gives it as bias_ih, with bias_hh 0); bias_inside=True gives the two")
 
+    def register_parameter(self, name: str, param) -> None:
+        """Refuse ``nn.LSTM``-named ``NAME_orig`` (``torch.nn.utils.prune`` by the module and
+        ``nn.LSTM``'s name registers the weight so before it fails on the alias, leaving a stray
+        parameter behind): before anything changes, naming the layer and name that work."""
+        match = TORCH_PARAMETER.fullmatch(name[:-len("_orig")]) if name.endswith("_orig") else None
+        if match is not None and name not in self._parameters:
+            owner, attribute = self._torch_parameter_home(match.group(0), match)
+            where = "rnn" if self.fused else f"layers[{next(i for i, layer in enumerate(self.layers) if layer is owner)}]"
+            raise AttributeError(f"'{match.group(0)}' is nn.{self.torch_class.__name__}'s name for a weight of "
+                                 f"{where}: what changes a parameter by name (torch.nn.utils.prune, weight_norm, "
+                                 f"parametrize) takes that module and its name, e.g. "
+                                 f"prune.l1_unstructured(model.{where}, {attribute!r}, amount=0.5)")
+        super().register_parameter(name, param)
+
     def flatten_parameters(self) -> None:
         """As ``nn.LSTM.flatten_parameters`` (a no-op unless torch's fused kernel is used)."""
         if self.fused:
@@ -546,7 +560,8 @@ class NormRecurrent(nn.Module):
 
     def _time_first(self, x: Tensor) -> Tensor:
         if x.dim() != 3:
-            raise ValueError(f"expected a 3-d input (seq, batch, feature), got shape {tuple(x.shape)}")
+            layout = "(batch, seq, feature) (batch_first)" if self.batch_first else "(seq, batch, feature)"
+            raise ValueError(f"expected a 3-d input {layout}, got shape {tuple(x.shape)}")
         self._check_features(x)
         return x.transpose(0, 1) if self.batch_first else x
 
@@ -567,12 +582,29 @@ class NormRecurrent(nn.Module):
                 state_dict[prefix + name[len(prefix) + len("rnn."):]] = state_dict.pop(name)
         if self.fused and prefix + "layers.0.weight_ih" in state_dict:  # the same model on the loop backend
             self._loop_keys_to_torch(prefix, state_dict)
+        if not self.fused:
+            self._other_bias_placement(prefix, state_dict)
         if any(key.startswith(prefix) and TORCH_PARAMETER.fullmatch(key[len(prefix):]) for key in state_dict):
             renamed, used = self._internal_names(prefix, state_dict)  # what is there loads, the rest is missing
             for name in used:
                 del state_dict[name]
             state_dict.update(renamed)
         super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def _other_bias_placement(self, prefix: str, state_dict) -> None:
+        """The loop backend's names of the other bias placement, read as the ``nn.LSTM`` names and a
+        fused checkpoint's are (so the backend that saved a checkpoint does not decide whether its
+        biases load): ``layers.N.bias_ih`` and ``bias_hh`` into a layer with one bias outside the
+        normalizations as their sum; one ``layers.N.bias`` into a model without normalizations
+        (``norm="none"``, where inside and outside are the same) as ``bias_ih``, with ``bias_hh`` 0."""
+        for index, (name, layer) in enumerate(self._named_layers()):
+            inner = f"{prefix}layers.{index}."
+            ih, hh, one = inner + "bias_ih", inner + "bias_hh", inner + "bias"
+            if layer.bias is not None and one not in state_dict and ih in state_dict and hh in state_dict:
+                state_dict[one] = self._merged_bias(state_dict.pop(ih), state_dict.pop(hh), f"{inner}bias_hh")
+            elif layer.bias_ih is not None and self.norm == "none" and one in state_dict and ih not in state_dict:
+                bias = state_dict.pop(one)
+                state_dict[ih], state_dict[hh] = bias, torch.zeros_like(bias)
 
     def _loop_keys_to_torch(self, prefix: str, state_dict) -> None:
         """``layers.N.weight_ih`` (the loop backend's names) renamed to the fused model's

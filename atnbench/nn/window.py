@@ -163,7 +163,9 @@ def check_history(history: Tensor) -> None:
     if history.numel() and bool(torch.isnan(history).any()):
         raise ValueError("this window state comes from a variable-length batch in which some sequence was "
                          "shorter than the window (k-1 steps) or, for ATN-BN, steps had padded rows: it "
-                         "cannot be continued exactly; start the next call with state=None")
+                         "cannot be continued exactly; start the next call with state=None, or keep h (and c) "
+                         "with its windows started empty: (h.clone(), c) for an LSTM, h.clone() for a GRU "
+                         "(an encoder's state handed to a decoder)")
 
 
 def masked_step_moments(a: Tensor, mask: Tensor) -> Tensor:
