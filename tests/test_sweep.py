@@ -525,6 +525,36 @@ def test_ray_runs_cut_off_by_a_second_ctrl_c_are_interrupted_only_where_they_beg
     assert checkpoint_file(store, jobs[0].run_id).read_bytes() == b"its checkpoint"
 
 
+def test_a_store_removed_while_the_sweep_runs_is_one_line_not_done(tmp_path, monkeypatch):
+    """`rm -rf` of the store's folder mid-sweep: the runs then training recorded into the removed
+    file and later ones into a new store there, while the sweep said "done 4" and exited 0. It
+    says the store went, how many runs the store there holds, and exits 2."""
+    import shutil
+
+    from atnbench.sweep import local
+
+    real = local.run_serial
+    folder = tmp_path / "results"
+    path, store = write(tmp_path, "tiny.yaml", TINY), folder / "r.db"
+
+    def store_removed_midway(jobs, store_path, *args):
+        first = real(jobs[:2], store_path, *args)
+        shutil.rmtree(folder)  # what `rm -rf` of the folder does mid-sweep
+        return {**first, **real(jobs[2:], store_path, *args)}
+
+    monkeypatch.setattr(local, "run_serial", store_removed_midway)
+    result = invoke("sweep", path, "--store", store, "--workers", "1", "--device", "cpu")
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "was removed or replaced while the sweep ran" in said, result.output
+    assert f"{len(planned_runs(path)) - 2} of the sweep's {len(planned_runs(path))} runs are finished" in said
+
+
+def planned_runs(path):
+    from atnbench.sweep import expand, load_sweep
+
+    return expand(load_sweep(path))
+
+
 def test_a_run_another_process_finished_while_the_sweep_waited_joins_the_sweep(tmp_path):
     """The sweep's worker finds the run finished (an `atnbench run` of it took the lock first):
     it keeps that result, untrained again, and the run is the sweep's as every other."""

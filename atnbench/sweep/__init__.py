@@ -45,6 +45,7 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
     created = not store_path.exists()
     with ResultsStore(store_path) as store:
         jobs, skipped, stale = plan(runs, store, spec.name, keep_stale)
+    planned_in = _file_identity(store_path)
     result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)
     if not jobs:
         return result
@@ -73,4 +74,20 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
         view.close()
         if owned:
             ray_backend.disconnect()
+    if _file_identity(store_path) != planned_in:  # removed (rm -rf of its folder) or replaced while it ran
+        with ResultsStore(store_path) as store:
+            held = sum(store.status(run.run_id) in ("done", "diverged") for run in runs)
+        raise UserError(f"the store {store_path} was removed or replaced while the sweep ran: what its runs recorded "
+                        f"in it before went with it ({held} of the sweep's {len(runs)} runs are finished in the store "
+                        f"there now); run the same command again to train the missing ones")
     return result
+
+
+def _file_identity(path: Path) -> Optional[tuple[int, int]]:
+    """(device, inode) of a file, None where there is none: a store removed and made again, or
+    another file moved there, reads as another file."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
