@@ -10,6 +10,7 @@ resuming and stopping, ``local`` and ``ray_backend`` for who writes the store.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional, Union
 
@@ -45,7 +46,6 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
     created = not store_path.exists()
     with ResultsStore(store_path) as store:
         jobs, skipped, stale = plan(runs, store, spec.name, keep_stale)
-    planned_in = _file_identity(store_path)
     result = SweepOutcome(total=len(runs), skipped=skipped, jobs=jobs, stale=stale)
     if not jobs:
         return result
@@ -60,6 +60,8 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
         raise
     labels = {run.run_id: run.label for run in runs}
     view = NoView() if quiet else SweepView(spec.name, len(runs), len(skipped), labels, live=live)
+    # held open while the sweep runs: a new file made there after a removal cannot take its inode
+    planned_in = os.open(store_path, os.O_RDONLY)
     try:
         with StopRequest(raise_on_second=serial) as stop:
             if backend == "ray":
@@ -71,10 +73,12 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
             unfinished = any(o["status"] in ("interrupted", "not-started") for o in result.outcomes.values())
             result.signal = stop.signum if unfinished else None  # a signal after the last run is moot
     finally:
+        replaced = _replaced(store_path, planned_in)
+        os.close(planned_in)
         view.close()
         if owned:
             ray_backend.disconnect()
-    if _file_identity(store_path) != planned_in:  # removed (rm -rf of its folder) or replaced while it ran
+    if replaced:  # removed (rm -rf of its folder) or replaced while it ran
         with ResultsStore(store_path) as store:
             held = sum(store.status(run.run_id) in ("done", "diverged") for run in runs)
         raise UserError(f"the store {store_path} was removed or replaced while the sweep ran: what its runs recorded "
@@ -83,11 +87,12 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
     return result
 
 
-def _file_identity(path: Path) -> Optional[tuple[int, int]]:
-    """(device, inode) of a file, None where there is none: a store removed and made again, or
-    another file moved there, reads as another file."""
+def _replaced(path: Path, opened: int) -> bool:
+    """Whether the file open as ``opened`` is no longer the one at ``path`` (removed, or another
+    moved or made there)."""
+    held = os.fstat(opened)
     try:
-        found = path.stat()
+        now = path.stat()
     except FileNotFoundError:
-        return None
-    return found.st_dev, found.st_ino
+        return True
+    return held.st_nlink == 0 or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino)
