@@ -427,6 +427,8 @@ def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):
     ({"margin": -1}, "positive number"),
     ({"margin": "5 percent of ln"}, "P% of SIDE"),
     ({"margin": "10% of lstm"}, "'lstm' names neither side of atn < ln"),
+    ({"order": ["atn hiden=8", "ln"]}, "unknown setting 'hiden' (did you mean 'hidden'?)"),
+    ({"order": ["atn steps=30", "ln steps=30"]}, "steps is not a side's to name: the claim's budget: says it"),
     ({"order": ["atn k=5", "atn k=10"], "margin": "10% of atn"}, "'atn' names both sides of atn k=5 < atn k=10"),
     ({"stat": 5}, "unknown statistic 5"),
 ])

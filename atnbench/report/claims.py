@@ -155,7 +155,9 @@ def _suggest(word: str, known) -> str:
 
 def parse_side(text: Any, path: Path = CLAIMS_FILE, where: str = "side") -> Side:
     """"atn k=45 bias_inside=false" -> Side("atn", 45, (("bias_inside", False),)); a model the
-    zoo does not know, a k that is not a positive whole number, a repeated key: ClaimsError."""
+    zoo does not know, a k that is not a positive whole number, a repeated key, a setting no run
+    has (a typo matched no run, silently) or one the claim itself fixes (steps: its budget):
+    ClaimsError."""
     if not isinstance(text, str) or not text.split():
         raise _fail(path, where, f"a side is 'model [key=value ...]', got {text!r}")
     model, *rest = text.split()
@@ -184,9 +186,30 @@ def parse_side(text: Any, path: Path = CLAIMS_FILE, where: str = "side") -> Side
             if type(value) is not int or value < 1:
                 raise _fail(path, where, f"{text!r}: k is a window length, a whole number >= 1, got {raw!r}")
             k = value
+        elif key in CLAIM_OWN:
+            raise _fail(path, where, f"{text!r}: {key} is not a side's to name: {CLAIM_OWN[key]}")
+        elif key not in side_settings():
+            raise _fail(path, where, f"{text!r}: unknown setting {key!r}{_suggest(key, side_settings())}; a side names "
+                                     f"run settings: {', '.join(side_settings())}")
         else:
             settings.append((key, value))
     return Side(model, k, tuple(settings))
+
+
+# keys a side may not name: what the claim itself fixes (its protocol), or what the model name says
+CLAIM_OWN = {"task": "the claim's task: says it", "T": "the claim's T: says it",
+             "budget": "the claim's budget: says it", "steps": "the claim's budget: says it (a fraction of "
+             "the protocol's steps)", "variant": "the claim's variant: says it",
+             "seed": "seeds are what a comparison compares over", "norm": "the model name says it",
+             "cell": "the model name says it", "options": "a task's options are not a side's settings"}
+
+
+@functools.lru_cache(maxsize=1)
+def side_settings() -> tuple[str, ...]:
+    """The run settings a side may name: a run config's fields less what the claim fixes."""
+    from atnbench.config import RunConfig
+
+    return tuple(field.name for field in dataclasses.fields(RunConfig) if field.name not in CLAIM_OWN and field.name != "k")
 
 
 def _margin(entry: dict, path: Path, where: str) -> Optional[Margin]:
