@@ -319,6 +319,24 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     assert "draft-npz" in listed and f"your task: {out / 'draft-npz.yaml'}" in listed
 
 
+def test_tasks_check_gives_the_guess_per_dimension_and_a_command_that_runs_as_printed(tmp_path):
+    """A 2-d regression target: the no-information guess is each dimension's training mean
+    (their pooled mean was printed as "the" training mean); a task name with a space is quoted in
+    the command `tasks check` prints, as the folder is."""
+    import shlex
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(30, 6, 1)), np.column_stack([rng.normal(3, 1, 30), rng.normal(-2, 1, 30)])
+    np.savez(tmp_path / "two.npz", x=x, y=y)
+    (tmp_path / "my task.yaml").write_text("problem: sequence-regression\ndata: {train: two.npz, split: {validation: 0.5}}\n")
+    checked = ok(invoke("tasks", "check", "my task", "--include", tmp_path, env={"COLUMNS": "200"})).stdout
+    row = next(line for line in checked.splitlines() if "training mean" in line)
+    means = [float(value) for value in row.split("dimension)")[1].replace(",", " ").split()]
+    assert len(means) == 2 and means[0] > 1.5 and means[1] < -0.5  # not one pooled mean near 0.5
+    command = next(line for line in checked.splitlines() if line.strip().startswith("atnbench run"))
+    assert shlex.split(command)[:3] == ["atnbench", "run", "my task"]
+
+
 GENERATOR = '''
 import torch
 from atnbench.tasks import TaskSpec
@@ -377,6 +395,10 @@ def _files(folder: Path) -> None:
     (folder / "long.csv").write_text("seq,time,v,label\n0,0,1.0,0\n0,1,2.0,1\n1,0,1.0,1\n")
     (folder / "longnan.csv").write_text("id,time,v,label\n0,0,1.0,0\n0,1,nan,0\n1,0,1.0,1\n")
     (folder / "text.csv").write_text("label,t0,t1\n0,a,b\n1,c,d\n")
+    # a cell that says nan at a row's end read as empty, the sequence one step shorter without a word
+    (folder / "nanend.csv").write_text("label,t0,t1,t2\n0,1.0,2.0,nan\n1,1.0,2.0,3.0\n")
+    (folder / "twicedate.csv").write_text("id,time,v,label\na,2020-01-07,1.0,0\na,2020-01-08,1.0,0\n"
+                                          "a,2020-01-07,2.0,0\nb,2020-01-07,1.0,1\n")
     lumpy = xs.copy()
     lumpy[3] = [[1.0, 2.0], [3.0]]  # one sequence's steps of different widths
     np.savez(folder / "lumpy.npz", x=lumpy, y=ys)
@@ -441,6 +463,10 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: indexed.csv, y: label}\n", "column 'Unnamed: 0' has no name"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long}\n", "data.id: no column 'id'"),
     ("problem: sequence-classification\ndata: {train: long.csv, y: label, layout: long, id: seq}\n", "several targets"),
+    ("problem: sequence-classification\ndata: {train: nanend.csv, y: label}\n",
+     "data.x: row 1, column 't2': 'nan' is not a number a model can read"),
+    ("problem: step-classification\ndata: {train: twicedate.csv, y: label, layout: long}\n",
+     "sequence 'a' has time '2020-01-07' twice"),  # as the file writes it, not pandas' Timestamp(...)
     ("problem: sequence-classification\ndata: {train: longnan.csv, y: label, layout: long}\n",
      "data.x: row 2, column 'v': NaN (an empty cell, or nan); in a long table each row is a step"),
     ("problem: sequence-classification\ndata: {train: good.npz}\nname: other\n", "differs from the file's name"),

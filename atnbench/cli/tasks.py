@@ -159,11 +159,13 @@ def check(
             rows += [("classes", f"{len(facts['classes'])}: {shown}"),
                      ("majority class", f"{facts['majority']} ({facts['majority_accuracy']:.1%} of validation)")]
         else:
-            rows += [("target size", str(facts["target_dim"])), ("training mean", f"{facts['train_mean']:.4g}")]
+            means = ", ".join(f"{value:.4g}" for value in facts["train_mean"])
+            rows += [("target size", str(facts["target_dim"])),
+                     ("training mean" + (" (per dimension)" if len(facts["train_mean"]) > 1 else ""), means)]
         rows.append(("no-information loss", f"{facts['baseline_loss']:.4g} on validation (the report's baseline)"))
     rows += [("default T", str(preset.default_T)),
              ("defaults", ", ".join(f"{k}={v}" for k, v in preset.defaults.items() if k != "options"))]
     for key, value in rows:
         table.add_row(key, escape(value))
     out.print(table)
-    say_command("ok: run it with:", f"atnbench run {name} --include {shlex.quote(str(path.parent))} --norm atn")
+    say_command("ok: run it with:", f"atnbench run {shlex.quote(name)} --include {shlex.quote(str(path.parent))} --norm atn")

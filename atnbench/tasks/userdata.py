@@ -377,6 +377,7 @@ def _wide(frame, fields: Fields, per_step: bool, source: str) -> Sequences:
         frame = frame.copy()
     values = _numbers(frame[columns], source, "x")
     _check_infinite(values, columns, source)
+    _check_nan_written(values, columns, source)
     xs = []
     for i, row in enumerate(values):
         filled = ~np.isnan(row)
@@ -475,7 +476,7 @@ def _in_time_order(frame, fields: Fields, source: str):
     twice = frame.duplicated([fields.id, fields.time]).to_numpy()
     if twice.any():
         first = int(twice.argmax())  # column by column: a row as one Series would make the id a float
-        seq, stamp = (_plain(frame[column].iloc[first]) for column in (fields.id, fields.time))
+        seq, stamp = _plain(frame[fields.id].iloc[first]), _plain(stamps.iloc[first])  # the stamp as written
         raise ConfigError(f"{source}: data.time: sequence {seq!r} has time {stamp!r} twice "
                           f"(row {int(frame.index[first]) + 1}); one row per step")
     return frame.sort_values([fields.id, fields.time], kind="stable")
@@ -531,6 +532,25 @@ def _numbers(frame, source: str, part: str) -> np.ndarray:
 def _plain(value: Any) -> Any:
     """A NumPy scalar as the Python value it holds (``0``, not ``np.int64(0)``, in messages)."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_nan_written(values: np.ndarray, columns: list, source: str) -> None:
+    """A text table's cell that says ``nan`` (or ``NaN``, ``NA``: pandas reads them as missing) is a
+    value no model can read, refused with its row and column; only an empty cell is missing (in a
+    wide table, the end of a shorter sequence)."""
+    import pandas as pd
+
+    path = Path(source)
+    if path.suffix not in TABLE_SUFFIXES or not np.isnan(values).any():
+        return
+    written = pd.read_csv(path, sep=TABLE_SUFFIXES[path.suffix], usecols=columns, dtype=str,
+                          keep_default_na=False, index_col=False)[columns].to_numpy()
+    for row, column in np.argwhere(np.isnan(values)):
+        text = str(written[row, column]).strip()
+        if text:
+            raise ConfigError(f"{source}: data.x: row {row + 1}, column {columns[column]!r}: {text!r} is not a "
+                              f"number a model can read (only empty cells are missing: in a wide table, the end "
+                              f"of a shorter sequence)")
 
 
 def _check_infinite(values: np.ndarray, columns: list, source: str) -> None:

@@ -349,7 +349,7 @@ def summary(prep: Prepared, per_step: bool, T: Optional[int] = None) -> dict[str
         info.update(classes=prep.classes, majority=majority, majority_accuracy=val.count(majority) / len(val))
     else:
         targets = _targets_of(prep.splits["train"], prep.target_dim, T if per_step else None)
-        info.update(target_dim=prep.target_dim, train_mean=float(targets.mean()))
+        info.update(target_dim=prep.target_dim, train_mean=[float(value) for value in targets.mean(0)])  # the guess
     return info
 
 
