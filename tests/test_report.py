@@ -670,3 +670,30 @@ def test_a_table_that_pools_seeds_of_several_processor_classes_says_so(tmp_path)
     notes = [note for table in json.loads(result.stdout)["tables"] for note in table["notes"]]
     assert "seeds made on 3 processor classes, pooled (AVX2 1, AVX512 1, unknown 1 runs): float rounding differs " \
            "between them, which moves a single seed by a few percent" in notes
+
+
+def test_a_stale_row_is_never_the_best_of_its_column_nor_drawn_beside_the_papers_value(tmp_path):
+    """Copying T=100 at the full protocol: LN of current code, and one LN seed of other code (no
+    canary vouched for it) with a lower loss. The table's best mark goes to the current row (a
+    stale row's number is not this code's, and `report --paper` will not compare it), and the
+    curve figure draws the paper's star beside the current rows only."""
+    from atnbench.report.aggregate import RunData, aggregate
+    from atnbench.report.plots import _paper_values
+    from atnbench.report.render import group_view
+    from atnbench.store import ResultsStore
+    from helpers import fill_store
+
+    db = tmp_path / "r.db"
+    fill_store(db, [("copying", 100, norm, None, seed, "done", level, "s")
+                    for norm, levels in (("ln", (0.20, 0.22)), ("none", (0.30, 0.31))) for seed, level in enumerate(levels)],
+               budget=1.0)
+    fill_store(db, [("copying", 100, "ln", None, 5, "done", 0.05, "s")], code="0" * 16, budget=1.0)
+    with ResultsStore(db) as store:
+        [group] = aggregate([RunData(r, tuple(store.curve(r.run_id))) for r in store.runs()])
+    stale = [row.label for row in group.rows if row.stale]
+    assert len(stale) == 1
+    view = group_view(group)
+    best = {row.label for row in view.rows for cell in row.cells.values() if cell.best}
+    assert best and not best & set(stale)
+    papers = _paper_values(group, "min_val_loss")
+    assert papers and stale[0] not in papers

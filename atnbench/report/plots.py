@@ -179,7 +179,7 @@ def _baseline_handle(group: Group) -> Line2D:
 
 def _paper_values(group: Group, stat: str) -> dict[str, tuple[float, float, str]]:
     """Our row label -> (mean, std, "Table N") of the paper's value of ``stat``, where the
-    paper has one for this task and T. None where the table calls them not comparable: at a
+    paper has one for this task and T (rows of current code). None where the table calls them not comparable: at a
     reduced budget (the paper's minima are full-protocol, and drawn beside a shorter run a reader
     takes them for its target) and on another variant than the task's default (its protocol)."""
     table = paper().table_for(group.task, group.T)
@@ -190,6 +190,8 @@ def _paper_values(group: Group, stat: str) -> dict[str, tuple[float, float, str]
         return {}
     values = {}
     for row in group.rows:
+        if row.stale:  # made by other code: `report --paper` does not compare it either
+            continue
         model = paper_row_for(table, group, row)
         value = table.value(model, column) if model else None
         if value is not None:

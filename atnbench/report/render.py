@@ -89,6 +89,7 @@ class Row:
     cost: dict[str, Stat] = field(default_factory=dict)
     paper_model: Optional[str] = None
     at_baseline: Optional[bool] = None  # None: the task has no baseline
+    stale: bool = False  # made by other code than the running atnbench's (no canary vouched for it)
 
 
 @dataclass
@@ -177,18 +178,22 @@ def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[Pape
         out.append(Row(label=label(row), kind=kind, model=row.model, k=row.k, seeds=row.seeds,
                        diverged=len(row.diverged_seeds), cells=cells,
                        cost={name: row.stats[name] for name in COST_STATS if name in row.stats},
-                       at_baseline=at_baseline(baseline_values(row)[1], baseline, margin)))
+                       at_baseline=at_baseline(baseline_values(row)[1], baseline, margin), stale=row.stale))
     return out
 
 
 def _mark_best(rows: list[Row], columns: list[Column]) -> None:
+    """The best mean of each column, among the rows of current code where there are any: a stale
+    row's number is not this code's (`report --paper` will not compare it either)."""
+    models = [r for r in rows if r.kind != "baseline"]
+    models = [r for r in models if not r.stale] or models
     for column in columns:
-        means = [r.cells[column.key].mean for r in rows if r.kind != "baseline" and r.cells[column.key].mean is not None]
+        means = [r.cells[column.key].mean for r in models if r.cells[column.key].mean is not None]
         if not means:
             continue
         low = max(means) if column.higher_better else min(means)
-        for r in rows:
-            if r.kind != "baseline" and r.cells[column.key].mean == low:
+        for r in models:
+            if r.cells[column.key].mean == low:
                 r.cells[column.key].best = True
 
 
