@@ -168,4 +168,5 @@ def check(
     for key, value in rows:
         table.add_row(key, escape(value))
     out.print(table)
-    say_command("ok: run it with:", f"atnbench run {shlex.quote(name)} --include {shlex.quote(str(path.parent))} --norm atn")
+    say_command("ok: run it with:",
+                f"atnbench run {shlex.quote(name)} --include {shlex.quote(str(path.parent))} --norm atn")

@@ -3,9 +3,10 @@
 The pilot is what the store already holds for the study's configurations (exploratory seeds,
 never the study's own: those are fresh): for each side, the runs of exactly the configuration the
 study runs for it, seeds aside (its length, budget and variant, its k and settings), whatever code
-made them; never another k or budget the side's words would also match. For every comparison the study will test, Welch's test
-at alpha / m needs ``verdicts.seeds_for_power`` seeds a side for the asked power at the pilot's
-difference and variances; the looks cost a little more (``sequential.inflation``). The study's
+made them; never another k or budget the side's words would also match. For every comparison
+the study will test, Welch's test at alpha / m needs ``verdicts.seeds_for_power`` seeds a side for
+the asked power at the pilot's difference and variances; the looks cost a little more
+(``sequential.inflation``). The study's
 maximum is the largest of them, capped by ``--max-seeds``, with an interval from the pilot's own
 uncertainty (the seeds needed at the two ends of each difference's 95% interval). A pilot of fewer
 than 3 seeds a side, or one without spread, cannot size a study: one line says so.

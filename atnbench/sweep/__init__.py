@@ -79,8 +79,10 @@ def run_sweep(spec: SweepSpec, runs: list[PlannedRun], store_path: Union[str, Pa
         if owned:
             ray_backend.disconnect()
     if replaced:  # removed (rm -rf of its folder) or replaced while it ran
-        with ResultsStore(store_path) as store:
-            held = sum(store.status(run.run_id) in ("done", "diverged") for run in runs)
+        held = 0
+        if store_path.is_file():  # read, never made again here
+            with ResultsStore(store_path, create=False) as store:
+                held = sum(store.status(run.run_id) in ("done", "diverged") for run in runs)
         raise UserError(f"the store {store_path} was removed or replaced while the sweep ran: what its runs recorded "
                         f"in it before went with it ({held} of the sweep's {len(runs)} runs are finished in the store "
                         f"there now); run the same command again to train the missing ones")
