@@ -38,7 +38,8 @@ def mine(tmp_path):
 
 def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine, tmp_path, monkeypatch):
     store = tmp_path / "s.db"
-    for args in (("--norm", "ln", "--lr", "0.001"), ("--norm", "atn", "--k", "2"), ("--norm", "ln", "--budget", "0.5")):
+    for args in (("--norm", "ln", "--lr", "0.001"), ("--norm", "atn", "--k", "2"), ("--norm", "lstm", "--val-samples", "3"),
+                 ("--norm", "ln", "--budget", "0.5")):
         shown = ok(invoke("run", "mine", "--include", mine, *args, "--store", store, "-q")).stdout
         assert "paper" not in shown.lower(), shown
     assert "shrunk to 0.5 of task mine's defaults" in " ".join(shown.split())
@@ -47,7 +48,10 @@ def test_a_user_tasks_report_and_verdicts_name_its_own_settings_and_claims(mine,
     for fmt in ("table", "markdown"):
         text = ok(invoke("report", "--include", mine, "--store", store, "--claims", claims, "--format", fmt)).stdout
         flat = " ".join(text.split())  # a note wrapped over lines reads as one
-        assert "protocol differs from the defaults of task mine: ln: lr 0.001 (default 0.003)" in flat, text
+        assert "protocol differs from the defaults of task mine: " in flat and "ln: lr 0.001 (default 0.003)" in flat
+        # the task file's validation set and early stopping are its protocol too (3 of its 6 sequences);
+        # the budget shrinks the validation set as it does the steps: not a difference there
+        assert "lstm: val_samples 3 (default 6)" in flat and flat.count("val_samples") == 1, text
         assert "0.5 of the defaults of task mine" in flat, text
         assert "verdicts on the claims of claims.yaml" in flat.lower(), text
         assert "paper" not in text.lower(), text

@@ -29,6 +29,10 @@ PAPER_MODELS = ("lstm", "ln", "atn")
 PROTOCOL_FIELDS = ("hidden", "layers", "batch_size", "optimizer", "lr", "momentum", "steps", "clip", "eps", "affine",
                    "bias_inside", "init")
 
+# On a task of your own its file's defaults fix the evaluation too: the validation sequences scored
+# and early stopping (the shipped presets' are left out: theirs follow the budget and the paper)
+OWN_TASK_FIELDS = ("val_samples", "patience")
+
 
 @dataclass(frozen=True)
 class PaperTable:
@@ -192,6 +196,7 @@ def row_difference_fields(group: Group) -> dict[str, dict[str, str]]:
 
     presets: dict[tuple, Optional[dict]] = {}
     found: dict[str, dict[str, str]] = {}
+    own = own_task(group)
     for label, runs in group.runs.items():
         row = group.row(label)
         ablated = row is not None and len({r.k for r in group.rows if r.model == row.model}) > 1
@@ -201,15 +206,19 @@ def row_difference_fields(group: Group) -> dict[str, dict[str, str]]:
             key = (config.get("norm"), config.get("cell"))
             if key not in presets:
                 try:
-                    presets[key] = resolve_run(group.task, {"T": group.T, "norm": key[0], "cell": key[1]},
-                                               variant=group.variant, budget=1.0).to_dict()
+                    flags = {"T": group.T, "norm": key[0], "cell": key[1]}
+                    presets[key] = resolve_run(group.task, flags, variant=group.variant, budget=1.0).to_dict()
+                    if own:  # the validation set and patience as the budget sets them (val_samples shrinks with it)
+                        at_budget = resolve_run(group.task, flags, variant=group.variant, budget=group.budget)
+                        presets[key].update({name: getattr(at_budget, name) for name in OWN_TASK_FIELDS})
                 except Exception:  # noqa: BLE001 - no preset for this task: nothing to check against
                     presets[key] = None
             expected = presets[key]
             if expected is None:
                 seen.setdefault(UNCHECKED, (set(), None))  # not "follows it": nothing to check against
                 continue
-            fields = list(PROTOCOL_FIELDS) + (["k"] if is_windowed(config.get("norm")) and not ablated else [])
+            fields = list(PROTOCOL_FIELDS) + (list(OWN_TASK_FIELDS) if own else []) + \
+                (["k"] if is_windowed(config.get("norm")) and not ablated else [])
             for name in fields:
                 want, have = expected.get(name), config.get(name)
                 if name == "steps" and isinstance(want, int):
@@ -218,7 +227,7 @@ def row_difference_fields(group: Group) -> dict[str, dict[str, str]]:
                     if have != want:
                         seen.setdefault(name, (set(), want))[0].add(have)
         norm = row.norm if row is not None else "none"
-        source = "default" if own_task(group) else "paper"
+        source = "default" if own else "paper"
         found[label] = {name: UNCHECKED if name == UNCHECKED else _difference(name, haves, want, norm, source)
                         for name, (haves, want) in seen.items()}
     return found

@@ -212,13 +212,15 @@ def off_protocol(config, side) -> list[str]:
     """How a run config differs from its task's protocol at its budget and variant (the preset's, or
     a task of your own's file's defaults), field by field ("hidden 16 (protocol 64)"), besides
     the settings the claim's side names (its k, a bias placement, ...): what a study may not change."""
-    from atnbench.report.paper import PROTOCOL_FIELDS
+    from atnbench.report.paper import OWN_TASK_FIELDS, PROTOCOL_FIELDS
     from atnbench.run.runspec import resolve_run
+    from atnbench.tasks.registry import TASK_MODULES
 
     expected = resolve_run(config.task, {"T": config.T, "norm": config.norm, "cell": config.cell},
                            variant=config.variant, budget=config.budget).to_dict()
     named = {key for key, _ in side.settings}
-    return [f"{name} {getattr(config, name)} (protocol {expected.get(name)})" for name in PROTOCOL_FIELDS
+    fields = PROTOCOL_FIELDS + (OWN_TASK_FIELDS if config.task not in TASK_MODULES else ())
+    return [f"{name} {getattr(config, name)} (protocol {expected.get(name)})" for name in fields
             if name not in named and getattr(config, name) != expected.get(name)]
 
 
