@@ -209,7 +209,8 @@ def side_settings() -> tuple[str, ...]:
     """The run settings a side may name: a run config's fields less what the claim fixes."""
     from atnbench.config import RunConfig
 
-    return tuple(field.name for field in dataclasses.fields(RunConfig) if field.name not in CLAIM_OWN and field.name != "k")
+    return tuple(field.name for field in dataclasses.fields(RunConfig)
+                 if field.name not in CLAIM_OWN and field.name != "k")
 
 
 def _margin(entry: dict, path: Path, where: str) -> Optional[Margin]:
@@ -275,9 +276,8 @@ def _claim(entry: Any, i: int, path: Path, default_source: str) -> Claim:
                                      f"the two apart (e.g. k=25 and k=65)")
     margin = _margin(entry, path, where)
     for lower, higher in pairs if margin is not None and margin.of is not None else ():
-        named = [side for side in (lower, higher) if names_side(margin.of, side)]
-        if len(named) != 1:
-            which = "both sides" if named else "neither side"
+        if margin_side(margin.of, lower, higher) is None:
+            which = "both sides" if names_side(margin.of, lower) else "neither side"
             raise _fail(path, f"{where}.margin", f"'{margin.of.text}' names {which} of {lower.text} < {higher.text}; "
                                                  f"a relative margin is a fraction of one side's mean: name it as "
                                                  f"that side is named")
@@ -292,13 +292,11 @@ def names_side(of: Side, side: Side) -> bool:
     return of.model == side.model and (of.k is None or of.k == side.k) and set(of.settings) <= set(side.settings)
 
 
-def margin_side(of: Side, lower: Side, higher: Side) -> Side:
-    """The side of the pair whose mean a relative margin is a fraction of (the claims file was
-    checked when read: exactly one side is named)."""
+def margin_side(of: Side, lower: Side, higher: Side) -> Optional[Side]:
+    """The side of the pair whose mean a relative margin is a fraction of; None where ``of`` names
+    neither or both (a claims file saying so is refused when read)."""
     named = [side for side in (lower, higher) if names_side(of, side)]
-    if len(named) != 1:
-        raise ClaimsError(f"margin '{of.text}' names {'both' if named else 'neither'} of {lower.text} and {higher.text}")
-    return named[0]
+    return named[0] if len(named) == 1 else None
 
 
 def family_from(path: Path, data: Any, digest: str) -> Family:

@@ -418,6 +418,9 @@ def judge(planned: Planned, a: list[float], b: list[float], fractions: tuple[flo
     margin = planned.margin
     if planned.margin_of is not None and margin is not None:  # a fraction of that side's mean
         of = margin_side(parse_side(planned.margin_of), parse_side(planned.lower), parse_side(planned.higher))
+        if of is None:  # a plan recorded before claims files were checked for it
+            raise UserError(f"the margin of {planned.lower} < {planned.higher} is '{planned.margin_of}', which names "
+                            f"neither side (or both): it cannot be judged")
         margin = margin * abs(statistics.fmean(a if of.text == planned.lower else b))
     entry = {"lower": planned.lower, "higher": planned.higher, "n": [len(a), len(b)], "fraction": fractions[-1],
              "difference": sign * test.diff, "se": test.se, "df": test.df, "p": test.p, "nominal_level": nominal,

@@ -394,7 +394,7 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
                 p_adjusted=None if math.isnan(test.p) else min(1.0, m * test.p),
                 hedges_g=None if g is None else sign * g, stratified=test.stratified)
     try:
-        if strata and not math.isnan(test.p):
+        if strata:
             needed, interval = seeds_for_power_within(strata, test, alpha / m)
             c = replace(c, seeds_for_power=needed, seeds_interval=interval)
     except CannotPlan:
@@ -510,13 +510,16 @@ def _prefer_defaults(group: Group, rows: list[ModelRow], side: Side) -> list[Mod
     differ only in the code that made them, keep the current code's. k is left alone: a side
     without k is any window (the real-data tables give one k each)."""
     named = {key for key, _ in side.settings} | {"k", "code"}
-    presets: dict[tuple, dict] = {}
-    for row in rows:
+    presets: dict[tuple, dict] = {}  # read only where rows differ in a setting the side does not name
+
+    def preset(row: ModelRow) -> dict:
         if (row.norm, row.cell) not in presets:
             presets[row.norm, row.cell] = _preset_settings(group, row)
+        return presets[row.norm, row.cell]
+
     for key in sorted({key for row in rows for key in row.settings} - named):
         if len({repr(row.settings.get(key)) for row in rows}) > 1:
-            rows = [row for row in rows if _at_default(row, key, presets[row.norm, row.cell])] or rows
+            rows = [row for row in rows if _at_default(row, key, preset(row))] or rows
     return [row for row in rows if not row.stale] or rows
 
 
