@@ -944,19 +944,24 @@ def snapshot(root: Path) -> dict[str, tuple]:
     out: SQLite's own -wal/-shm files, which SQLite creates beside a WAL-mode database for any
     reader (read-only ones included) while the store file itself stays as it is."""
     found = {}
-    for folder, folders, files in os.walk(root):
-        for name in folders + files:
-            if name.endswith(("-wal", "-shm")):
-                continue
-            path = os.path.join(folder, name)
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                seen = ("link", os.readlink(path))
-            elif stat.S_ISREG(info.st_mode):
-                seen = ("file", info.st_size, info.st_mtime_ns, info.st_ino)
-            else:
-                seen = (stat.S_IFMT(info.st_mode),)
-            found[os.path.relpath(path, root)] = seen
+    folders = [(os.fspath(root), "")]
+    while folders:  # scandir's entries carry their lstat (os.walk + relpath cost ~3x as much)
+        folder, relative = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.endswith(("-wal", "-shm")):
+                    continue
+                name = relative + entry.name
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISLNK(info.st_mode):
+                    seen = ("link", os.readlink(entry.path))
+                elif stat.S_ISREG(info.st_mode):
+                    seen = ("file", info.st_size, info.st_mtime_ns, info.st_ino)
+                else:
+                    seen = (stat.S_IFMT(info.st_mode),)
+                    if stat.S_ISDIR(info.st_mode):
+                        folders.append((entry.path, name + os.sep))
+                found[name] = seen
     return found
 
 

@@ -8,6 +8,7 @@ store shows a run in progress with a checkpoint, so they do not depend on timing
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import textwrap
@@ -372,11 +373,11 @@ def test_a_sweep_killed_with_sigkill_leaves_no_process_behind(tmp_path):
     path, store = write(tmp_path, "two-long.yaml", TWO_LONG), tmp_path / "r.db"
     with CliProcess(["sweep", path, "--store", store, "--workers", 2, "--device", "cpu"], tmp_path) as sweep:
         poll_store(store, lambda conn: checkpointed(conn, "ln") and checkpointed(conn, "atn"), sweep.popen)
-        children = sweep.children()  # two workers and multiprocessing's resource tracker
+        children = sweep.children()  # two workers, the fork server and multiprocessing's resource tracker
         sweep.popen.kill()
         sweep.popen.wait(timeout=10)
         left = still_running(children, within=10)
-        assert len(children) >= 2 and left == [], (left, sweep.log())
+        assert len(children) >= 4 and left == [], (left, sweep.log())
     interrupted_with_checkpoint(store, ("ln", "atn"))
 
 
@@ -395,7 +396,8 @@ def test_an_idle_worker_ends_on_sigterm(tmp_path):
         poll_store(store, short_done_long_checkpointed, sweep.popen)
         children = sweep.children()
         trainer = RunLock(next(checkpoint_root(store).glob("*.lock"))).holder()  # the pid training ln
-        idle = [child for child in children if "spawn_main" in " ".join(child.cmdline()) and child.pid != trainer]
+        workers = [child for child in children if child.ppid() != sweep.popen.pid]  # the fork server's children
+        idle = [child for child in workers if child.pid != trainer]
         assert len(idle) == 1 and trainer in [child.pid for child in children]
         os.kill(idle[0].pid, signal.SIGTERM)
         assert still_running(idle, within=5) == [], sweep.log()
@@ -846,3 +848,26 @@ def test_a_dry_runs_json_has_the_shape_of_a_runs(tmp_path):
     planned = json.loads(dry.stdout)
     assert dry.exit_code == 0 and set(planned) == {"sweep", "store", "dry_run", "counts", "runs"}
     assert planned["counts"] == {"runs": 8, "in_store": 0, "left": 8} and len(planned["runs"]) == 8
+
+
+@pytest.mark.slow
+def test_workers_take_the_sweeps_environment_not_the_fork_servers(tmp_path, monkeypatch):
+    """Workers fork from a server that the first sweep of a process starts and later sweeps reuse:
+    each worker takes the environment of the sweep that hands it runs, so a data root named in
+    $ATNBENCH_DATA after the server started is where it reads."""
+    grid = "name: {name}\ndescription: two runs\ntask: {task}\n" \
+           "base: {{T: 8, hidden: 4, steps: 2, eval_every: 2, batch_size: 2, val_samples: 8}}\n" \
+           "runs: [{{norm: ln}}, {{norm: none}}]\nseeds: [0]\n"
+    store = tmp_path / "r.db"
+    run_json(write(tmp_path, "adding.yaml", grid.format(name="first", task="adding")), "--store", store,
+             "--workers", "2")  # starts this process's fork server, without the variable
+    ptb = tmp_path / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (ptb / f"ptb.char.{split}.txt").write_text("a b c _ d e\n" * 40)
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data"))
+    result = run_json(write(tmp_path, "chars.yaml", grid.format(name="second", task="ptb-char")), "--store", store,
+                      "--workers", "2")
+    assert result["counts"]["done"] == 2, result
+    # read from the 7 symbols written here (6 and <eos>), not PTB's 50 from a root found elsewhere
+    assert all(run["test_bpc"] < math.log2(8) for run in result["runs"]), result

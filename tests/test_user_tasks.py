@@ -895,3 +895,38 @@ def test_a_per_step_tasks_baseline_counts_the_steps_a_run_at_its_length_scores(t
 
     baseline = get_task("steps").baseline
     assert math.isclose(baseline(5), expected, rel_tol=1e-9) and math.isclose(baseline(10), over_all, rel_tol=1e-9)
+
+
+def test_the_baseline_is_scored_on_the_validation_sequences_a_run_validates_on(tmp_path, monkeypatch):
+    """`--val-samples 6` validates on 6 of the 20 validation sequences; the no-information guess
+    was scored on all 20, so the run was judged against another set's number: the run's record
+    and the report's table now give the guess on those 6."""
+    import math
+
+    monkeypatch.setenv("ATNBENCH_TASKS", "")
+    folder = tmp_path / "t"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    y = np.array([0] * 30 + [1] * 10)
+    vy = np.array([1] * 6 + [0] * 14)  # the first 6 are the rare class
+    np.savez(folder / "train.npz", x=rng.normal(size=(40, 5, 2)), y=y)
+    np.savez(folder / "val.npz", x=rng.normal(size=(20, 5, 2)), y=vy)
+    (folder / "rare.yaml").write_text("problem: sequence-classification\ndata: {train: train.npz, validation: val.npz}\n")
+    from atnbench.tasks.taskfiles import include
+
+    include([folder])
+    _, source = _source("rare", T=5, val_samples=6)
+    six = source.data["val"][1].numpy()  # the 6 sequences a run validates on
+    assert len(six) == 6
+    p = np.bincount(y) / len(y)
+    on_six, on_all = -np.mean(np.log(p[six])), -np.mean(np.log(p[vy]))
+    assert on_six - on_all > 0.03
+    store = tmp_path / "s.db"
+    record = json.loads(ok(invoke("run", "rare", "--include", folder, "--val-samples", "6", "--iters", "2",
+                                  "--eval-every", "2", "--store", store, "--format", "json")).stdout)
+    assert math.isclose(record["baseline"], on_six, rel_tol=1e-9), (record["baseline"], on_six, on_all)
+    report = json.loads(ok(invoke("report", "--task", "rare", "--include", folder, "--store", store,
+                                  "--format", "json")).stdout)
+    [table] = report["tables"]
+    [row] = [row for row in table["rows"] if row["kind"] == "baseline"]
+    assert math.isclose(row["cells"]["min_val_loss"]["mean"], on_six, rel_tol=1e-9), row

@@ -61,7 +61,7 @@ def char_file_text(word_text: str) -> str:
     """Mikolov's ``ptb.char.*.txt`` from his word-level file: words joined by ``_``, one line per
     sentence, every character (the newline too) followed by a space."""
     sentences = "".join("_".join(line.split()) + "\n" for line in word_text.split("\n")[:-1])
-    return "".join(ch + " " for ch in sentences)
+    return " ".join(sentences) + " " if sentences else ""
 
 
 def char_tokens(line: str) -> list[str]:

@@ -342,14 +342,23 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
         counted = ", ".join(f"{name} {n}" for name, n in sorted(classes.items()))
         notes.append(f"seeds made on {len(classes)} processor classes, pooled ({counted} runs): float rounding "
                      f"differs between them, which moves a single seed by a few percent")
-
-    baseline = baselines.get((task, T))
-    if baseline is None:
-        recorded = [_finite(r.record.summary.get("baseline")) for r in runs if r.record.summary]
-        recorded = [b for b in recorded if b is not None]
-        baseline = recorded[0] if recorded else None
+    baseline = _baseline(task, T, runs, baselines)
     return Group(task=task, T=T, budget=budget, variant=variant, rows=rows, baseline=baseline,
                  notes=notes, runs=row_runs)
+
+
+def _baseline(task: str, T: int, runs: list[RunData], baselines: dict) -> Optional[float]:
+    """The group's no-memory baseline: given for (task, T, the runs' val_samples), which a baseline
+    measured on the validation split depends on, or for (task, T); else the one its runs
+    recorded, where they agree (runs validated on different subsets have none in common)."""
+    val_samples = {r.record.config.get("val_samples") for r in runs}
+    baseline = baselines.get((task, T, *val_samples)) if len(val_samples) == 1 else None
+    if baseline is None:
+        baseline = baselines.get((task, T))
+    if baseline is None:
+        recorded = {_finite(r.record.summary.get("baseline")) for r in runs if r.record.summary} - {None}
+        baseline = recorded.pop() if len(recorded) == 1 else None
+    return baseline
 
 
 def _make_row(label: str, model: str, cell: str, norm: str, k: Optional[int], runs: list[RunData]) -> ModelRow:

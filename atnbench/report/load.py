@@ -91,10 +91,10 @@ def load_groups(store: Path, task: Optional[str], T: Optional[int], sweep: Optio
                 for record in records]
         path = results.path
     baselines = {}
-    options = {(r.task, r.T): r.config.get("options") for r in records}
+    options = {(r.task, r.T, r.config.get("val_samples")): r.config.get("options") for r in records}
     for key in options:
         try:
-            baselines[key] = task_of(key[0], options[key]).baseline(key[1])
+            baselines[key] = task_of(key[0], options[key]).baseline_of(key[1], key[2])
         except (ValueError, TypeError):
             pass
     groups = [group for group in aggregate(runs, baselines) if group.rows]

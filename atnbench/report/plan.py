@@ -124,9 +124,9 @@ def pilot_groups(store_path, task: str, Ts: Iterable[int]) -> list:
                 for r in results.runs(task=task) if r.T in Ts and r.status in ("done", "diverged")]
     baselines = {}
     options = next((r.record.config.get("options") for r in runs), None)
-    for T in Ts:
+    for T, val_samples in {(r.record.T, r.record.config.get("val_samples")) for r in runs}:
         try:
-            baselines[(task, T)] = task_of(task, options).baseline(T)
+            baselines[(task, T, val_samples)] = task_of(task, options).baseline_of(T, val_samples)
         except (ValueError, TypeError):
             pass
     return [group for group in aggregate(runs, baselines) if group.rows]

@@ -12,9 +12,11 @@ In each worker (``Lifeline.install`` in the pool's initializer):
   whole process group, and the sweep coordinates the stop.
 - SIGTERM does the same and ends the worker: at once if it has no run in progress, else as soon
   as that run has stopped and been recorded.
-- The sweep's death counts as SIGTERM: on Linux the kernel sends one
-  (``prctl(PR_SET_PDEATHSIG)``); everywhere a watchdog thread notices within ``poll_s`` that
-  the worker's parent pid changed (a process whose parent dies is re-parented). A run that
+- The sweep's death counts as SIGTERM: on Linux the kernel sends one when the worker's parent
+  dies (``prctl(PR_SET_PDEATHSIG)``; the parent is multiprocessing's fork server, which ends
+  with the sweep); everywhere a watchdog thread notices within ``poll_s`` that the sweep is gone
+  (``multiprocessing.parent_process()``: a pipe the sweep holds open, whichever process forked
+  the worker, so a sweep that dies while its worker starts is noticed too). A run that
   cannot stop at a step soon (the one-time C++ build, a long evaluation) is cut off after
   ``ORPHAN_GRACE_S``: its row then stays 'running', which the sweep resumes like an interrupted run.
 
@@ -26,6 +28,7 @@ to pipes that nobody reads any more. If the sweep still lives, the events queue 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -53,15 +56,17 @@ def signal_on_parent_death(signum: int = signal.SIGTERM) -> bool:
 
 
 class Lifeline:
-    """This worker's tie to the sweep process ``parent_pid``.
+    """This worker's tie to the sweep process: the process that started it (``parent``, a
+    ``multiprocessing`` parent process; this worker's own when None).
 
     ``stop_run``: the run in progress should stop at its next step (SIGINT, SIGTERM, the sweep's
     death). ``ending``: the worker exits as soon as no run is in progress (SIGTERM, the sweep's
     death). Runs are bracketed by ``running()``.
     """
 
-    def __init__(self, parent_pid: int, poll_s: float = 0.2, flush: Optional[Callable[[], None]] = None):
-        self.parent_pid, self.poll_s, self.flush = parent_pid, poll_s, flush
+    def __init__(self, parent=None, poll_s: float = 0.2, flush: Optional[Callable[[], None]] = None):
+        self.parent = parent if parent is not None else multiprocessing.parent_process()
+        self.poll_s, self.flush = poll_s, flush
         self.stop_run = False
         self.ending = False
         self.busy = False
@@ -74,7 +79,7 @@ class Lifeline:
         threading.Thread(target=self._watch, name="atnbench-lifeline", daemon=True).start()
 
     def parent_alive(self) -> bool:
-        return os.getppid() == self.parent_pid
+        return self.parent is not None and self.parent.is_alive()
 
     @contextmanager
     def running(self) -> Iterator[None]:

@@ -14,7 +14,15 @@ Threads: every run trains with ``threads`` torch threads (default 1) whatever th
 workers. On CPU some kernels (LayerNorm's backward among them) sum in a thread-count-dependent
 order, so a run's numbers depend, in the last bits, on its thread count; fixing it per run keeps
 serial, ``--workers N`` and Ray results identical and a resumed run equal to an uninterrupted
-one. Processes use the spawn start method (no forked torch/OpenMP state).
+one.
+
+Start method: workers fork from multiprocessing's fork server, a process started fresh (no
+torch/OpenMP state inherited from the sweep) that imports torch and the training code once
+(``PRELOAD``); a spawned worker spent ~3 s of CPU importing them again, each one. A worker is
+the fork server's child, not the sweep's: the server ends when the sweep does, which ends the
+workers (``lifeline``). The server keeps the environment and working folder it started with, so
+each worker takes the sweep's own when it starts (``_init_worker``), as a spawned one would.
+Where there is no fork server (Windows) workers are spawned.
 
 Worker processes end with the sweep, however it ends (``lifeline``): after ``kill -9`` of the
 sweep each stops its run cleanly (recorded "interrupted", checkpoint kept) and exits; an idle
@@ -78,12 +86,27 @@ def _flush_events() -> None:
     _EVENTS.join_thread()
 
 
-def _init_worker(events, stop, threads: int, parent_pid: int) -> None:
+# imported once by the fork server, before it forks any worker
+PRELOAD = ("torch", "torch._dynamo", "atnbench.run.train", "atnbench.sweep.local")
+
+
+def worker_context() -> multiprocessing.context.BaseContext:
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(PRELOAD))  # no effect once this process's server runs
+    return context
+
+
+def _init_worker(events, stop, threads: int, environ: dict, cwd: str) -> None:
     global _EVENTS, _STOP, _LIFELINE
     _EVENTS, _STOP = events, stop
+    os.environ.clear()
+    os.environ.update(environ)
+    os.chdir(cwd)
     # The parent coordinates the stop; a signal here makes the current run stop cleanly, and
-    # SIGTERM or the parent's death also ends this process (see lifeline).
-    _LIFELINE = Lifeline(parent_pid, flush=_flush_events)
+    # SIGTERM or the sweep's death also ends this process (see lifeline).
+    _LIFELINE = Lifeline(flush=_flush_events)
     _LIFELINE.install()
     import torch
 
@@ -141,12 +164,12 @@ def _drain(events, view) -> None:
 
 def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, threads: int, view,
                 stop: StopRequest) -> dict:
-    """The jobs on ``workers`` spawned processes; returns run_id -> outcome."""
-    context = multiprocessing.get_context("spawn")
+    """The jobs on ``workers`` worker processes; returns run_id -> outcome."""
+    context = worker_context()
     events, stop_event = context.Queue(), context.Event()
     outcomes: dict[str, dict] = {}
     pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                               initializer=_init_worker, initargs=(events, stop_event, threads, os.getpid()))
+                               initializer=_init_worker, initargs=(events, stop_event, threads, dict(os.environ), os.getcwd()))
     futures = {pool.submit(_work, job, str(store_path), device): job for job in jobs}
     pending = set(futures)
     aborted = False

@@ -42,11 +42,21 @@ class TaskSpec:
     # the keys of a run's ``options`` the task reads (its module's docstring says what each does),
     # besides SCHEDULE_OPTIONS; any other would enter the run id and change no number
     options: tuple[str, ...] = ()
+    # a task whose baseline is measured on its validation split (a task of your own from files):
+    # baseline_on(T, val_samples) scores the first val_samples sequences, those a run validates on
+    baseline_on: Optional[Callable[[int, Optional[int]], Optional[float]]] = None
 
     def __post_init__(self):
         if (self.make_batch is None) == (self.make_source is None):
             raise UserError(f"task {self.name!r}: give make_batch (a generated task) or make_source "
                             f"(a task over data), exactly one of them")
+
+    def baseline_of(self, T: int, val_samples: Optional[int] = None) -> Optional[float]:
+        """The no-memory baseline of a run at length ``T`` that validates on ``val_samples``
+        examples (which only a baseline measured on the validation split depends on)."""
+        if self.baseline_on is not None:
+            return self.baseline_on(T, val_samples)
+        return self.baseline(T)
 
     @property
     def kind(self) -> str:

@@ -318,12 +318,17 @@ def tensors(prep: Prepared, split: str, T: int, per_step: bool, mean, std) -> tu
     return x, y, torch.tensor(lengths, dtype=torch.long)
 
 
-def no_information_loss(prep: Prepared, per_step: bool, T: Optional[int] = None) -> float:
+def no_information_loss(prep: Prepared, per_step: bool, T: Optional[int] = None,
+                        val_samples: Optional[int] = None) -> float:
     """The validation loss of a guess that ignores the inputs: the training class frequencies
     (cross-entropy) or the training mean (squared error). Per step, over the first ``T`` steps of
     each sequence, the steps a run at that length trains and scores (over all of them it gave a
-    run that learned nothing a "baseline" it beat)."""
+    run that learned nothing a "baseline" it beat); on the first ``val_samples`` validation
+    sequences where given, the ones such a run validates on (``make_source``), as ``--val-samples``
+    or a budget below 1 cut them (over the whole split the baseline was another set's number)."""
     train, val = prep.splits["train"], prep.splits["val"]
+    if val_samples is not None:
+        val = Sequences(val.xs[:val_samples], val.ys[:val_samples], val.source)
     if prep.classes is not None:
         counts = collections.Counter(_labels_of(train, per_step, T))
         total = sum(counts.values())
@@ -358,7 +363,8 @@ def summary(prep: Prepared, per_step: bool, T: Optional[int] = None) -> dict[str
 def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpec:
     problem = PROBLEMS[user["problem"]]
     prep = prepared(user, files)
-    baseline = functools.lru_cache(maxsize=None)(lambda T: no_information_loss(prep, problem.per_step, T))
+    baseline_on = functools.lru_cache(maxsize=None)(
+        lambda T, val_samples=None: no_information_loss(prep, problem.per_step, T, val_samples))
     return TaskSpec(
         name=name,
         description=f"user task: {user['problem']} from {_short(files)}",
@@ -367,7 +373,8 @@ def data_spec(name: str, user: dict[str, Any], files: dict[str, str]) -> TaskSpe
         output_size=_output_size(prep),
         loss="ce" if problem.classes else "mse",
         target="all" if problem.per_step else "last",
-        baseline=baseline,
+        baseline=baseline_on,
+        baseline_on=baseline_on,
         min_T=1,
         seq_len=lambda T: T,
         reference=f"user task ({_short(files)})",
