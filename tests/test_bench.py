@@ -244,3 +244,25 @@ def test_an_output_never_replaces_a_table_of_runs_or_an_export_of_studies(tmp_pa
         result = _bench("--workload", "adding", "--models", "lstm-fused", "-o", str(target), *TINY)
         assert result.exit_code == 2 and f"already holds {held}" in result.stderr, result.output
         assert target.read_bytes() == before
+
+
+def test_the_one_time_build_of_the_fast_path_is_never_inside_a_timed_step(monkeypatch):
+    """On a fresh install the first use compiles the C++ fast path (tens of seconds): `bench
+    --warmup 0` timed it as ln's step (35 s, 519x nn.LSTM). Here the first load takes 1 s."""
+    import time
+
+    from atnbench.nn import fastpath
+
+    real, calls = fastpath.build_cpp, []
+
+    def slow_first_load(verbose=False):
+        if not calls:
+            time.sleep(1.0)
+        calls.append(1)
+        return real(verbose)
+
+    monkeypatch.setattr(fastpath, "build_cpp", slow_first_load)
+    result = _bench("--workload", "adding", "--models", "ln", "--json", *TINY)
+    assert result.exit_code == 0, result.output
+    [record] = [r for r in json.loads(result.stdout) if r["model"] == "ln"]
+    assert calls and record["path"] == "cpp" and record["train_ms"] < 500, record

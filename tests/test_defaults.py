@@ -203,6 +203,12 @@ def test_a_run_below_the_baseline_has_no_such_line():
         assert "is not 5% below the no-information baseline" in at_baseline(config, {**done, "min_val_loss": untrained})
     line = at_baseline(config, {**done, "min_val_loss": 0.67, "steps": 40})  # stopped early
     assert line is not None and "--patience 8" in line and "step 40" in line and "\n" not in line
+    # at a budget, --iters counts the steps before the budget shrinks them: twice this run's steps
+    # (--iters 40 at budget 0.25 trained 10 and said --iters 20, which trains 5)
+    quarter = build_config({"task": "mine", "T": 10, "steps": 10, "budget": 0.25, "options": {"user_task": {}}})
+    line = at_baseline(quarter, {**done, "steps": 10, "min_val_loss": 0.69})
+    assert "more steps (--iters 80 at --budget 0.25)" in line, line
+    assert "more steps (--iters 200)" in at_baseline(config, {**done, "min_val_loss": 0.69})
     for norm, other in (("atn", "--norm ln"), ("ln", "--norm atn")):  # never the run's own norm
         config = build_config({"task": "mine", "T": 10, "steps": 100, "norm": norm, "options": {"user_task": {}}})
         line = at_baseline(config, {**done, "min_val_loss": 0.69})

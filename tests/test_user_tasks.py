@@ -930,3 +930,13 @@ def test_the_baseline_is_scored_on_the_validation_sequences_a_run_validates_on(t
     [table] = report["tables"]
     [row] = [row for row in table["rows"] if row["kind"] == "baseline"]
     assert math.isclose(row["cells"]["min_val_loss"]["mean"], on_six, rel_tol=1e-9), row
+    # a run on the whole split beside it: one group, two subsets. The baseline is the one of the
+    # larger subset at a tie (of most runs otherwise), and a note gives the other's; it was dropped
+    ok(invoke("run", "rare", "--include", folder, "--iters", "2", "--eval-every", "2", "--store", store, "-q"))
+    report = json.loads(ok(invoke("report", "--task", "rare", "--include", folder, "--store", store,
+                                  "--format", "json")).stdout)
+    [table] = report["tables"]
+    [row] = [row for row in table["rows"] if row["kind"] == "baseline"]
+    assert math.isclose(row["cells"]["min_val_loss"]["mean"], on_all, rel_tol=1e-9), row
+    [note] = [note for note in table["notes"] if note.startswith("baseline ")]
+    assert "on the 20 validation sequences 1 of the 2 runs validate on" in note and f"{on_six:.4g} on the 6" in note

@@ -114,6 +114,11 @@ def path_of(model: BenchModel) -> str:
     return "+".join(paths) if paths else "other"
 
 
+def _may_use_cpp(model: BenchModel) -> bool:
+    rnn = model.rnn
+    return getattr(rnn, "backend", None) in ("auto", "cpp") and getattr(rnn, "norm", None) in getattr(rnn, "fast_norms", ())
+
+
 def _timed(fn, device: torch.device) -> float:
     sync(device)
     start = time.perf_counter()
@@ -142,6 +147,12 @@ def time_workload(workload: Workload, entries: list[tuple[str, Optional[int]]], 
     for name, k in entries:
         model = build_model(name, workload, k, device)
         candidates.append(Candidate(name, k, model, torch.optim.RMSprop(model.parameters(), lr=lr), [], []))
+    if device.type == "cpu" and any(_may_use_cpp(c.model) for c in candidates):
+        # loaded (on a fresh install, compiled: tens of seconds) before any clock starts, not inside
+        # the first timed step, which `--warmup 0` would have recorded as a 500x slower model
+        from atnbench.nn import fastpath
+
+        fastpath.build_cpp()
     for r in range(warmup + reps):
         for c in candidates:
             if progress:

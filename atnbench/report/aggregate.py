@@ -342,23 +342,39 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
         counted = ", ".join(f"{name} {n}" for name, n in sorted(classes.items()))
         notes.append(f"seeds made on {len(classes)} processor classes, pooled ({counted} runs): float rounding "
                      f"differs between them, which moves a single seed by a few percent")
-    baseline = _baseline(task, T, runs, baselines)
+    baseline, said = _baseline(task, T, runs, baselines)
+    if said:
+        notes.append(said)
     return Group(task=task, T=T, budget=budget, variant=variant, rows=rows, baseline=baseline,
                  notes=notes, runs=row_runs)
 
 
-def _baseline(task: str, T: int, runs: list[RunData], baselines: dict) -> Optional[float]:
-    """The group's no-memory baseline: given for (task, T, the runs' val_samples), which a baseline
-    measured on the validation split depends on, or for (task, T); else the one its runs
-    recorded, where they agree (runs validated on different subsets have none in common)."""
-    val_samples = {r.record.config.get("val_samples") for r in runs}
-    baseline = baselines.get((task, T, *val_samples)) if len(val_samples) == 1 else None
+def _baseline(task: str, T: int, runs: list[RunData], baselines: dict) -> tuple[Optional[float], Optional[str]]:
+    """The group's no-memory baseline and, where its runs validated on different subsets of a
+    validation split the baseline is measured on, a note saying which one it is.
+
+    A baseline measured on the validation split (a task of your own) depends on the runs'
+    val_samples: the one used is that of most of the group's runs (ties: the larger subset),
+    given for (task, T, val_samples), else for (task, T), else the one those runs recorded."""
+    counts = Counter(r.record.config.get("val_samples") for r in runs)
+    chosen = max(counts, key=lambda v: (counts[v], -1 if v is None else v))
+    baseline = baselines.get((task, T, chosen))
     if baseline is None:
         baseline = baselines.get((task, T))
     if baseline is None:
-        recorded = {_finite(r.record.summary.get("baseline")) for r in runs if r.record.summary} - {None}
-        baseline = recorded.pop() if len(recorded) == 1 else None
-    return baseline
+        recorded = Counter(_finite(r.record.summary.get("baseline")) for r in runs
+                           if r.record.summary and r.record.config.get("val_samples") == chosen)
+        recorded.pop(None, None)
+        baseline = recorded.most_common(1)[0][0] if recorded else None
+    others = {v: baselines.get((task, T, v)) for v in counts if v != chosen}
+    others = {v: b for v, b in others.items() if b is not None and baseline is not None and b != baseline}
+    if not others:
+        return baseline, None
+    elsewhere = ", ".join(f"{b:.4g} on the {v} of {counts[v]} run{'s' if counts[v] > 1 else ''}"
+                          for v, b in sorted(others.items()))
+    return baseline, (f"baseline {baseline:.4g}: the no-information guess on the {chosen} validation sequences "
+                      f"{counts[chosen]} of the {len(runs)} runs validate on (the marks and verdicts use it); it "
+                      f"scores {elsewhere}")
 
 
 def _make_row(label: str, model: str, cell: str, norm: str, k: Optional[int], runs: list[RunData]) -> ModelRow:

@@ -10,6 +10,7 @@ fixed, and its runs at the baseline (the plain LSTM's plateau on the copying tas
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 # a best validation loss above (1 - MARGIN) x the baseline counts as at it: GunPoint at chance
@@ -38,7 +39,10 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
         return (f"the best validation loss {best:.4g} is above the no-information baseline {baseline:.4g} (what a "
                 f"guess that ignores the inputs scores): training made the model worse than that guess; try a "
                 f"smaller learning rate (--lr {config.lr / 10:.2g}), or gradient clipping (--clip 1)")
-    tries = [f"more steps (--iters {2 * config.steps})", f"another learning rate (--lr {config.lr / 3:.2g} or "
+    # --iters is the steps before the budget shrinks them (runspec.apply_budget): twice this run's
+    budget = getattr(config, "budget", 1.0) or 1.0
+    more = f"--iters {math.ceil(2 * config.steps / budget)}" + (f" at --budget {budget:g}" if budget != 1 else "")
+    tries = [f"more steps ({more})", f"another learning rate (--lr {config.lr / 3:.2g} or "
              f"{config.lr * 3:.2g})", f"another norm (--norm {'atn' if config.norm == 'ln' else 'ln'})"]
     if stopped_early(config, record):
         tries.insert(0, f"a longer patience (--patience {2 * config.patience}; it stopped early at step "
