@@ -122,3 +122,33 @@ def test_atnbench_debug_prints_the_traceback(tmp_path):
     assert done.stderr.splitlines()[-1] == "KeyError: 'no_such_key'"
     assert "internal error" not in done.stderr
     assert not list(tmp_path.glob("atnbench-bug-*"))
+
+
+def test_a_deleted_working_folder_is_one_line_naming_it(tmp_path):
+    """Started from a folder that is gone, torch's import ended the process from inside MKL ("Intel
+    oneMKL FATAL ERROR: Cannot load libtorch_cpu.so", exit 2); deleted during a command, what
+    os.getcwd() raises reached the user as a bare "No such file or directory"."""
+    import os
+
+    from atnbench.cli.app import _first_line
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = "from atnbench.cli import app; app(prog_name='atnbench')"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(f"cd {gone} && rmdir {gone} && {sys.executable} -c \"{script}\" run adding --T 5 -q",
+                          shell=True, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.splitlines() == [
+        "error: the working folder this command started in was deleted; run it from a folder that exists"]
+    here = os.getcwd()
+    gone.mkdir()
+    os.chdir(gone)
+    try:
+        gone.rmdir()
+        said = _first_line(FileNotFoundError(2, "No such file or directory"))
+    finally:
+        os.chdir(here)
+    assert said == ("No such file or directory: the working folder this command started in was deleted; run it "
+                    "from a folder that exists")
+    assert _first_line(FileNotFoundError(2, "No such file or directory")) == "No such file or directory"

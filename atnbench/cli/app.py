@@ -151,6 +151,9 @@ class Commands(TyperGroup):
             sys.stdout = ClosedOutput()
         if not standalone_mode or debugging():
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        if not _working_folder_exists():  # torch's import would end the process (MKL: "FATAL ERROR", exit 2)
+            _print_error("the working folder this command started in was deleted; run it from a folder that exists")
+            sys.exit(EXIT_USAGE)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is a BrokenPipeError we can answer
@@ -349,4 +352,16 @@ def _first_line(error: BaseException) -> str:
     message = str(error)
     if isinstance(error, OSError) and error.strerror:  # "[Errno 21] ...: 'x'" -> readable
         message = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
+        if isinstance(error, FileNotFoundError) and not error.filename and not _working_folder_exists():
+            # what os.getcwd() raises (inside torch's import, say) once the folder it ran from is gone
+            message = (f"{message}: the working folder this command started in was deleted; run it from a "
+                       f"folder that exists")
     return message.splitlines()[0] if message.strip() else type(error).__name__
+
+
+def _working_folder_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
