@@ -370,7 +370,7 @@ def _baseline(task: str, T: int, runs: list[RunData], baselines: dict) -> tuple[
     others = {v: b for v, b in others.items() if b is not None and baseline is not None and b != baseline}
     if not others:
         return baseline, None
-    elsewhere = ", ".join(f"{b:.4g} on the {v} of {counts[v]} run{'s' if counts[v] > 1 else ''}"
+    elsewhere = ", ".join(f"{b:.4g} on the {v} that {counts[v]} run{'s validate' if counts[v] > 1 else ' validates'} on"
                           for v, b in sorted(others.items()))
     return baseline, (f"baseline {baseline:.4g}: the no-information guess on the {chosen} validation sequences "
                       f"{counts[chosen]} of the {len(runs)} runs validate on (the marks and verdicts use it); it "
