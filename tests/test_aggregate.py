@@ -193,3 +193,26 @@ def test_a_later_setting_at_its_neutral_value_still_names_the_rows_it_tells_apar
     runs = [run("ln", s, 0.5) for s in range(2)] + [run("ln", s, 0.4, patience=3) for s in range(2)]
     (group,) = aggregate(runs, {})
     assert sorted(row.label for row in group.rows) == ["ln (patience=0)", "ln (patience=3)"]
+
+
+def test_rows_on_one_validation_subset_are_judged_against_its_baseline_whatever_other_rows_ran():
+    """A task of your own whose baseline is measured on the validation split: atn and ln validated
+    on the whole split (baseline 1.0), three unrelated lstm runs on 5 sequences (baseline 2.0).
+    The group shows the baseline most runs share, but atn and ln stay at theirs: the claim on them
+    stays "uninformative" (with the group's 2.0 they had "left the baseline")."""
+    from atnbench.report.verdicts import compare, rows_at_baseline
+
+    given = {("mine", 100, 20): 1.0, ("mine", 100, 5): 2.0, ("mine", 100, 100): 1.0}
+    runs = [run(norm, s, 0.99, task="mine", val_samples=20) for norm in ("atn", "ln") for s in range(3)]
+    runs += [run("none", s, 1.99, task="mine", val_samples=5) for s in range(7)]
+    runs.append(run("none", 9, 0.99, task="mine", val_samples=100))  # the whole split too: the same subset
+    (group,) = aggregate(runs, given)
+    assert group.baseline == 1.0  # 7 runs at 5 against 7 on the whole split (asked as 20 or as 100): the tie's larger
+    group = aggregate(runs[:-1], given)[0]
+    assert group.baseline == 2.0 and group.baseline_of("atn") == group.baseline_of("ln") == 1.0
+    assert rows_at_baseline(group) == {"atn": True, "ln": True, "lstm": True}
+    [note] = [note for note in group.notes if note.startswith("baseline 2: ")]
+    assert "atn against 1 (the 20 it validates on)" in note and "ln against 1 (the 20 it validates on)" in note
+    values = [0.99, 0.985, 0.995]
+    said = compare(values, values, labels=("atn", "ln"), baseline=(group.baseline_of("atn"), group.baseline_of("ln")))
+    assert said.verdict.startswith("uninformative") and "baseline 1 " in said.reason, said

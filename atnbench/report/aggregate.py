@@ -138,6 +138,21 @@ class Group:
     baseline: Optional[float]
     notes: list[str] = field(default_factory=list)
     runs: dict[str, list[RunData]] = field(default_factory=dict)  # row label -> its done runs
+    # runs that validated on different subsets of a validation split the baseline is measured on
+    # (a task of your own at several --val-samples): each subset's baseline, by val_samples
+    subset_baselines: dict = field(default_factory=dict)
+
+    def baseline_for(self, runs: Iterable[RunData]) -> Optional[float]:
+        """The baseline ``runs`` are judged against: that of the subset they all validated on,
+        else the group's."""
+        if not self.subset_baselines:
+            return self.baseline
+        values = {self.subset_baselines.get(run.record.config.get("val_samples")) for run in runs}
+        return values.pop() if len(values) == 1 and None not in values else self.baseline
+
+    def baseline_of(self, label: str) -> Optional[float]:
+        """The baseline row ``label`` is judged against: its own subset's, else the group's."""
+        return self.baseline_for(self.runs.get(label, []))
 
     @property
     def reduced(self) -> bool:
@@ -342,39 +357,53 @@ def _make_group(key: tuple, runs: list[RunData], baselines: dict) -> Group:
         counted = ", ".join(f"{name} {n}" for name, n in sorted(classes.items()))
         notes.append(f"seeds made on {len(classes)} processor classes, pooled ({counted} runs): float rounding "
                      f"differs between them, which moves a single seed by a few percent")
-    baseline, said = _baseline(task, T, runs, baselines)
+    baseline, subset_baselines, said = _baseline(task, T, runs, row_runs, baselines)
     if said:
         notes.append(said)
     return Group(task=task, T=T, budget=budget, variant=variant, rows=rows, baseline=baseline,
-                 notes=notes, runs=row_runs)
+                 notes=notes, runs=row_runs, subset_baselines=subset_baselines)
 
 
-def _baseline(task: str, T: int, runs: list[RunData], baselines: dict) -> tuple[Optional[float], Optional[str]]:
-    """The group's no-memory baseline and, where its runs validated on different subsets of a
-    validation split the baseline is measured on, a note saying which one it is.
+def _baseline(task: str, T: int, runs: list[RunData], row_runs: dict[str, list[RunData]],
+              baselines: dict) -> tuple[Optional[float], dict, Optional[str]]:
+    """The group's no-memory baseline, each validation subset's (where they differ), and a note.
 
-    A baseline measured on the validation split (a task of your own) depends on the runs'
-    val_samples: the one used is that of most of the group's runs (ties: the larger subset),
-    given for (task, T, val_samples), else for (task, T), else the one those runs recorded."""
-    counts = Counter(r.record.config.get("val_samples") for r in runs)
-    chosen = max(counts, key=lambda v: (counts[v], -1 if v is None else v))
-    baseline = baselines.get((task, T, chosen))
-    if baseline is None:
-        baseline = baselines.get((task, T))
-    if baseline is None:
-        recorded = Counter(_finite(r.record.summary.get("baseline")) for r in runs
-                           if r.record.summary and r.record.config.get("val_samples") == chosen)
-        recorded.pop(None, None)
-        baseline = recorded.most_common(1)[0][0] if recorded else None
-    others = {v: baselines.get((task, T, v)) for v in counts if v != chosen}
-    others = {v: b for v, b in others.items() if b is not None and baseline is not None and b != baseline}
-    if not others:
-        return baseline, None
-    elsewhere = ", ".join(f"{b:.4g} on the {v} that {counts[v]} run{'s validate' if counts[v] > 1 else ' validates'} on"
-                          for v, b in sorted(others.items()))
-    return baseline, (f"baseline {baseline:.4g}: the no-information guess on the {chosen} validation sequences "
-                      f"{counts[chosen]} of the {len(runs)} runs validate on (the marks and verdicts use it); it "
-                      f"scores {elsewhere}")
+    A baseline measured on the validation split (a task of your own) depends on the subset the
+    runs validate on (their val_samples): the group's is that of most of its runs (at a tie, the
+    larger subset; subsets with the same baseline, such as the whole split asked for as 20 or
+    as 100 sequences, count as one), given for (task, T, val_samples), else for (task, T), else
+    the one those runs recorded. A row whose runs all validated on another subset is judged
+    against that subset's: a verdict on two rows never moves with other rows' runs."""
+    def given(run: RunData) -> Optional[float]:
+        value = baselines.get((task, T, run.record.config.get("val_samples")))
+        if value is None:
+            value = baselines.get((task, T))
+        if value is None and run.record.summary:
+            value = _finite(run.record.summary.get("baseline"))
+        return value
+
+    of_run = {id(run): given(run) for run in runs}
+    subsets: dict[float, set] = {}
+    for run in runs:
+        if of_run[id(run)] is not None:
+            subsets.setdefault(of_run[id(run)], set()).add(run.record.config.get("val_samples"))
+    if not subsets:
+        return None, {}, None
+    counts = Counter(of_run[id(run)] for run in runs if of_run[id(run)] is not None)
+    size = {value: min((v for v in vs if v is not None), default=0) for value, vs in subsets.items()}
+    baseline = max(counts, key=lambda value: (counts[value], size[value]))
+    if len(subsets) == 1:
+        return baseline, {}, None
+    by_subset = {v: value for value, vs in subsets.items() for v in vs}
+    own = {}
+    for label, its in row_runs.items():
+        values = {of_run[id(run)] for run in its if id(run) in of_run}
+        if len(values) == 1 and None not in values and values != {baseline}:
+            own[label] = values.pop()
+    on_own = "; ".join(f"{label} against {value:.4g} (the {size[value]} it validates on)" for label, value in own.items())
+    return baseline, by_subset, (f"baseline {baseline:.4g}: the no-information guess on the {size[baseline]} validation "
+                           f"sequences {counts[baseline]} of the {sum(counts.values())} runs validate on"
+                           + (f"; rows on other subsets are judged against their own: {on_own}" if on_own else ""))
 
 
 def _make_row(label: str, model: str, cell: str, norm: str, k: Optional[int], runs: list[RunData]) -> ModelRow:

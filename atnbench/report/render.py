@@ -167,8 +167,9 @@ def _stat_for(row: ModelRow, key: str, table: Optional[PaperTable]) -> Stat:
 
 
 def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[PaperTable], kind: str,
-               label=lambda row: row.label, baseline: Optional[float] = None,
+               label=lambda row: row.label, baseline=lambda label: None,
                margin: float = DEFAULT_MARGIN) -> list[Row]:
+    """``baseline``: row label -> the baseline it is judged against (``Group.baseline_of``)."""
     out = []
     for row in rows:
         cells = {}
@@ -178,7 +179,8 @@ def _seed_rows(rows: list[ModelRow], columns: list[Column], table: Optional[Pape
         out.append(Row(label=label(row), kind=kind, model=row.model, k=row.k, seeds=row.seeds,
                        diverged=len(row.diverged_seeds), cells=cells,
                        cost={name: row.stats[name] for name in COST_STATS if name in row.stats},
-                       at_baseline=at_baseline(baseline_values(row)[1], baseline, margin), stale=row.stale))
+                       at_baseline=at_baseline(baseline_values(row)[1], baseline(row.label), margin),
+                       stale=row.stale))
     return out
 
 
@@ -340,7 +342,7 @@ def group_view(group: Group, with_paper: bool = False, final: bool = False,
         columns.append(Column(at_best, COLUMN_LABELS[at_best], scale=1.0 if accuracy else None, higher_better=accuracy))
     if final:
         columns += [Column(key, COLUMN_LABELS[key]) for key in FINAL_COLUMNS if key not in [c.key for c in columns]]
-    rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline, margin=baseline_margin)
+    rows = _seed_rows(group.rows, columns, table, "model", baseline=group.baseline_of, margin=baseline_margin)
     _mark_best(rows, columns)
     baseline = _baseline_row(group, columns)
     if table is not None:  # the paper's own scale, so the two read side by side
@@ -369,7 +371,7 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False,
     """k against loss for one windowed model, the other models as reference rows."""
     group = view_data.group
     columns = [Column(key, COLUMN_LABELS[key]) for key in DEFAULT_COLUMNS + FINAL_COLUMNS]
-    marks = dict(baseline=group.baseline, margin=baseline_margin)
+    marks = dict(baseline=group.baseline_of, margin=baseline_margin)
     rows = _seed_rows(view_data.rows, columns, None, "model", label=lambda row: row.k_label, **marks)
     refs = _seed_rows(view_data.references, columns, None, "reference", label=lambda row: row.label, **marks)
     _mark_best(rows + refs, columns)

@@ -31,7 +31,7 @@ import math
 import statistics
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from atnbench.errors import UserError
 from atnbench.evidence.identity import config_keys
@@ -119,7 +119,7 @@ def rows_at_baseline(group: Group, margin: float = DEFAULT_MARGIN) -> dict[str, 
     """Row label -> at baseline, for the rows where it can be told (the task has a baseline)."""
     marks = {}
     for row in group.rows:
-        flag = at_baseline(baseline_values(row)[1], group.baseline, margin)
+        flag = at_baseline(baseline_values(row)[1], group.baseline_of(row.label), margin)
         if flag is not None:
             marks[row.label] = flag
     return marks
@@ -143,6 +143,8 @@ def baseline_note(group: Group, margin: float = DEFAULT_MARGIN) -> Optional[str]
     learned = ("they learned nothing, so comparisons among them are uninformative" if len(at) > 1 else
                "it learned nothing (a comparison is uninformative only where both rows sit there)")
     baseline = f"{baseline_words(group.task).replace(' ', '-')} baseline {group.baseline:.4g}"
+    if group.subset_baselines:  # rows on another validation subset: their own (the group's note names them)
+        baseline = f"{baseline_words(group.task).replace(' ', '-')} baseline of its validation subset"
     return f"≈ at baseline (no seed more than {margin:.0%} below the {baseline}): {', '.join(at)}; {learned}"
 
 
@@ -360,27 +362,30 @@ def _seeds_from(test, var_a: float, var_b: float, alpha: float, power: float) ->
 
 
 def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[str, str] = ("A", "B"),
-            stat: str = "min_val_loss", baseline: Optional[float] = None, margin: float = DEFAULT_MARGIN,
+            stat: str = "min_val_loss", baseline: Union[None, float, tuple[Optional[float], Optional[float]]] = None,
+            margin: float = DEFAULT_MARGIN,
             m: int = 1, alpha: float = ALPHA, level: float = LEVEL,
             classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
             codes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> Comparison:
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
-    verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc."""
+    verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
+    ``baseline``: the task's, or each side's (rows validated on different subsets of a split)."""
+    base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
     sign = -1.0 if higher_is_better(stat) else 1.0
     keep, keep_b = _aligned(better, classes[0], codes[0]), _aligned(worse, classes[1], codes[1])
     a, b = [sign * v for v, _, _ in keep], [sign * v for v, _, _ in keep_b]
     class_a, class_b = [c for _, c, _ in keep], [c for _, c, _ in keep_b]
     shown_a, shown_b = summarize([sign * v for v in a], level), summarize([sign * v for v in b], level)
     exits = None
-    if sign > 0 and baseline is not None and a and b:
-        exits = (baseline_exit(a, baseline, margin, level), baseline_exit(b, baseline, margin, level))
+    if sign > 0 and base_a is not None and base_b is not None and a and b:
+        exits = (baseline_exit(a, base_a, margin, level), baseline_exit(b, base_b, margin, level))
     base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, EXPLORATORY, "",
                       left_baseline=exits, tested_with=m,
                       classes=(_counts(class_a), _counts(class_b)),
                       codes=(tuple(sorted({k for _, _, k in keep if k})), tuple(sorted({k for _, _, k in keep_b if k}))))
-    if sign > 0 and at_baseline(a, baseline, margin) and at_baseline(b, baseline, margin):
-        return replace(base, verdict=UNINFORMATIVE,
-                       reason=f"both rows at the no-memory baseline {baseline:.4g} (within {margin:.0%})")
+    if sign > 0 and at_baseline(a, base_a, margin) and at_baseline(b, base_b, margin):
+        at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
+        return replace(base, verdict=UNINFORMATIVE, reason=f"both rows at the no-memory baseline {at} (within {margin:.0%})")
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     test = welch_test(a, b, (class_a, class_b))
@@ -624,7 +629,8 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                 if in_studies and not (sides[0][0] and sides[1][0]):
                     continue  # every seed of a side belongs to a study: the study's result stands for it
                 result.comparisons.append(compare(
-                    sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat, baseline=group.baseline,
+                    sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat,
+                    baseline=(group.baseline_of(a.label), group.baseline_of(b.label)),
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
                     codes=(sides[0][2], sides[1][2])))
             if off_protocol and result.design == EXPLORATORY:
@@ -683,8 +689,10 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         n = study.looks[entry["look"] - 1]
         sides = [_run_numbers([runs[i] for i in study.runs_used(side, n) if i in runs], planned.stat)
                  for side in (planned.lower, planned.higher)]
+        used = [[runs[i] for i in study.runs_used(side, n) if i in runs] for side in (planned.lower, planned.higher)]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
-                    baseline=group.baseline, margin=margin, m=study.m, alpha=study.alpha,
+                    baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin,
+                    m=study.m, alpha=study.alpha,
                     classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]))
         verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
                    studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
