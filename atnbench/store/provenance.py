@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -25,9 +26,21 @@ def environment(device: Optional[str] = None) -> dict:
         "processor": cpu_model(),
         "cpu_capability": cpu_capability(),
         "device": device,
+        "cpp_fast_path": _cpp_fast_path(),
         "atnbench_version": __version__,
         "atnbench_revision": _revision(),
     }
+
+
+def _cpp_fast_path() -> Optional[bool]:
+    """Whether this process's C++ fast path is loaded (True) or could not be (False: no compiler,
+    or ATNBENCH_NO_BUILD, so NormLSTM ran its plain loop, whose float rounding differs and moves a
+    run's numbers under the same id); None where this process never needed it (a run without a
+    norm it covers, the same on both). Read, never built here: callers load it before a run starts
+    (run/warmup.py)."""
+    module = sys.modules.get("atnbench.nn.fastpath")
+    state = getattr(module, "_cpp_state", {}) if module is not None else {}
+    return state.get("ok")
 
 
 def _torch_version() -> Optional[str]:
