@@ -213,6 +213,11 @@ def test_missing_files_name_what_to_put_where(tmp_path):
         load_mnist({"data_dir": str(tmp_path / "empty")})
     with pytest.raises(DataUnavailable, match="not found: .*nope.txt"):
         load_ptb_char({"data_files": {"train": str(tmp_path / "nope.txt"), "validation": "x", "test": "y"}})
+    folder = write_ptb(tmp_path / "ptb")
+    (folder / "ptb.char.valid.txt").write_text("")  # was `datasets`' "Instruction "validation" corresponds to no data!"
+    with pytest.raises(DataUnavailable) as err:
+        load_ptb_char({"data_dir": str(folder)})
+    assert str(err.value) == f"char-level PTB: {folder / 'ptb.char.valid.txt'} is empty"
 
 
 def test_unreachable_hub_says_which_command_fetches_the_data(monkeypatch):

@@ -200,6 +200,10 @@ def load_local_dir(name: str, folder: Path, layouts: Sequence[Layout], how_to: s
 
 
 def _build(name: str, builder: str, files: dict[str, list[str]], kwargs: dict, cache_dir: Path, origin: str) -> Source:
+    # named here: `datasets` calls an empty split "Instruction 'validation' corresponds to no data!"
+    empty = [path for paths in files.values() for path in paths if Path(path).is_file() and not Path(path).stat().st_size]
+    if empty:
+        raise DataUnavailable(f"{name}: {', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty")
     with _quiet_datasets() as datasets:
         try:
             loaded = datasets.load_dataset(builder, data_files=files, **kwargs)
