@@ -209,6 +209,14 @@ def test_a_run_below_the_baseline_has_no_such_line():
     line = at_baseline(quarter, {**done, "steps": 10, "min_val_loss": 0.69})
     assert "more steps (--iters 80 at --budget 0.25)" in line, line
     assert "more steps (--iters 200)" in at_baseline(config, {**done, "min_val_loss": 0.69})
+    from atnbench.run.runspec import apply_budget
+
+    for budget in (0.25, 0.3, 0.33, 0.7, 0.9):  # ceil() rounds a step up at some budgets: 2 steps at 0.3 said 14 (5)
+        for steps in range(1, 40):
+            shrunk = build_config({"task": "mine", "T": 10, "steps": steps, "budget": budget, "options": {"user_task": {}}})
+            said = at_baseline(shrunk, {**done, "steps": steps, "min_val_loss": 0.69})
+            iters = int(said.split("more steps (--iters ")[1].split()[0])
+            assert apply_budget({"steps": iters, "batch_size": 4}, budget)["steps"] == 2 * steps, (budget, steps, iters)
     for norm, other in (("atn", "--norm ln"), ("ln", "--norm atn")):  # never the run's own norm
         config = build_config({"task": "mine", "T": 10, "steps": 100, "norm": norm, "options": {"user_task": {}}})
         line = at_baseline(config, {**done, "min_val_loss": 0.69})

@@ -39,9 +39,13 @@ def at_baseline(config, record: dict[str, Any]) -> Optional[str]:
         return (f"the best validation loss {best:.4g} is above the no-information baseline {baseline:.4g} (what a "
                 f"guess that ignores the inputs scores): training made the model worse than that guess; try a "
                 f"smaller learning rate (--lr {config.lr / 10:.2g}), or gradient clipping (--clip 1)")
-    # --iters is the steps before the budget shrinks them (runspec.apply_budget): twice this run's
+    # --iters is the steps before the budget shrinks them (runspec.apply_budget: ceil(iters x budget)):
+    # 2 x steps / budget where that gives twice this run's, else the fewest that do (ceil rounds up)
     budget = getattr(config, "budget", 1.0) or 1.0
-    more = f"--iters {math.ceil(2 * config.steps / budget)}" + (f" at --budget {budget:g}" if budget != 1 else "")
+    iters = math.ceil(2 * config.steps / budget)
+    if math.ceil(iters * budget) != 2 * config.steps:
+        iters = math.floor((2 * config.steps - 1) / budget) + 1
+    more = f"--iters {iters}" + (f" at --budget {budget:g}" if budget != 1 else "")
     tries = [f"more steps ({more})", f"another learning rate (--lr {config.lr / 3:.2g} or "
              f"{config.lr * 3:.2g})", f"another norm (--norm {'atn' if config.norm == 'ln' else 'ln'})"]
     if stopped_early(config, record):
