@@ -366,10 +366,11 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
             margin: float = DEFAULT_MARGIN,
             m: int = 1, alpha: float = ALPHA, level: float = LEVEL,
             classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
-            codes: tuple[Sequence[str], Sequence[str]] = ((), ())) -> Comparison:
+            codes: tuple[Sequence[str], Sequence[str]] = ((), ()), task: Optional[str] = None) -> Comparison:
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
-    ``baseline``: the task's, or each side's (rows validated on different subsets of a split)."""
+    ``baseline``: the task's, or each side's (rows validated on different subsets of a split);
+    ``task`` names it ("no-information" on a task of your own, ``baseline_words``)."""
     base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
     sign = -1.0 if higher_is_better(stat) else 1.0
     keep, keep_b = _aligned(better, classes[0], codes[0]), _aligned(worse, classes[1], codes[1])
@@ -385,7 +386,8 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
                       codes=(tuple(sorted({k for _, _, k in keep if k})), tuple(sorted({k for _, _, k in keep_b if k}))))
     if sign > 0 and at_baseline(a, base_a, margin) and at_baseline(b, base_b, margin):
         at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
-        return replace(base, verdict=UNINFORMATIVE, reason=f"both rows at the no-memory baseline {at} (within {margin:.0%})")
+        words = baseline_words(task).replace(" ", "-") if task else "no-memory"
+        return replace(base, verdict=UNINFORMATIVE, reason=f"both rows at the {words} baseline {at} (within {margin:.0%})")
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     test = welch_test(a, b, (class_a, class_b))
@@ -630,7 +632,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     continue  # every seed of a side belongs to a study: the study's result stands for it
                 result.comparisons.append(compare(
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat,
-                    baseline=(group.baseline_of(a.label), group.baseline_of(b.label)),
+                    baseline=(group.baseline_of(a.label), group.baseline_of(b.label)), task=group.task,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
                     codes=(sides[0][2], sides[1][2])))
             if off_protocol and result.design == EXPLORATORY:
@@ -691,7 +693,7 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
                  for side in (planned.lower, planned.higher)]
         used = [[runs[i] for i in study.runs_used(side, n) if i in runs] for side in (planned.lower, planned.higher)]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
-                    baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin,
+                    baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
                     m=study.m, alpha=study.alpha,
                     classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]))
         verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
