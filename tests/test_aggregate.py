@@ -212,9 +212,29 @@ def test_rows_on_one_validation_subset_are_judged_against_its_baseline_whatever_
     assert group.baseline == 2.0 and group.baseline_of("atn") == group.baseline_of("ln") == 1.0
     assert rows_at_baseline(group) == {"atn": True, "ln": True, "lstm": True}
     [note] = [note for note in group.notes if note.startswith("baseline 2: ")]
-    assert "atn against 1 (the 20 it validates on)" in note and "ln against 1 (the 20 it validates on)" in note
+    assert "atn against 1 (the 20 validation sequences it validates on)" in note and "ln against 1 (the 20 " in note
     values = [0.99, 0.985, 0.995]
     said = compare(values, values, labels=("atn", "ln"), baseline=(group.baseline_of("atn"), group.baseline_of("ln")),
                    task="mine")
     assert said.verdict.startswith("uninformative") and "no-information baseline 1 " in said.reason, said
     assert "no-memory baseline" in compare(values, values, baseline=1.0, task="copying").reason  # a shipped task
+
+
+def test_runs_stored_without_val_samples_validated_on_the_whole_split():
+    """Old runs carry no val_samples: the whole split, the larger subset at a tie (it was taken for
+    a subset of 0 sequences); where a subset's runs recorded two baselines, the note and the row's
+    judgement use the same one."""
+    from atnbench.report.verdicts import rows_at_baseline
+
+    runs = [run("atn", s, 0.99, task="mine", summary={"baseline": 1.0}) for s in range(3)]  # no val_samples
+    runs += [run("ln", s, 1.99, task="mine", val_samples=5, summary={"baseline": 2.0}) for s in range(3)]
+    (group,) = aggregate(runs, {})
+    assert group.baseline == 1.0 and group.baseline_of("ln") == 2.0
+    [note] = [note for note in group.notes if note.startswith("baseline 1: ")]
+    assert "on the whole validation split 3 of the 6 runs" in note and "ln against 2 (the 5 validation sequences" in note
+    runs += [run("ln", 7, 1.99, task="mine", val_samples=5, summary={"baseline": 1.5})]  # one of them recorded another
+    (group,) = aggregate(runs, {})
+    [note] = [note for note in group.notes if note.startswith("baseline ")]  # 4 runs at 5 now: theirs shown
+    assert group.baseline == group.baseline_of("ln") == 2.0 and group.baseline_of("atn") == 1.0
+    assert note.startswith("baseline 2: ") and "atn against 1 (the whole validation split it validates on)" in note
+    assert rows_at_baseline(group) == {"atn": True, "ln": True}

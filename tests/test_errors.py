@@ -141,6 +141,9 @@ def test_a_deleted_working_folder_is_one_line_naming_it(tmp_path):
     assert done.returncode == 2 and done.stdout == "", done.stderr
     assert done.stderr.splitlines() == [
         "error: the working folder this command started in was deleted; run it from a folder that exists"]
+    version = subprocess.run(f"mkdir {gone} && cd {gone} && rmdir {gone} && {sys.executable} -c \"{script}\" --version",
+                             shell=True, capture_output=True, text=True, env=env, timeout=60)
+    assert version.returncode == 0 and version.stdout.startswith("atnbench "), version.stderr  # help and version work
     here = os.getcwd()
     gone.mkdir()
     os.chdir(gone)

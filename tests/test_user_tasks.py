@@ -940,4 +940,4 @@ def test_the_baseline_is_scored_on_the_validation_sequences_a_run_validates_on(t
     assert math.isclose(row["cells"]["min_val_loss"]["mean"], on_all, rel_tol=1e-9), row
     [note] = [note for note in table["notes"] if note.startswith("baseline ")]
     assert "on the 20 validation sequences 1 of the 2 runs validate on" in note
-    assert f"against {on_six:.4g} (the 6 it validates on)" in note, note
+    assert f"against {on_six:.4g} (the 6 validation sequences it validates on)" in note, note

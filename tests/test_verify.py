@@ -64,3 +64,27 @@ def test_a_sample_larger_than_the_sweep_says_how_many_it_checks(stored, tmp_path
     assert result.exit_code == 0, result.output
     assert "note: --sample 3: sweep tiny has 1 finished run" in result.stderr and "checking it" in result.stderr
     assert "[1/1] re-running" in result.stderr
+
+
+def test_a_run_trained_on_the_loop_is_told_apart_from_a_re_run_on_the_cpp_path(tmp_path, monkeypatch):
+    """One processor, one run id, two numbers: the plain loop (no compiler, ATNBENCH_NO_BUILD) and
+    the C++ fast path round differently. verify said "differs" naming one processor twice."""
+    from atnbench.nn import fastpath
+
+    db = tmp_path / "r.db"
+    monkeypatch.setattr(fastpath, "_cpp_state", {"ok": False, "disabled": True, "error": "ATNBENCH_NO_BUILD is set"})
+    made = invoke("run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4", "--iters", "60", "--norm", "ln",
+                  "--eval-every", "20", "--val-samples", "8", "--store", db, "--format", "json")
+    assert made.exit_code == 0, made.output
+    monkeypatch.undo()  # the C++ path back, as this process had it
+    run_id = json.loads(made.stdout)["run_id"]
+    with ResultsStore(db, create=False) as results:
+        assert results.get_run(run_id).env["cpp_fast_path"] is False
+    result = invoke("verify", run_id, "--store", db, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.stdout)
+    assert found["stored_processor"].endswith(", the plain loop (no C++ fast path)")
+    assert found["this_processor"].endswith(", the C++ fast path")
+    assert not found["identical"]  # 60 steps of LN on two paths: apart in the last digits at least
+    assert "the stored run was trained on the plain loop (no C++ fast path), this re-run on the C++ fast path" \
+        in found["note"], found

@@ -151,9 +151,6 @@ class Commands(TyperGroup):
             sys.stdout = ClosedOutput()
         if not standalone_mode or debugging():
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        if not _working_folder_exists():  # torch's import would end the process (MKL: "FATAL ERROR", exit 2)
-            _print_error("the working folder this command started in was deleted; run it from a folder that exists")
-            sys.exit(EXIT_USAGE)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             sys.stdout.flush()  # here, not at exit: a reader gone (`| head`) is a BrokenPipeError we can answer
@@ -323,6 +320,8 @@ def user_errors(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        if not _working_folder_exists():  # torch's import would end the process (MKL: "FATAL ERROR", exit 2)
+            fail("the working folder this command started in was deleted; run it from a folder that exists")
         try:
             check_whole_numbers(kwargs)
             return command(*args, **kwargs)

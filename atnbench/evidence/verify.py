@@ -58,17 +58,23 @@ def _g(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:.6g}"
 
 
+PATHS = {True: "the C++ fast path", False: "the plain loop (no C++ fast path)"}
+
+
 def machine_text(env: dict) -> str:
     processor, capability = env.get("processor"), env.get("cpu_capability")
     if processor is None and capability is None:
         return "not recorded (runs before this release did not record it)"
-    return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})"
+    path = PATHS.get(env.get("cpp_fast_path"))
+    return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})" + (f", {path}" if path else "")
 
 
-def this_machine() -> str:
-    from atnbench.evidence.machine import cpu_capability, cpu_model
-
-    return machine_text({"processor": cpu_model(), "cpu_capability": cpu_capability()})
+def path_note(stored: dict, fresh: dict) -> Optional[str]:
+    """Why the numbers may differ on one processor: one run on the C++ fast path, the other on the loop."""
+    a, b = stored.get("cpp_fast_path"), fresh.get("cpp_fast_path")
+    if a is None or b is None or a == b:
+        return None
+    return f"the stored run was trained on {PATHS[a]}, this re-run on {PATHS[b]}: they round differently"
 
 
 def code_note(record: RunRecord) -> Optional[str]:
@@ -91,7 +97,10 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     if record.status not in ("done", "diverged"):
         raise UserError(f"run {record.run_id} is {record.status}; only a finished run can be verified")
     check_data_unchanged(record)  # a re-run on edited data files would report a difference that is the data's
+    from atnbench.run.warmup import load_fast_path
+
     config = build_config(record.config)
+    load_fast_path(config)  # as `run` and `sweep` do: the path this machine trains on, and its record
     with tempfile.TemporaryDirectory(prefix="atnbench-verify-") as folder:
         with ResultsStore(Path(folder) / "verify.db") as scratch:
             train(config, scratch, device, keep_model=False)
@@ -100,8 +109,10 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     same_curve = [_numbers(p) for p in curve] == [_numbers(p) for p in fresh_curve]
     stored = {key: record.summary.get(key) for key in COMPARED}
     fresh = {key: fresh_row.summary.get(key) for key in COMPARED}
+    notes = [note for note in (code_note(record), path_note(record.env or {}, fresh_row.env or {})) if note]
     return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
-                        stored, fresh, machine_text(record.env or {}), this_machine(), code_note(record))
+                        stored, fresh, machine_text(record.env or {}), machine_text(fresh_row.env or {}),
+                        "; ".join(notes) or None)
 
 
 def _numbers(point) -> tuple:

@@ -374,36 +374,39 @@ def _baseline(task: str, T: int, runs: list[RunData], row_runs: dict[str, list[R
     as 100 sequences, count as one), given for (task, T, val_samples), else for (task, T), else
     the one those runs recorded. A row whose runs all validated on another subset is judged
     against that subset's: a verdict on two rows never moves with other rows' runs."""
-    def given(run: RunData) -> Optional[float]:
-        value = baselines.get((task, T, run.record.config.get("val_samples")))
+    by_val: dict = {}  # val_samples -> the baseline of that subset
+    for v in {run.record.config.get("val_samples") for run in runs}:
+        value = baselines.get((task, T, v))
         if value is None:
             value = baselines.get((task, T))
-        if value is None and run.record.summary:
-            value = _finite(run.record.summary.get("baseline"))
-        return value
-
-    of_run = {id(run): given(run) for run in runs}
-    subsets: dict[float, set] = {}
-    for run in runs:
-        if of_run[id(run)] is not None:
-            subsets.setdefault(of_run[id(run)], set()).add(run.record.config.get("val_samples"))
-    if not subsets:
+        if value is None:  # the one the subset's runs recorded (most of them, if they differ)
+            recorded = Counter(_finite(r.record.summary.get("baseline")) for r in runs
+                               if r.record.summary and r.record.config.get("val_samples") == v)
+            recorded.pop(None, None)
+            value = recorded.most_common(1)[0][0] if recorded else None
+        if value is not None:
+            by_val[v] = value
+    counts = Counter(by_val[v] for v in (r.record.config.get("val_samples") for r in runs) if v in by_val)
+    if not counts:
         return None, {}, None
-    counts = Counter(of_run[id(run)] for run in runs if of_run[id(run)] is not None)
-    size = {value: min((v for v in vs if v is not None), default=0) for value, vs in subsets.items()}
+    # a subset's size; a run stored without val_samples validated on the whole split
+    size = {value: min(math.inf if v is None else v for v, b in by_val.items() if b == value) for value in counts}
     baseline = max(counts, key=lambda value: (counts[value], size[value]))
-    if len(subsets) == 1:
+    if len(counts) == 1:
         return baseline, {}, None
-    by_subset = {v: value for value, vs in subsets.items() for v in vs}
+
+    def subset(value: float) -> str:
+        return "whole validation split" if size[value] == math.inf else f"{size[value]} validation sequences"
+
     own = {}
     for label, its in row_runs.items():
-        values = {of_run[id(run)] for run in its if id(run) in of_run}
+        values = {by_val.get(run.record.config.get("val_samples")) for run in its}
         if len(values) == 1 and None not in values and values != {baseline}:
             own[label] = values.pop()
-    on_own = "; ".join(f"{label} against {value:.4g} (the {size[value]} it validates on)" for label, value in own.items())
-    return baseline, by_subset, (f"baseline {baseline:.4g}: the no-information guess on the {size[baseline]} validation "
-                           f"sequences {counts[baseline]} of the {sum(counts.values())} runs validate on"
-                           + (f"; rows on other subsets are judged against their own: {on_own}" if on_own else ""))
+    on_own = "; ".join(f"{label} against {value:.4g} (the {subset(value)} it validates on)" for label, value in own.items())
+    return baseline, by_val, (f"baseline {baseline:.4g}: the no-information guess on the {subset(baseline)} "
+                              f"{counts[baseline]} of the {sum(counts.values())} runs validate on"
+                              + (f"; rows on other subsets are judged against their own: {on_own}" if on_own else ""))
 
 
 def _make_row(label: str, model: str, cell: str, norm: str, k: Optional[int], runs: list[RunData]) -> ModelRow:
