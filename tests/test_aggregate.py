@@ -238,3 +238,25 @@ def test_runs_stored_without_val_samples_validated_on_the_whole_split():
     assert group.baseline == group.baseline_of("ln") == 2.0 and group.baseline_of("atn") == 1.0
     assert note.startswith("baseline 2: ") and "atn against 1 (the whole validation split it validates on)" in note
     assert rows_at_baseline(group) == {"atn": True, "ln": True}
+
+
+def test_a_comparison_of_rows_validated_on_different_sequences_is_not_read_as_a_difference():
+    """Own task: a row on the first 5 validation sequences against one on all 20 (other
+    sequences, another baseline): the gap was reported as g -11, p 3e-05, "exploratory"."""
+    from atnbench.report.verdict_tables import _claim_baseline
+    from atnbench.report.verdicts import ClaimResult, compare
+
+    low, high = [0.5, 0.51, 0.52, 0.5, 0.49], [2.0, 2.1, 1.9, 2.05, 1.95]
+    said = compare(low, high, labels=("atn", "ln (val_samples=5)"), baseline=(1.0, 2.0), task="mine")
+    assert said.verdict.startswith("uninformative") and "validated on different sequences" in said.reason, said
+    assert said.baselines == (1.0, 2.0)
+    on_training = compare(low, high, stat="min_train_loss", baseline=(1.0, 2.0), task="mine")
+    assert not on_training.verdict.startswith("uninformative")  # the training split is the same for both
+    same = compare(low, high, baseline=(1.0, 1.0), task="mine")
+    assert same.baselines == (1.0, 1.0) and not same.verdict.startswith("uninformative")
+    group = aggregate([run("atn", s, 0.5, task="mine", val_samples=20, summary={"baseline": 1.0}) for s in range(3)]
+                      + [run("ln", s, 2.0, task="mine", val_samples=5, summary={"baseline": 2.0}) for s in range(4)], {})[0]
+    assert group.baseline == 2.0  # the table's: the subset most runs share
+    result = ClaimResult(claim=None, group=group, design="exploratory")
+    result.comparisons.append(compare(low, low, baseline=(group.baseline_of("atn"), group.baseline_of("atn"))))
+    assert _claim_baseline(result) == 1.0  # what the claim's sides were judged against, not the table's 2.0

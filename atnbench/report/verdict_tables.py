@@ -211,6 +211,13 @@ def _cell_record(cell: CellSummary) -> dict:
             "ci95": list(cell.ci) if cell.ci is not None else None, "values": list(cell.values)}
 
 
+def _claim_baseline(result: ClaimResult) -> Optional[float]:
+    """The baseline the claim's comparisons judged their sides against: the group's, unless rows
+    on other validation subsets were judged against their own (then each comparison says which)."""
+    judged = {value for c in result.comparisons for value in c.baselines if value is not None}
+    return judged.pop() if len(judged) == 1 else (result.group.baseline if not judged else None)
+
+
 def verdict_records(results: list[ClaimResult], not_run: list[Claim]) -> dict:
     """Plain data for JSON: every claim with its runs, comparisons, tests and verdicts."""
     return {
@@ -218,9 +225,10 @@ def verdict_records(results: list[ClaimResult], not_run: list[Claim]) -> dict:
         "rule": RULE,
         "claims": [
             {"id": r.claim.id, "claim": r.claim.text, "source": r.claim.source, "task": r.group.task,
-             "T": r.group.T, "variant": r.group.variant, "budget": r.group.budget, "baseline": r.group.baseline,
+             "T": r.group.T, "variant": r.group.variant, "budget": r.group.budget, "baseline": _claim_baseline(r),
              "verdict": r.verdict, "missing": list(r.missing), "design": r.design, "seeds": r.seeds,
              "comparisons": [{"lower": c.better, "higher": c.worse, "stat": c.stat, "test": c.test,
+                              "baselines": list(c.baselines),
                               "lower_cell": _cell_record(c.a), "higher_cell": _cell_record(c.b),
                               "difference": c.diff, "difference_ci95": list(c.diff_ci) if c.diff_ci else None,
                               "p_value": c.p_value, "p_family": c.p_adjusted, "m": c.tested_with,

@@ -185,6 +185,12 @@ class Comparison:
     codes: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())  # code fingerprints, per side
     stratified: bool = False
     look: Optional[str] = None  # "look 2 of 5 (12 seeds)" for a study's comparison
+    baselines: tuple[Optional[float], Optional[float]] = (None, None)  # what each side is judged against
+
+
+def _on_validation(stat: str) -> bool:
+    """A statistic of the validation split (min_val_loss, max_val_accuracy, ...), not of training or test."""
+    return stat.startswith("val_") or stat.split("_")[1:2] == ["val"]
 
 
 def welch(a: Sequence[float], b: Sequence[float], level: float = LEVEL) -> tuple[float, tuple[float, float], float]:
@@ -381,9 +387,14 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     if sign > 0 and base_a is not None and base_b is not None and a and b:
         exits = (baseline_exit(a, base_a, margin, level), baseline_exit(b, base_b, margin, level))
     base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, EXPLORATORY, "",
-                      left_baseline=exits, tested_with=m,
+                      left_baseline=exits, tested_with=m, baselines=(base_a, base_b),
                       classes=(_counts(class_a), _counts(class_b)),
                       codes=(tuple(sorted({k for _, _, k in keep if k})), tuple(sorted({k for _, _, k in keep_b if k}))))
+    if base_a is not None and base_b is not None and base_a != base_b and _on_validation(stat):
+        # a task of your own whose rows validated on different sequences: the difference would be the sets'
+        return replace(base, verdict=UNINFORMATIVE, reason=f"the rows validated on different sequences (their "
+                       f"no-information baselines {base_a:.4g} and {base_b:.4g}): their validation numbers are "
+                       f"not comparable; give both the same --val-samples")
     if sign > 0 and at_baseline(a, base_a, margin) and at_baseline(b, base_b, margin):
         at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
         words = baseline_words(task).replace(" ", "-") if task else "no-memory"
