@@ -512,3 +512,15 @@ def test_a_run_records_whether_the_cpp_fast_path_trained_it(monkeypatch):
     for state, said in (({"ok": True}, True), ({"ok": False, "error": "no compiler"}, False), ({}, None)):
         monkeypatch.setattr(fastpath, "_cpp_state", state)
         assert environment("cpu")["cpp_fast_path"] is said
+
+
+def test_runs_on_the_loop_are_a_processor_class_of_their_own():
+    """Seeds are pooled, and comparisons stratified, by processor class: one made on the plain loop
+    rounds differently from one made on the C++ path of the same processor."""
+    from atnbench.evidence.machine import processor_class
+
+    assert processor_class({"cpu_capability": "AVX512", "cpp_fast_path": True}) == "AVX512"
+    assert processor_class({"cpu_capability": "AVX512", "cpp_fast_path": None}) == "AVX512"  # never needed it
+    assert processor_class({"cpu_capability": "AVX512"}) == "AVX512"  # recorded before the path was
+    assert processor_class({"cpu_capability": "AVX512", "cpp_fast_path": False}) == "AVX512 loop"
+    assert processor_class(None) == "unknown"

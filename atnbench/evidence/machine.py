@@ -35,8 +35,10 @@ def cpu_capability() -> Optional[str]:
 
 def processor_class(env: Optional[dict]) -> str:
     """The class of processor a run's recorded environment names (the instruction set its kernels
-    used): runs are bit-for-bit comparable only within one class."""
-    return str((env or {}).get("cpu_capability") or "unknown")
+    used), and " loop" where its process had no C++ fast path (``cpp_fast_path`` false: the plain
+    loop, which rounds differently): runs are bit-for-bit comparable only within one class."""
+    env = env or {}
+    return str(env.get("cpu_capability") or "unknown") + (" loop" if env.get("cpp_fast_path") is False else "")
 
 
 def available_cores() -> int:
