@@ -260,3 +260,18 @@ def test_a_comparison_of_rows_validated_on_different_sequences_is_not_read_as_a_
     result = ClaimResult(claim=None, group=group, design="exploratory")
     result.comparisons.append(compare(low, low, baseline=(group.baseline_of("atn"), group.baseline_of("atn"))))
     assert _claim_baseline(result) == 1.0  # what the claim's sides were judged against, not the table's 2.0
+
+
+def test_sides_on_disjoint_processor_classes_get_no_interval():
+    """All of one side on the C++ path, all of the other on the loop: no class to compare within,
+    so no test; the report printed the difference's interval as [d, d] (QA)."""
+    from atnbench.report.verdicts import compare
+
+    a, b = [0.10, 0.12, 0.11, 0.13, 0.09], [0.12, 0.14, 0.13, 0.11, 0.15]
+    said = compare(a, b, classes=(["AVX512"] * 5, ["AVX512 loop"] * 5))
+    assert said.diff is not None and said.diff_ci is None and said.p_value is None
+    assert "not tested" in said.reason, said.reason
+    assert compare(a, b).diff_ci is not None  # one class: tested as before
+    from atnbench.report.verdict_tables import diff_text
+
+    assert diff_text(said).endswith("(not tested)")

@@ -33,12 +33,25 @@ def cpu_capability() -> Optional[str]:
         return None
 
 
-def processor_class(env: Optional[dict]) -> str:
+def processor_class(env: Optional[dict], config: Optional[dict] = None) -> str:
     """The class of processor a run's recorded environment names (the instruction set its kernels
-    used), and " loop" where its process had no C++ fast path (``cpp_fast_path`` false: the plain
-    loop, which rounds differently): runs are bit-for-bit comparable only within one class."""
-    env = env or {}
-    return str(env.get("cpu_capability") or "unknown") + (" loop" if env.get("cpp_fast_path") is False else "")
+    used), and " loop" where the run went through the plain loop instead of the C++ fast path
+    (``ran_on_loop``), which rounds differently: runs are bit-for-bit comparable only within one class."""
+    return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if ran_on_loop(env, config) else "")
+
+
+def ran_on_loop(env: Optional[dict], config: Optional[dict]) -> bool:
+    return fast_path_used(env, config) is False
+
+
+def fast_path_used(env: Optional[dict], config: Optional[dict]) -> Optional[bool]:
+    """For a run of a norm the C++ fast path covers, whether it ran on it (true) or on the plain loop
+    (false), as its environment recorded (``cpp_fast_path``); None otherwise. The environment says
+    what the run's process had, which a run without such a norm (the plain LSTM, after an LN run
+    in the same sweep process) never used."""
+    from atnbench.registry import fast_norms
+
+    return (env or {}).get("cpp_fast_path") if (config or {}).get("norm") in fast_norms() else None
 
 
 def available_cores() -> int:

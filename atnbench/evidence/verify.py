@@ -19,6 +19,7 @@ from typing import Optional
 from atnbench.errors import UserError
 from atnbench.store import ResultsStore, RunRecord
 from atnbench.evidence.identity import run_id_of
+from atnbench.evidence.machine import fast_path_used
 
 COMPARED = ("min_val_loss", "min_train_loss")
 
@@ -61,17 +62,18 @@ def _g(value: Optional[float]) -> str:
 PATHS = {True: "the C++ fast path", False: "the plain loop (no C++ fast path)"}
 
 
-def machine_text(env: dict) -> str:
+def machine_text(env: dict, config: Optional[dict] = None) -> str:
+    """The processor, and for a run of a norm the C++ fast path covers, the path it ran on."""
     processor, capability = env.get("processor"), env.get("cpu_capability")
     if processor is None and capability is None:
         return "not recorded (runs before this release did not record it)"
-    path = PATHS.get(env.get("cpp_fast_path"))
+    path = PATHS.get(fast_path_used(env, config))
     return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})" + (f", {path}" if path else "")
 
 
-def path_note(stored: dict, fresh: dict) -> Optional[str]:
+def path_note(stored: dict, fresh: dict, config: Optional[dict] = None) -> Optional[str]:
     """Why the numbers may differ on one processor: one run on the C++ fast path, the other on the loop."""
-    a, b = stored.get("cpp_fast_path"), fresh.get("cpp_fast_path")
+    a, b = fast_path_used(stored, config), fast_path_used(fresh, config)
     if a is None or b is None or a == b:
         return None
     return f"the stored run was trained on {PATHS[a]}, this re-run on {PATHS[b]}: they round differently"
@@ -109,10 +111,11 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     same_curve = [_numbers(p) for p in curve] == [_numbers(p) for p in fresh_curve]
     stored = {key: record.summary.get(key) for key in COMPARED}
     fresh = {key: fresh_row.summary.get(key) for key in COMPARED}
-    notes = [note for note in (code_note(record), path_note(record.env or {}, fresh_row.env or {})) if note]
+    notes = [note for note in (code_note(record), path_note(record.env or {}, fresh_row.env or {}, record.config))
+             if note]
     return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
-                        stored, fresh, machine_text(record.env or {}), machine_text(fresh_row.env or {}),
-                        "; ".join(notes) or None)
+                        stored, fresh, machine_text(record.env or {}, record.config),
+                        machine_text(fresh_row.env or {}, record.config), "; ".join(notes) or None)
 
 
 def _numbers(point) -> tuple:

@@ -446,7 +446,7 @@ def _processor_classes(runs: Iterable[RunData]) -> Counter:
     recorded) made."""
     from atnbench.evidence.machine import processor_class
 
-    return Counter(processor_class(run.record.env) for run in runs)
+    return Counter(processor_class(run.record.env, run.record.config) for run in runs)
 
 
 def _is_stale(code: Optional[str]) -> bool:

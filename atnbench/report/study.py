@@ -360,7 +360,7 @@ def side_data(store, run_ids: Iterable[Optional[str]], stat: str) -> SideData:
             data.missing += 1
             continue
         data.values.append(value)
-        data.classes.append(processor_class(record.env))
+        data.classes.append(processor_class(record.env, record.config))
         data.codes.append(str(record.env.get("code") or "unknown"))
     return data
 

@@ -64,6 +64,8 @@ def cell_text(cell: CellSummary) -> str:
 def diff_text(comparison: Comparison) -> str:
     if comparison.diff is None:
         return "-"
+    if comparison.diff_ci is None:  # no stratum to test in (the reason says so)
+        return f"{_g(comparison.diff)} (not tested)"
     return f"{_g(comparison.diff)} [{_g(comparison.diff_ci[0])}, {_g(comparison.diff_ci[1])}]"
 
 

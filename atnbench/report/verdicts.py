@@ -407,7 +407,8 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     strata = class_strata(a, b, (class_a, class_b)) if test.stratified else [(a, b)]
     g = hedges_g_within(strata) if strata else None
     lo, hi = test.interval(level)
-    c = replace(base, diff=sign * test.diff, diff_ci=tuple(sorted((sign * lo, sign * hi))),
+    tested = not math.isnan(test.p)  # no stratum to test in: no interval either (it printed [d, d])
+    c = replace(base, diff=sign * test.diff, diff_ci=tuple(sorted((sign * lo, sign * hi))) if tested else None,
                 p_value=None if math.isnan(test.p) else test.p,
                 p_adjusted=None if math.isnan(test.p) else min(1.0, m * test.p),
                 hedges_g=None if g is None else sign * g, stratified=test.stratified)
@@ -565,7 +566,7 @@ def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
         if value is None or not math.isfinite(value):
             continue
         values.append(value)
-        classes.append(processor_class(run.record.env))
+        classes.append(processor_class(run.record.env, run.record.config))
         codes.append(str((run.record.env or {}).get("code") or "unknown"))
     return values, classes, codes
 
