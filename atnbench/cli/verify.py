@@ -29,9 +29,9 @@ def verify(
     The run trains again in a scratch store (the store named is only read); every curve point
     and the minimum training and validation losses are compared, and both processors are named:
     the same code and seed give the same numbers only on the same processor class (AVX-512 and
-    AVX2 round differently) and path (the C++ fast path or the plain loop). A run made by older code that `atnbench canary` vouched for
-    counts as this code's. Exit code 0 whether or not the numbers came back; 2 for a run id not
-    in the store.
+    AVX2 round differently) and path (the C++ fast path or the plain loop). A run made by older
+    code that `atnbench canary` vouched for counts as this code's. Exit code 0 whether or not the
+    numbers came back; 2 for a run id not in the store.
 
     Examples: [bold]atnbench verify 5a54e7d9ba6b --store results.db[/];  [bold]atnbench verify --sample 3 --sweep k-ablation[/]
     """

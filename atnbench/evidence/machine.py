@@ -36,12 +36,9 @@ def cpu_capability() -> Optional[str]:
 def processor_class(env: Optional[dict], config: Optional[dict] = None) -> str:
     """The class of processor a run's recorded environment names (the instruction set its kernels
     used), and " loop" where the run went through the plain loop instead of the C++ fast path
-    (``ran_on_loop``), which rounds differently: runs are bit-for-bit comparable only within one class."""
-    return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if ran_on_loop(env, config) else "")
-
-
-def ran_on_loop(env: Optional[dict], config: Optional[dict]) -> bool:
-    return fast_path_used(env, config) is False
+    (``fast_path_used`` false), which rounds differently: runs are bit-for-bit comparable only within one class."""
+    loop = fast_path_used(env, config) is False
+    return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if loop else "")
 
 
 def fast_path_used(env: Optional[dict], config: Optional[dict]) -> Optional[bool]:

@@ -142,9 +142,10 @@ def baseline_note(group: Group, margin: float = DEFAULT_MARGIN) -> Optional[str]
     # one row at the baseline beside rows that learned is a finding, not an uninformative comparison
     learned = ("they learned nothing, so comparisons among them are uninformative" if len(at) > 1 else
                "it learned nothing (a comparison is uninformative only where both rows sit there)")
-    baseline = f"{baseline_words(group.task).replace(' ', '-')} baseline {group.baseline:.4g}"
-    if group.subset_baselines:  # rows on another validation subset: their own (the group's note names them)
-        baseline = f"{baseline_words(group.task).replace(' ', '-')} baseline of its validation subset"
+    words = baseline_words(group.task).replace(" ", "-")
+    # rows on other validation subsets are judged against their own (the group's note names them)
+    which = "of its validation subset" if group.subset_baselines else f"{group.baseline:.4g}"
+    baseline = f"{words} baseline {which}"
     return f"≈ at baseline (no seed more than {margin:.0%} below the {baseline}): {', '.join(at)}; {learned}"
 
 
@@ -398,7 +399,8 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     if sign > 0 and at_baseline(a, base_a, margin) and at_baseline(b, base_b, margin):
         at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
         words = baseline_words(task).replace(" ", "-") if task else "no-memory"
-        return replace(base, verdict=UNINFORMATIVE, reason=f"both rows at the {words} baseline {at} (within {margin:.0%})")
+        return replace(base, verdict=UNINFORMATIVE,
+                       reason=f"both rows at the {words} baseline {at} (within {margin:.0%})")
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     test = welch_test(a, b, (class_a, class_b))
@@ -701,9 +703,8 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         if entry is None:
             continue
         n = study.looks[entry["look"] - 1]
-        sides = [_run_numbers([runs[i] for i in study.runs_used(side, n) if i in runs], planned.stat)
-                 for side in (planned.lower, planned.higher)]
         used = [[runs[i] for i in study.runs_used(side, n) if i in runs] for side in (planned.lower, planned.higher)]
+        sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
                     baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
                     m=study.m, alpha=study.alpha,

@@ -56,16 +56,15 @@ def signal_on_parent_death(signum: int = signal.SIGTERM) -> bool:
 
 
 class Lifeline:
-    """This worker's tie to the sweep process: the process that started it (``parent``, a
-    ``multiprocessing`` parent process; this worker's own when None).
+    """This worker's tie to the sweep process, the one that started it (``multiprocessing.parent_process()``).
 
     ``stop_run``: the run in progress should stop at its next step (SIGINT, SIGTERM, the sweep's
     death). ``ending``: the worker exits as soon as no run is in progress (SIGTERM, the sweep's
     death). Runs are bracketed by ``running()``.
     """
 
-    def __init__(self, parent=None, poll_s: float = 0.2, flush: Optional[Callable[[], None]] = None):
-        self.parent = parent if parent is not None else multiprocessing.parent_process()
+    def __init__(self, poll_s: float = 0.2, flush: Optional[Callable[[], None]] = None):
+        self.parent = multiprocessing.parent_process()
         self.poll_s, self.flush = poll_s, flush
         self.stop_run = False
         self.ending = False
