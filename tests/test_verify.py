@@ -88,3 +88,28 @@ def test_a_run_trained_on_the_loop_is_told_apart_from_a_re_run_on_the_cpp_path(t
     assert not found["identical"]  # 60 steps of LN on two paths: apart in the last digits at least
     assert "the stored run was trained on the plain loop (no C++ fast path), this re-run on the C++ fast path" \
         in found["note"], found
+
+
+def test_a_difference_past_six_digits_is_shown_and_the_step_where_the_curves_part_named(stored, tmp_path):
+    """Summaries equal to six digits printed as two equal numbers beside "differs": the digits that
+    tell them apart are shown, and the first step where the curves part is named."""
+    db, run_id = stored
+    copy = tmp_path / "nudged.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+        summary["min_val_loss"] *= 1 + 3e-9
+        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+        step, val = target.execute("SELECT step, val_loss FROM evals WHERE run_id = ? ORDER BY step", (run_id,)).fetchone()
+        target.execute("UPDATE evals SET val_loss = ? WHERE run_id = ? AND step = ?", (val * (1 + 2e-8), run_id, step))
+    result = invoke("verify", run_id, "--store", copy)
+    assert result.exit_code == 0, result.output
+    line = next(text for text in result.stdout.splitlines() if "min_val_loss:" in text)
+    shown = line.split("stored ")[1].split(", re-run ")
+    assert shown[0] != shown[1].split(" (")[0], line
+    assert f"first apart: step {step}: val_loss " in result.stdout, result.stdout
+    named = result.stdout.split(f"first apart: step {step}: val_loss ")[1].split(" (stored vs re-run)")[0]
+    assert named.split(" vs ")[0] != named.split(" vs ")[1] and "train_loss" not in named
+    found = json.loads(invoke("verify", run_id, "--store", copy, "--format", "json").stdout)[0]
+    assert found["first_difference"].startswith(f"step {step}: val_loss ")
+    assert json.loads(invoke("verify", run_id, "--store", db, "--format", "json").stdout)[0]["first_difference"] is None

@@ -75,4 +75,4 @@ def verify(
     if fmt == "json":
         print(json.dumps([{"run_id": v.run_id, "identical": v.identical, "stored": v.stored, "rerun": v.fresh,
                            "stored_processor": v.stored_machine, "this_processor": v.this_machine,
-                           "note": v.code_note} for v in found]))
+                           "note": v.code_note, "first_difference": v.first_difference} for v in found]))

@@ -33,6 +33,7 @@ class Verification:
     stored_machine: str
     this_machine: str
     code_note: Optional[str]  # why the code may differ (a stale run), else None
+    first_difference: Optional[str] = None  # where the stored and re-run curves first part, else None
 
     def relative(self, key: str) -> Optional[float]:
         a, b = self.stored.get(key), self.fresh.get(key)
@@ -46,8 +47,10 @@ class Verification:
         for key in COMPARED:
             rel = self.relative(key)
             if self.stored.get(key) is not None:
-                out.append(f"  {key}: stored {self.stored[key]:.6g}, re-run {_g(self.fresh.get(key))}"
-                           + ("" if rel is None else f" ({rel:+.2%})"))
+                stored, fresh = apart(self.stored[key], self.fresh.get(key))
+                out.append(f"  {key}: stored {stored}, re-run {fresh}" + ("" if rel is None else f" ({rel:+.2%})"))
+        if self.first_difference:
+            out.append(f"  first apart: {self.first_difference}")
         out.append(f"  stored run's processor: {self.stored_machine}")
         out.append(f"  this machine:           {self.this_machine}")
         if self.code_note:
@@ -55,8 +58,16 @@ class Verification:
         return out
 
 
-def _g(value: Optional[float]) -> str:
-    return "-" if value is None else f"{value:.6g}"
+def apart(a: Optional[float], b: Optional[float]) -> tuple[str, str]:
+    """Two numbers at 6 significant digits, or at as many more as it takes to tell unequal ones
+    apart: "differs" beside two equal-looking numbers reads as a bug."""
+    def text(value, digits):
+        return "-" if value is None else f"{value:.{digits}g}"
+
+    digits = 6
+    while a is not None and b is not None and a != b and text(a, digits) == text(b, digits) and digits < 17:
+        digits += 1
+    return text(a, digits), text(b, digits)
 
 
 PATHS = {True: "the C++ fast path", False: "the plain loop (no C++ fast path)"}
@@ -115,7 +126,35 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
              if note]
     return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
                         stored, fresh, machine_text(record.env or {}, record.config),
-                        machine_text(fresh_row.env or {}, record.config), "; ".join(notes) or None)
+                        machine_text(fresh_row.env or {}, record.config), "; ".join(notes) or None,
+                        first_difference(curve, fresh_curve, record.status, fresh_row.status))
+
+
+def first_difference(stored: list, fresh: list, stored_status: str = "done", fresh_status: str = "done") -> Optional[str]:
+    """Where two curves first part: the step and the values that differ there (a summary equal to
+    six digits can still come from curves apart since an early step)."""
+    for a, b in zip(stored, fresh):
+        if _numbers(a) == _numbers(b):
+            continue
+        if a.step != b.step:
+            return f"the stored curve has step {a.step} where the re-run has step {b.step}"
+        keys = ["train_loss", "val_loss"] + sorted(set(a.metrics or {}) | set(b.metrics or {}))
+        values = [(key, _value(a, key), _value(b, key)) for key in keys]
+        parts = [f"{key} {' vs '.join(apart(x, y))}" for key, x, y in values if not _same(x, y)]
+        return f"step {a.step}: " + ", ".join(parts) + " (stored vs re-run)"
+    if len(stored) != len(fresh):
+        return f"the stored curve has {len(stored)} points, the re-run {len(fresh)}"
+    if stored_status != fresh_status:
+        return f"the stored run ended {stored_status}, the re-run {fresh_status}"
+    return None
+
+
+def _value(point, key: str):
+    return getattr(point, key) if key in ("train_loss", "val_loss") else (point.metrics or {}).get(key)
+
+
+def _same(x, y) -> bool:
+    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
 
 
 def _numbers(point) -> tuple:
