@@ -871,3 +871,22 @@ def test_workers_take_the_sweeps_environment_not_the_fork_servers(tmp_path, monk
     assert result["counts"]["done"] == 2, result
     # read from the 7 symbols written here (6 and <eos>), not PTB's 50 from a root found elsewhere
     assert all(run["test_bpc"] < math.log2(8) for run in result["runs"]), result
+
+
+def test_a_fast_path_that_could_not_be_built_is_tried_and_warned_about_once_not_in_each_worker(tmp_path, monkeypatch):
+    """A sweep's workers each tried the build again and each printed the warning line; the sweep
+    tries it once, warns once, and its workers take the failure over (their runs on the loop)."""
+    from atnbench.nn import fastpath
+
+    monkeypatch.setattr(fastpath, "_cpp_state", {"ok": False, "disabled": False, "error": "simulated: no compiler"})
+    grid = "name: nobuild\ndescription: two runs\ntask: adding\n" \
+           "base: {T: 8, hidden: 4, steps: 2, eval_every: 2, batch_size: 2, val_samples: 8}\n" \
+           "runs: [{norm: ln}, {norm: atn, k: 3}]\nseeds: [0]\n"
+    with pytest.warns(RuntimeWarning) as warned:
+        result = run_json(write(tmp_path, "nobuild.yaml", grid), "--store", tmp_path / "r.db", "--workers", "2")
+    assert result["counts"]["done"] == 2, result
+    assert [str(w.message) for w in warned if "could not be built" in str(w.message)] == [
+        "the C++ fast path could not be built (simulated: no compiler); NormLSTM uses the slower loop path. "
+        "`atnbench build` retries and shows why."]
+    with ResultsStore(tmp_path / "r.db", create=False) as results:
+        assert [run.env["cpp_fast_path"] for run in results.runs()] == [False, False]  # built here: True

@@ -353,10 +353,34 @@ def select(model, x: Tensor, windows=None, lengths: Optional[Tensor] = None) -> 
         return "cpp"
     if build_cpp():
         return "cpp"
-    if not _cpp_state.get("warned") and not _cpp_state.get("disabled"):
+    warn_unbuilt()
+    return "loop"
+
+
+def warn_unbuilt() -> None:
+    """The one line saying the C++ fast path could not be built: once per process, and not where
+    ``ATNBENCH_NO_BUILD`` turned it off."""
+    if _cpp_state.get("ok") is False and not _cpp_state.get("warned") and not _cpp_state.get("disabled"):
         _cpp_state["warned"] = True
         # One line, not the caller's source line: the warning is about the machine, not the code.
         warnings.warn_explicit(f"the C++ fast path could not be built ({_cpp_state.get('error') or '?'}); "
                                "NormLSTM uses the slower loop path. `atnbench build` retries and shows why.",
                                RuntimeWarning, "atnbench", 0)
-    return "loop"
+
+
+def tried() -> bool:
+    """Whether this process has tried to load the C++ fast path (built or not)."""
+    return "ok" in _cpp_state
+
+
+def failed_build() -> Optional[dict]:
+    """This process's failed build of the C++ fast path (None if it was not tried or it worked),
+    for worker processes to take over with ``adopt_failed_build``."""
+    return dict(_cpp_state) if _cpp_state.get("ok") is False else None
+
+
+def adopt_failed_build(state: Optional[dict]) -> None:
+    """A parent process's failed build taken as this process's own: not tried again here, and not
+    warned about again where the parent warned (a sweep's workers printed one line each)."""
+    if state is not None and "ok" not in _cpp_state:
+        _cpp_state.update(state)

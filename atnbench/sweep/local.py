@@ -22,7 +22,9 @@ torch/OpenMP state inherited from the sweep) that imports torch and the training
 the fork server's child, not the sweep's: the server ends when the sweep does, which ends the
 workers (``lifeline``). The server keeps the environment and working folder it started with, so
 each worker takes the sweep's own when it starts (``_init_worker``), as a spawned one would.
-Where there is no fork server (Windows) workers are spawned.
+Where there is no fork server (Windows) workers are spawned. The C++ fast path is tried once
+here, before the workers start: a build that failed is warned about here, in one line, and
+handed to the workers, which neither try it again nor warn (each printed the line, before).
 
 Worker processes end with the sweep, however it ends (``lifeline``): after ``kill -9`` of the
 sweep each stops its run cleanly (recorded "interrupted", checkpoint kept) and exits; an idle
@@ -98,12 +100,15 @@ def worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _init_worker(events, stop, threads: int, environ: dict, cwd: str) -> None:
+def _init_worker(events, stop, threads: int, environ: dict, cwd: str, failed_build: Optional[dict] = None) -> None:
     global _EVENTS, _STOP, _LIFELINE
     _EVENTS, _STOP = events, stop
     os.environ.clear()
     os.environ.update(environ)
     os.chdir(cwd)
+    from atnbench.nn import fastpath
+
+    fastpath.adopt_failed_build(failed_build)
     # The parent coordinates the stop; a signal here makes the current run stop cleanly, and
     # SIGTERM or the sweep's death also ends this process (see lifeline).
     _LIFELINE = Lifeline(flush=_flush_events)
@@ -111,6 +116,22 @@ def _init_worker(events, stop, threads: int, environ: dict, cwd: str) -> None:
     import torch
 
     torch.set_num_threads(threads)
+
+
+def _fast_path_here(jobs: list[Job]) -> Optional[dict]:
+    """The C++ fast path tried in this process if a job may use it (the build, when one is due,
+    happens once, before any worker starts); a failure warned about here, once, and returned for
+    the workers to adopt."""
+    from atnbench.config import build_config
+    from atnbench.nn import fastpath
+    from atnbench.run.warmup import load_fast_path
+
+    for job in jobs:
+        load_fast_path(build_config(job.config))
+        if fastpath.tried():
+            break
+    fastpath.warn_unbuilt()
+    return fastpath.failed_build()
 
 
 def _should_stop() -> bool:
@@ -165,11 +186,12 @@ def _drain(events, view) -> None:
 def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, threads: int, view,
                 stop: StopRequest) -> dict:
     """The jobs on ``workers`` worker processes; returns run_id -> outcome."""
+    failed_build = _fast_path_here(jobs)
     context = worker_context()
     events, stop_event = context.Queue(), context.Event()
     outcomes: dict[str, dict] = {}
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context,
-                               initializer=_init_worker, initargs=(events, stop_event, threads, dict(os.environ), os.getcwd()))
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context, initializer=_init_worker,
+                               initargs=(events, stop_event, threads, dict(os.environ), os.getcwd(), failed_build))
     futures = {pool.submit(_work, job, str(store_path), device): job for job in jobs}
     pending = set(futures)
     aborted = False
