@@ -365,3 +365,49 @@ def test_another_runs_checkpoint_in_this_runs_place_is_set_aside(tmp_path, whole
             record = train(CONFIG, store, CPU, resume=True)
         assert record["status"] == "done" and points(store) == whole
     assert f"is run {run_id_of(other)}'s, not run {run_id_of(CONFIG)}'s" in caplog.text and "from scratch" in caplog.text
+
+
+def test_a_run_resumed_on_the_loop_after_starting_on_the_cpp_path_is_a_class_of_its_own(tmp_path, monkeypatch):
+    """Interrupted on the C++ fast path and resumed where it cannot be built, a run's numbers are
+    neither class's: it was recorded as a loop run (the resuming process's class), a stratum it
+    does not belong to. Its class is "mixed", and verify says no single machine re-runs it."""
+    from atnbench.config import build_config
+    from atnbench.evidence.machine import cpu_capability, processor_class
+    from atnbench.evidence.verify import machine_text, path_note
+    from atnbench.nn import fastpath
+    from atnbench.run.warmup import load_fast_path
+
+    config = build_config({"task": "adding", "T": 10, "norm": "atn", "k": 3, "hidden": 8, "batch_size": 4,
+                           "steps": 12, "eval_every": 2, "val_samples": 8})
+    load_fast_path(config)
+    assert fastpath.build_cpp()  # the suite runs where the fast path builds (.ci/run builds it first)
+    store = tmp_path / "r.db"
+    with ResultsStore(store) as results:
+        with pytest.raises(KeyboardInterrupt):
+            train(config, results, CPU, Interrupt(at=5), checkpoint_every=2)
+        assert results.get_run(run_id_of(config)).env["cpp_fast_path"] is True
+    monkeypatch.setattr(fastpath, "_cpp_state", {"ok": False, "disabled": True, "error": "ATNBENCH_NO_BUILD is set"})
+    with ResultsStore(store) as results:  # two more segments on the loop: its classes named once each
+        with pytest.raises(KeyboardInterrupt):
+            train(config, results, CPU, Interrupt(at=9), resume=True, checkpoint_every=2)
+        train(config, results, CPU, resume=True)
+        run = results.get_run(run_id_of(config))
+    capability = cpu_capability()
+    assert run.status == "done" and run.env["cpp_fast_path"] is False
+    assert processor_class(run.env, run.config) == f"mixed ({capability} + {capability} loop)"
+    assert "resumed in another class: mixed (" in machine_text(run.env, run.config)
+    assert "no single machine re-runs its numbers" in path_note(run.env, {**run.env, "classes": None}, run.config)
+
+
+def test_a_run_resumed_in_the_class_it_started_in_keeps_that_class(tmp_path):
+    from atnbench.config import build_config
+    from atnbench.evidence.machine import cpu_capability, processor_class
+
+    config = build_config({"task": "adding", "T": 10, "norm": "atn", "k": 3, "hidden": 8, "batch_size": 4,
+                           "steps": 12, "eval_every": 2, "val_samples": 8})
+    with ResultsStore(tmp_path / "r.db") as results:
+        with pytest.raises(KeyboardInterrupt):
+            train(config, results, CPU, Interrupt(at=9), checkpoint_every=2)
+        train(config, results, CPU, resume=True)
+        run = results.get_run(run_id_of(config))
+    assert "classes" not in run.env and processor_class(run.env, run.config) == cpu_capability()

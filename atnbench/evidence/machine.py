@@ -36,9 +36,26 @@ def cpu_capability() -> Optional[str]:
 def processor_class(env: Optional[dict], config: Optional[dict] = None) -> str:
     """The class of processor a run's recorded environment names (the instruction set its kernels
     used), and " loop" where the run went through the plain loop instead of the C++ fast path
-    (``fast_path_used`` false), which rounds differently: runs are bit-for-bit comparable only within one class."""
+    (``fast_path_used`` false), which rounds differently: runs are bit-for-bit comparable only within one class.
+    A run resumed in another class than it started in rounds like neither: "mixed (A + B)", a class of its own."""
+    classes = (env or {}).get("classes") or []
+    if len(classes) > 1:
+        return f"mixed ({' + '.join(classes)})"
     loop = fast_path_used(env, config) is False
     return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if loop else "")
+
+
+def with_segment_classes(before: Optional[dict], now: dict, config: dict) -> dict:
+    """A resumed run's environment: ``now`` (the resuming process's), plus, where the run was
+    trained before in another processor class (another instruction set, or the C++ fast path
+    then and the loop now), every class its segments ran in (``classes``), which makes it "mixed"."""
+    if not before or not (before.get("cpu_capability") or before.get("classes")):
+        return now  # nothing recorded of the first segment's machine
+    classes = list(before.get("classes") or [processor_class(before, config)])
+    current = processor_class(now, config)
+    if current not in classes:
+        classes.append(current)
+    return {**now, "classes": classes} if len(classes) > 1 else now
 
 
 def fast_path_used(env: Optional[dict], config: Optional[dict]) -> Optional[bool]:

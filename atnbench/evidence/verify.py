@@ -19,7 +19,7 @@ from typing import Optional
 from atnbench.errors import UserError
 from atnbench.store import ResultsStore, RunRecord
 from atnbench.evidence.identity import run_id_of
-from atnbench.evidence.machine import fast_path_used
+from atnbench.evidence.machine import fast_path_used, processor_class
 
 COMPARED = ("min_val_loss", "min_train_loss")
 
@@ -79,11 +79,16 @@ def machine_text(env: dict, config: Optional[dict] = None) -> str:
     if processor is None and capability is None:
         return "not recorded (runs before this release did not record it)"
     path = PATHS.get(fast_path_used(env, config))
+    if len(env.get("classes") or []) > 1:
+        path = f"resumed in another class: {processor_class(env, config)}"
     return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})" + (f", {path}" if path else "")
 
 
 def path_note(stored: dict, fresh: dict, config: Optional[dict] = None) -> Optional[str]:
     """Why the numbers may differ on one processor: one run on the C++ fast path, the other on the loop."""
+    if len(stored.get("classes") or []) > 1:
+        return (f"the stored run was resumed in another processor class than it started in "
+                f"({' + '.join(stored['classes'])}): no single machine re-runs its numbers")
     a, b = fast_path_used(stored, config), fast_path_used(fresh, config)
     if a is None or b is None or a == b:
         return None

@@ -40,6 +40,7 @@ from atnbench.tasks.source import PADDED_CLASS, Batch, DataSource, derived_metri
 from atnbench.zoo import SequenceModel, cell_options, count_parameters
 from atnbench.registry import model_name
 from atnbench.evidence.identity import run_id_of
+from atnbench.evidence.machine import with_segment_classes
 
 log = logging.getLogger("atnbench")
 
@@ -352,6 +353,9 @@ def _train(config: RunConfig, store: ResultsStore, device: torch.device, reporte
     env["device"] = str(device)
     env["threads"] = torch.get_num_threads()  # reductions, hence last bits, depend on it
     env["code"] = run_identity.code_fingerprint()  # a stored run made by other code is stale (atnbench.evidence.identity)
+    if saved is not None:  # a run resumed in another processor class than it started in is "mixed"
+        before = store.get_run(run_id)
+        env = with_segment_classes(before.env if before is not None else None, env, config.to_dict())
     store.start_run(run_id, config.to_dict(), env, sweep=sweep, fresh=saved is None)
     params = count_parameters(model)
     rows = eval_rows(model, device)
