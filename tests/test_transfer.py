@@ -397,8 +397,27 @@ def test_a_conflict_line_names_the_file_it_came_from(tmp_path):
     invoke("store", "export", tmp_path / "b.jsonl", "--store", tmp_path / "b.db")
     imported = invoke("store", "import", tmp_path / "b.jsonl", "--store", tmp_path / "a.db")
     assert imported.exit_code == 1
-    assert f"conflict: run {ids[0]} from {tmp_path / 'b.jsonl'}: summary min_val_loss: 0.0625 here, 0.75 there; " \
-           "kept the store's row" in imported.stderr
+    assert f"conflict: run {ids[0]} from {tmp_path / 'b.jsonl'}: summary min_val_loss: 0.0625 here, 0.75 there " \
+           "(both made in processor class unknown); kept the store's row" in imported.stderr
+
+
+def test_a_conflict_line_names_the_processor_classes_that_made_the_two(tmp_path):
+    """Same id, other numbers: rounding between classes (the C++ path against the loop, AVX2
+    against AVX-512) or not; the line named neither machine."""
+    ids = fill_store(tmp_path / "a.db", RUNS[2:3])  # LN: a norm the C++ fast path covers
+    fill_store(tmp_path / "b.db", RUNS[2:3])
+    for name, env in (("a.db", {"cpu_capability": "AVX512", "cpp_fast_path": True}),
+                      ("b.db", {"cpu_capability": "AVX512", "cpp_fast_path": False})):
+        with ResultsStore(tmp_path / name) as store:
+            record = store.export_record(ids[0])
+            record["env"] = {**record["env"], **env}
+            if name == "b.db":
+                record["summary"]["min_val_loss"] = 0.75
+            store.import_record(record)
+    merged = invoke("store", "merge", tmp_path / "m.db", tmp_path / "a.db", tmp_path / "b.db")
+    assert merged.exit_code == 1
+    assert "0.75 there (made in processor class AVX512 here, AVX512 loop there, which round differently); " \
+           "kept the store's row" in merged.stderr, merged.stderr
 
 
 def test_export_and_import_say_how_many_runs(tmp_path):

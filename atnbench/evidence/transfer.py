@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, Optional, TextIO
 
 from atnbench.errors import UserError
+from atnbench.evidence.machine import processor_class
 from atnbench.store import RECORD_VERSION, SQLITE_HEADER, STATUSES, ResultsStore
 
 TIMING_KEYS = frozenset({"wall_s", "steps_per_s"})
@@ -57,9 +58,13 @@ class Conflict:
     run_id: str
     source: str
     difference: str
+    classes: tuple[str, str] = ("unknown", "unknown")  # the processor classes that made the two (here, there)
 
     def line(self) -> str:
-        return f"conflict: run {self.run_id} from {self.source}: {self.difference}; kept the store's row"
+        here, there = self.classes
+        made = (f"made in processor class {here} here, {there} there, which round differently" if here != there
+                else f"both made in processor class {here}")
+        return f"conflict: run {self.run_id} from {self.source}: {self.difference} ({made}); kept the store's row"
 
 
 @dataclass
@@ -284,7 +289,8 @@ def combine(store: ResultsStore, record: dict, source: str = "the file") -> tupl
         return _join(store, ours, record), None
     found = difference(ours, record)
     if found is not None:
-        return "conflict", Conflict(run_id, source, found)
+        classes = (processor_class(ours.get("env"), ours["config"]), processor_class(record.get("env"), record["config"]))
+        return "conflict", Conflict(run_id, source, found, classes)
     return _join(store, ours, record), None
 
 
