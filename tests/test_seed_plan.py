@@ -162,3 +162,16 @@ def test_reproduce_plan_only_records_one_study_per_length_each_comparison_once(t
         assert store.runs() == []  # nothing ran
     alone = invoke("reproduce", "--plan-only", "--store", db)
     assert alone.exit_code == 2 and "--until-decided" in alone.stderr
+
+
+def test_a_comparison_whose_pilot_sides_both_learned_nothing_is_not_sized(tmp_path):
+    """LN and the LSTM at copying's no-memory baseline (0.173 at T=100) in the pilot: a study of
+    "ln < lstm" ends uninformative at any number of seeds, yet it was sized (from the noise between
+    two baselines) and could set the study's maximum. It is named and left out of the sizing."""
+    db = tmp_path / "r.db"
+    pilot(db, ln=(0.40, 0.42, 0.41), lstm=(0.40, 0.43, 0.45))  # best validation L/2 >= 0.2: at the baseline
+    result = sized(tmp_path, db, "--dry-run")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert "ln < lstm: both sides' pilot runs sit at the task's baseline (they learned nothing)" in said, said
+    assert "pilot: atn k=45 < ln:" in said and "seeds a side (interval" in said  # the one that can be sized

@@ -24,7 +24,7 @@ from atnbench.report import sequential
 from atnbench.report.aggregate import GROUP_FIELDS
 from atnbench.report.claims import parse_side
 from atnbench.report.study import side_matches
-from atnbench.report.verdicts import MAX_PLANNED_SEEDS, MIN_SEEDS, CannotPlan, seeds_for_power
+from atnbench.report.verdicts import MAX_PLANNED_SEEDS, MIN_SEEDS, CannotPlan, at_baseline, seeds_for_power
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,29 @@ def pilot_runs(groups: Iterable, configs) -> list:
     wanted = [((config.T, config.budget, config.variant),
                {key: value for key, value in identity(config.to_dict()).items() if key not in GROUP_FIELDS})
               for config in configs]
+    return [run for runs, _ in _pilot_by_group(groups, wanted) for run in runs]
+
+
+def pilot_baseline(groups: Iterable, configs) -> Optional[float]:
+    """The no-information (no-memory) baseline the pilot runs of ``configs`` are judged against
+    (None where the task has none, or the runs span groups judged against different ones)."""
+    wanted = [((config.T, config.budget, config.variant),
+               {key: value for key, value in identity(config.to_dict()).items() if key not in GROUP_FIELDS})
+              for config in configs]
+    values = {baseline for _, baseline in _pilot_by_group(groups, wanted)}
+    return values.pop() if len(values) == 1 else None
+
+
+def _pilot_by_group(groups: Iterable, wanted: list) -> list[tuple[list, Optional[float]]]:
     found = []
     for group in groups:
+        runs = []
         for row in group.rows:
             settings = {key: value for key, value in row.settings.items() if key != "code"}
             if ((group.T, group.budget, group.variant), settings) in wanted:
-                found.extend(group.runs.get(row.label, []))
+                runs.extend(group.runs.get(row.label, []))
+        if runs:
+            found.append((runs, group.baseline_for(runs)))
     return found
 
 
@@ -79,13 +96,21 @@ def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float
     found = []
     for planned in comparisons:
         name = f"{planned.lower} < {planned.higher}"
-        values = []
+        values, baselines = [], []
         for text in (planned.lower, planned.higher):
             side = parse_side(text)
-            runs = pilot_runs(groups, [config for config in configs if side_matches(side, config)])
-            values.append(_run_numbers(runs, planned.stat)[0])
+            matching = [config for config in configs if side_matches(side, config)]
+            values.append(_run_numbers(pilot_runs(groups, matching), planned.stat)[0])
+            baselines.append(pilot_baseline(groups, matching))
         sign = -1.0 if planned.higher_is_better else 1.0
         a, b = ([sign * v for v in side] for side in values)
+        if sign > 0 and all(at_baseline(side, base) for side, base in zip((a, b), baselines)):
+            # a study of them would end "uninformative" whatever its seeds: sizing it would spend them
+            found.append(Sizing(name, (len(a), len(b)), None, None,
+                                "both sides' pilot runs sit at the task's baseline (they learned nothing), so "
+                                "a study would find the comparison uninformative at any number of seeds; "
+                                "train longer (--budget) first"))
+            continue
         try:
             n, (low, high) = seeds_for_power(a, b, alpha_each, power)
         except CannotPlan as why:
