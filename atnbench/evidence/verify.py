@@ -145,7 +145,7 @@ def first_difference(stored: list, fresh: list, stored_status: str = "done", fre
             return f"the stored curve has step {a.step} where the re-run has step {b.step}"
         keys = ["train_loss", "val_loss"] + sorted(set(a.metrics or {}) | set(b.metrics or {}))
         values = [(key, _value(a, key), _value(b, key)) for key in keys]
-        parts = [f"{key} {' vs '.join(apart(x, y))}" for key, x, y in values if not _same(x, y)]
+        parts = [f"{key} {' vs '.join(apart(x, y))}" for key, x, y in values if x != y]
         return f"step {a.step}: " + ", ".join(parts) + " (stored vs re-run)"
     if len(stored) != len(fresh):
         return f"the stored curve has {len(stored)} points, the re-run {len(fresh)}"
@@ -155,11 +155,9 @@ def first_difference(stored: list, fresh: list, stored_status: str = "done", fre
 
 
 def _value(point, key: str):
-    return getattr(point, key) if key in ("train_loss", "val_loss") else (point.metrics or {}).get(key)
-
-
-def _same(x, y) -> bool:
-    return x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+    """A point's loss or metric; a NaN metric counts as absent, as ``_numbers`` counts it."""
+    value = getattr(point, key) if key in ("train_loss", "val_loss") else (point.metrics or {}).get(key)
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _numbers(point) -> tuple:
