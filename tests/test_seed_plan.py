@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import yaml
 
 from atnbench.report import study as studies
@@ -175,3 +176,26 @@ def test_a_comparison_whose_pilot_sides_both_learned_nothing_is_not_sized(tmp_pa
     said = " ".join(result.stderr.split())
     assert "ln < lstm: both sides' pilot runs sit at the task's baseline (they learned nothing)" in said, said
     assert "pilot: atn k=45 < ln:" in said and "seeds a side (interval" in said  # the one that can be sized
+
+
+def test_a_study_goes_on_under_its_claims_file_renamed_and_not_under_other_claims(tmp_path):
+    """Family.tests_digest promises that renaming the claims file leaves the family as it was; the
+    study's plan was refused as "other family" (it compared the file names)."""
+    from atnbench.errors import UserError
+    from atnbench.report.claims import read_family
+    from atnbench.sweep import confirm, expand, load_sweep
+
+    db = tmp_path / "r.db"
+    runs = expand(load_sweep("k-ablation"), budget=0.01, seeds=tuple(range(3, 13)),
+                  overrides={"threads": 1, "device": "cpu"})
+    original = claims(tmp_path)
+    confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, read_family(original), (5, 10), 3, 0.05), False)
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text("# the same claims, another file name\n" + original.read_text())
+    study, said = confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, read_family(renamed), (5, 10), 3, 0.05),
+                                          False)
+    assert said.startswith("reused") and study.family == "claims.yaml"
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump({"claims": [{**CLAIMS["claims"][0], "id": "another"}]}))  # other tests
+    with pytest.raises(UserError, match="with other family"):
+        confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, read_family(other), (5, 10), 3, 0.05), False)

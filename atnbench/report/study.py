@@ -323,7 +323,9 @@ def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict
 
 def same_plan(kept: Study, new: Study) -> Optional[str]:
     """Why ``new`` is not the plan ``kept`` recorded (None when it is)."""
-    for what in ("family", "looks", "first_seed", "alpha", "m", "comparisons", "run_ids"):
+    if kept.family != new.family and kept.family_digest != new.family_digest:
+        return "family"  # a claims file renamed is the same family when its tests are (``Family.tests_digest``)
+    for what in ("looks", "first_seed", "alpha", "m", "comparisons", "run_ids"):
         if getattr(kept, what) != getattr(new, what):
             return what.replace("_", " ")
     if kept.config_keys and new.config_keys and kept.config_keys != new.config_keys:
