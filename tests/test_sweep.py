@@ -890,3 +890,30 @@ def test_a_fast_path_that_could_not_be_built_is_tried_and_warned_about_once_not_
         "`atnbench build` retries and shows why."]
     with ResultsStore(tmp_path / "r.db", create=False) as results:
         assert [run.env["cpp_fast_path"] for run in results.runs()] == [False, False]  # built here: True
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_signal_during_the_fast_paths_build_stops_the_sweep_at_once(tmp_path, monkeypatch, workers):
+    """The build before the first run (up to minutes on a slow machine) held Ctrl-C and SIGTERM
+    until it ended; nothing of a run is there to record, so the sweep stops at once."""
+    import os
+    import time
+
+    import atnbench.run.warmup
+
+    built = []
+
+    def slow_build(config):  # a signal arrives 0 s into a 5 s build
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+        built.append(config.norm)
+
+    monkeypatch.setattr(atnbench.run.warmup, "load_fast_path", slow_build)
+    path = write(tmp_path, "tiny.yaml", TINY)
+    started = time.monotonic()
+    result = invoke("sweep", path, "--store", tmp_path / "r.db", "--workers", workers, "--device", "cpu")
+    assert time.monotonic() - started < 4 and built == []
+    assert result.exit_code == 128 + signal.SIGINT, result.output
+    assert "stopped by SIGINT" in result.stderr and "run the same command again to resume" in result.stderr
+    with ResultsStore(tmp_path / "r.db", create=False) as results:
+        assert results.runs() == []  # nothing started, nothing recorded

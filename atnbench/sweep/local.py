@@ -56,6 +56,8 @@ def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, vie
     import torch
 
     outcomes: dict[str, dict] = {}
+    if not _fast_path_here(jobs, stop):
+        return not_started(jobs)
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -71,9 +73,7 @@ def run_serial(jobs: list[Job], store_path: Path, device: str, threads: int, vie
         pass
     finally:
         torch.set_num_threads(previous)
-    for job in jobs:
-        outcomes.setdefault(job.run_id, {"run_id": job.run_id, "status": NOT_STARTED})
-    return outcomes
+    return {**not_started(jobs), **outcomes}
 
 
 # -- worker processes ---------------------------------------------------------------------------
@@ -118,20 +118,29 @@ def _init_worker(events, stop, threads: int, environ: dict, cwd: str, failed_bui
     torch.set_num_threads(threads)
 
 
-def _fast_path_here(jobs: list[Job]) -> Optional[dict]:
-    """The C++ fast path tried in this process if a job may use it (the build, when one is due,
-    happens once, before any worker starts); a failure warned about here, once, and returned for
-    the workers to adopt."""
+def _fast_path_here(jobs: list[Job], stop: StopRequest) -> bool:
+    """The C++ fast path tried in this process if a job may use it, before any run (the build,
+    when one is due, happens once, and a signal stops it at once: a worker's build held the sweep's
+    Ctrl-C until it ended); a failure warned about here, once (``fastpath.failed_build`` hands it
+    to the workers). False where a signal stopped it."""
     from atnbench.config import build_config
     from atnbench.nn import fastpath
     from atnbench.run.warmup import load_fast_path
 
-    for job in jobs:
-        load_fast_path(build_config(job.config))
-        if fastpath.tried():
-            break
+    try:
+        with stop.immediate():
+            for job in jobs:
+                load_fast_path(build_config(job.config))
+                if fastpath.tried():
+                    break
+    except SweepInterrupted:
+        return False
     fastpath.warn_unbuilt()
-    return fastpath.failed_build()
+    return True
+
+
+def not_started(jobs: list[Job]) -> dict:
+    return {job.run_id: {"run_id": job.run_id, "status": NOT_STARTED} for job in jobs}
 
 
 def _should_stop() -> bool:
@@ -186,7 +195,11 @@ def _drain(events, view) -> None:
 def run_workers(jobs: list[Job], store_path: Path, device: str, workers: int, threads: int, view,
                 stop: StopRequest) -> dict:
     """The jobs on ``workers`` worker processes; returns run_id -> outcome."""
-    failed_build = _fast_path_here(jobs)
+    if not _fast_path_here(jobs, stop):
+        return not_started(jobs)
+    from atnbench.nn import fastpath
+
+    failed_build = fastpath.failed_build()
     context = worker_context()
     events, stop_event = context.Queue(), context.Event()
     outcomes: dict[str, dict] = {}

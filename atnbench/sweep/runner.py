@@ -17,9 +17,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from atnbench.config import build_config
 from atnbench.store import ResultsStore, RunRecord, environment
@@ -206,6 +207,7 @@ class StopRequest:
         self.signum: Optional[int] = None
         self.hard = False
         self.raise_on_second = raise_on_second
+        self._immediate = False
         self._previous: dict[int, Any] = {}
 
     @property
@@ -215,10 +217,22 @@ class StopRequest:
     def _handle(self, signum, frame):
         if self.signum is None:
             self.signum = signum
+            if self._immediate:
+                raise SweepInterrupted
             return
         self.hard = True
         if self.raise_on_second:
             raise SweepInterrupted
+
+    @contextmanager
+    def immediate(self) -> Iterator[None]:
+        """A block where the first signal raises ``SweepInterrupted`` at once: work before any run
+        (the C++ fast path's build, up to minutes) that has nothing to record when it stops."""
+        self._immediate = True
+        try:
+            yield
+        finally:
+            self._immediate = False
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
