@@ -394,7 +394,10 @@ def test_a_run_resumed_on_the_loop_after_starting_on_the_cpp_path_is_a_class_of_
         run = results.get_run(run_id_of(config))
     capability = cpu_capability()
     assert run.status == "done" and run.env["cpp_fast_path"] is False
-    assert processor_class(run.env, run.config) == f"mixed ({capability} + {capability} loop)"
+    assert processor_class(run.env, run.config) == f"mixed ({capability} / {capability} loop)"
+    # the loop first, then the C++ path: the same mix, one class (QA: two names, two strata)
+    assert processor_class({**run.env, "classes": run.env["classes"][::-1]}, run.config) == \
+        processor_class(run.env, run.config)
     assert "resumed in another class: mixed (" in machine_text(run.env, run.config)
     assert "no single machine re-runs its numbers" in path_note(run.env, {**run.env, "classes": None}, run.config)
 
@@ -411,3 +414,29 @@ def test_a_run_resumed_in_the_class_it_started_in_keeps_that_class(tmp_path):
         train(config, results, CPU, resume=True)
         run = results.get_run(run_id_of(config))
     assert "classes" not in run.env and processor_class(run.env, run.config) == cpu_capability()
+
+
+def test_the_resume_note_of_a_run_going_on_in_another_class_promises_no_uninterrupted_numbers(tmp_path, monkeypatch):
+    """`atnbench run` again after an interrupt says the resumed run reaches the numbers of an
+    uninterrupted one; started on the C++ path and going on on the loop, it does not (QA)."""
+    import atnbench.run.command as command
+    from atnbench.nn import fastpath
+    from helpers import invoke
+
+    flags = ["--T", "10", "--norm", "atn", "--k", "3", "--hidden", "8", "--batch-size", "4", "--iters", "12",
+             "--eval-every", "2", "--val-samples", "8"]
+    config = resolve_run("adding", {"T": 10, "norm": "atn", "k": 3, "hidden": 8, "batch_size": 4, "steps": 12,
+                                    "eval_every": 2, "val_samples": 8})  # what `run` resolves those flags to
+    store = tmp_path / "r.db"
+    assert fastpath.build_cpp()
+    with ResultsStore(store) as results:
+        with pytest.raises(KeyboardInterrupt):
+            train(config, results, CPU, Interrupt(at=5), checkpoint_every=2)
+    notes = []
+    monkeypatch.setattr(command.log, "warning", notes.append)
+    monkeypatch.setattr(fastpath, "_cpp_state", {"ok": False, "disabled": True, "error": "ATNBENCH_NO_BUILD is set"})
+    result = invoke("run", "adding", *flags, "--store", store)
+    assert result.exit_code == 0, result.output
+    (note,) = [text for text in notes if "resuming it from its checkpoint" in text]
+    assert "reaches the numbers of an uninterrupted one" not in note
+    assert "so its numbers will be neither class's" in note and " loop" in note, note

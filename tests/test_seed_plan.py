@@ -199,3 +199,14 @@ def test_a_study_goes_on_under_its_claims_file_renamed_and_not_under_other_claim
     other.write_text(yaml.safe_dump({"claims": [{**CLAIMS["claims"][0], "id": "another"}]}))  # other tests
     with pytest.raises(UserError, match="with other family"):
         confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, read_family(other), (5, 10), 3, 0.05), False)
+
+
+def test_a_study_whose_comparisons_all_sit_at_the_baseline_is_refused_without_asking_for_a_pilot(tmp_path):
+    """Every comparison at the baseline: more seeds, a pilot or --looks cannot help; the error
+    said to run the pilot the store holds (QA)."""
+    db = tmp_path / "r.db"
+    pilot(db, atn=(0.40, 0.44, 0.42), ln=(0.40, 0.42, 0.41), lstm=(0.40, 0.43, 0.45))
+    result = sized(tmp_path, db, "--dry-run")
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 2 and "no comparison of the study can be decided" in said, said
+    assert "Run a pilot" not in said and "--looks" not in said and "it can be sized once its pilot runs learn" in said

@@ -398,7 +398,7 @@ def test_a_conflict_line_names_the_file_it_came_from(tmp_path):
     imported = invoke("store", "import", tmp_path / "b.jsonl", "--store", tmp_path / "a.db")
     assert imported.exit_code == 1
     assert f"conflict: run {ids[0]} from {tmp_path / 'b.jsonl'}: summary min_val_loss: 0.0625 here, 0.75 there " \
-           "(both made in processor class unknown); kept the store's row" in imported.stderr
+           "(neither records its processor class); kept the store's row" in imported.stderr
 
 
 def test_a_conflict_line_names_the_processor_classes_that_made_the_two(tmp_path):
@@ -418,6 +418,11 @@ def test_a_conflict_line_names_the_processor_classes_that_made_the_two(tmp_path)
     assert merged.exit_code == 1
     assert "0.75 there (made in processor class AVX512 here, AVX512 loop there, which round differently); " \
            "kept the store's row" in merged.stderr, merged.stderr
+    from atnbench.evidence.transfer import Conflict  # one side from before classes were recorded (QA)
+
+    assert Conflict("r", "f", "d", ("AVX512", "unknown")).made() == "made in processor class AVX512 here; there, not recorded"
+    assert Conflict("r", "f", "d", ("unknown loop", "AVX2")).made() == "made in processor class AVX2 there; here, not recorded"
+    assert Conflict("r", "f", "d", ("AVX2", "AVX2")).made() == "both made in processor class AVX2"
 
 
 def test_export_and_import_say_how_many_runs(tmp_path):

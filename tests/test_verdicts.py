@@ -59,6 +59,20 @@ def test_both_rows_at_baseline_are_uninformative_even_when_a_test_would_separate
     assert compare(low, high).verdict == EXPLORATORY and compare(low, high).p_value < 0.001
 
 
+def test_two_rows_that_learned_nothing_are_uninformative_on_an_accuracy_too():
+    """On an accuracy (higher is better) "at baseline" was never judged: two rows whose losses sat at
+    the no-information baseline were compared on the noise of their accuracies (QA). It is judged
+    on their losses, as the report's note judges the rows."""
+    b = 1.0
+    accuracy_a, accuracy_b = [0.40, 0.36, 0.42, 0.38, 0.41], [0.30, 0.33, 0.29, 0.31, 0.32]
+    at, learned = [0.99, 1.0, 0.98, 1.01, 0.99], [0.5, 0.45, 0.52, 0.48, 0.5]
+    c = compare(accuracy_b, accuracy_a, stat="max_val_accuracy", baseline=b, losses=(at, at))
+    assert c.verdict == UNINFORMATIVE and "judged on their losses" in c.reason
+    assert compare(accuracy_b, accuracy_a, stat="max_val_accuracy", baseline=b, losses=(learned, at)).verdict \
+        == EXPLORATORY
+    assert compare(accuracy_b, accuracy_a, stat="max_val_accuracy", baseline=b).verdict == EXPLORATORY
+
+
 def test_fewer_than_five_seeds_a_side_are_too_few():
     assert compare([0.1], [0.5, 0.6]).verdict == TOO_FEW
     assert compare([0.1, 0.11, 0.12, 0.13], [0.5, 0.6, 0.55, 0.57]).verdict == TOO_FEW

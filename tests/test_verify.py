@@ -113,3 +113,18 @@ def test_a_difference_past_six_digits_is_shown_and_the_step_where_the_curves_par
     found = json.loads(invoke("verify", run_id, "--store", copy, "--format", "json").stdout)[0]
     assert found["first_difference"].startswith(f"step {step}: val_loss ")
     assert json.loads(invoke("verify", run_id, "--store", db, "--format", "json").stdout)[0]["first_difference"] is None
+
+
+def test_a_nan_in_a_stored_summary_gives_no_nan_percentage_and_strict_json(stored, tmp_path):
+    db, run_id = stored
+    copy = tmp_path / "nan.db"
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+        summary["min_val_loss"] = float("nan")
+        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+    text = invoke("verify", run_id, "--store", copy)
+    assert text.exit_code == 0 and "differs" in text.stdout and "nan%" not in text.stdout, text.stdout
+    found = json.loads(invoke("verify", run_id, "--store", copy, "--format", "json").stdout,
+                       parse_constant=lambda name: pytest.fail(f"{name} in --format json"))
+    assert found[0]["stored"]["min_val_loss"] is None

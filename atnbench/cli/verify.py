@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from typing import Annotated, Optional
 
@@ -73,6 +74,12 @@ def verify(
             for line in result.lines():
                 out.print(Text(line), soft_wrap=True)
     if fmt == "json":
-        print(json.dumps([{"run_id": v.run_id, "identical": v.identical, "stored": v.stored, "rerun": v.fresh,
+        print(json.dumps([{"run_id": v.run_id, "identical": v.identical, "stored": _json(v.stored), "rerun": _json(v.fresh),
                            "stored_processor": v.stored_machine, "this_processor": v.this_machine,
                            "note": v.code_note, "first_difference": v.first_difference} for v in found]))
+
+
+def _json(numbers: dict) -> dict:
+    """Non-finite numbers as null: strict JSON has no NaN (a hand-edited store can hold one)."""
+    return {key: None if isinstance(value, float) and not math.isfinite(value) else value
+            for key, value in numbers.items()}

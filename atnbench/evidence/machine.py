@@ -37,10 +37,11 @@ def processor_class(env: Optional[dict], config: Optional[dict] = None) -> str:
     """The class of processor a run's recorded environment names (the instruction set its kernels
     used), and " loop" where the run went through the plain loop instead of the C++ fast path
     (``fast_path_used`` false), which rounds differently: runs are bit-for-bit comparable only within one class.
-    A run resumed in another class than it started in rounds like neither: "mixed (A + B)", a class of its own."""
+    A run resumed in another class than it started in rounds like neither: "mixed (A / B)", a class of its
+    own, the same whichever came first."""
     classes = (env or {}).get("classes") or []
     if len(classes) > 1:
-        return f"mixed ({' + '.join(classes)})"
+        return f"mixed ({' / '.join(sorted(classes))})"
     loop = fast_path_used(env, config) is False
     return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if loop else "")
 

@@ -61,10 +61,19 @@ class Conflict:
     classes: tuple[str, str] = ("unknown", "unknown")  # the processor classes that made the two (here, there)
 
     def line(self) -> str:
-        here, there = self.classes
-        made = (f"made in processor class {here} here, {there} there, which round differently" if here != there
-                else f"both made in processor class {here}")
-        return f"conflict: run {self.run_id} from {self.source}: {self.difference} ({made}); kept the store's row"
+        return f"conflict: run {self.run_id} from {self.source}: {self.difference} ({self.made()}); kept the store's row"
+
+    def made(self) -> str:
+        """Where each side was made, as far as their records say (older runs did not record it)."""
+        here, there = (None if c.startswith("unknown") else c for c in self.classes)
+        if here is None and there is None:
+            return "neither records its processor class"
+        if here is None or there is None:
+            return (f"made in processor class {here} here; there, not recorded" if there is None else
+                    f"made in processor class {there} there; here, not recorded")
+        if here != there:
+            return f"made in processor class {here} here, {there} there, which round differently"
+        return f"both made in processor class {here}"
 
 
 @dataclass

@@ -37,7 +37,7 @@ class Verification:
 
     def relative(self, key: str) -> Optional[float]:
         a, b = self.stored.get(key), self.fresh.get(key)
-        if a is None or b is None or a == 0:
+        if a is None or b is None or a == 0 or not (math.isfinite(a) and math.isfinite(b)):
             return None
         return (b - a) / abs(a)
 
@@ -88,7 +88,7 @@ def path_note(stored: dict, fresh: dict, config: Optional[dict] = None) -> Optio
     """Why the numbers may differ on one processor: one run on the C++ fast path, the other on the loop."""
     if len(stored.get("classes") or []) > 1:
         return (f"the stored run was resumed in another processor class than it started in "
-                f"({' + '.join(stored['classes'])}): no single machine re-runs its numbers")
+                f"({' then '.join(stored['classes'])}): no single machine re-runs its numbers")
     a, b = fast_path_used(stored, config), fast_path_used(fresh, config)
     if a is None or b is None or a == b:
         return None

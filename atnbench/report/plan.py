@@ -27,6 +27,10 @@ from atnbench.report.study import side_matches
 from atnbench.report.verdicts import MAX_PLANNED_SEEDS, MIN_SEEDS, CannotPlan, at_baseline, seeds_for_power
 
 
+AT_BASELINE = ("both sides' pilot runs sit at the task's baseline (they learned nothing), so a study would find "
+               "the comparison uninformative at any number of seeds; it can be sized once its pilot runs learn")
+
+
 @dataclass(frozen=True)
 class Sizing:
     comparison: str
@@ -88,7 +92,7 @@ def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float
          looks_count: int = 5) -> list[Sizing]:
     """Each planned comparison's maximum seeds from the pilot ``groups``: per side, the runs of
     the configuration among ``configs`` (the study's runs of one seed) that the side names."""
-    from atnbench.report.verdicts import _run_numbers
+    from atnbench.report.verdicts import _run_numbers, learned_losses
 
     groups, configs = list(groups), list(configs)
     fractions = tuple((j + 1) / looks_count for j in range(looks_count))
@@ -96,20 +100,20 @@ def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float
     found = []
     for planned in comparisons:
         name = f"{planned.lower} < {planned.higher}"
-        values, baselines = [], []
+        values, baselines, losses = [], [], []
         for text in (planned.lower, planned.higher):
             side = parse_side(text)
             matching = [config for config in configs if side_matches(side, config)]
-            values.append(_run_numbers(pilot_runs(groups, matching), planned.stat)[0])
+            runs = pilot_runs(groups, matching)
+            values.append(_run_numbers(runs, planned.stat)[0])
             baselines.append(pilot_baseline(groups, matching))
+            losses.append(learned_losses(runs))
         sign = -1.0 if planned.higher_is_better else 1.0
         a, b = ([sign * v for v in side] for side in values)
-        if sign > 0 and all(at_baseline(side, base) for side, base in zip((a, b), baselines)):
-            # a study of them would end "uninformative" whatever its seeds: sizing it would spend them
-            found.append(Sizing(name, (len(a), len(b)), None, None,
-                                "both sides' pilot runs sit at the task's baseline (they learned nothing), so "
-                                "a study would find the comparison uninformative at any number of seeds; "
-                                "train longer (--budget) first"))
+        judged = (a, b) if sign > 0 else losses  # an accuracy: "learned nothing" is judged on the losses
+        if all(at_baseline(side, base) for side, base in zip(judged, baselines)):
+            # a study of them would end "uninformative" whatever its seeds (verdicts.compare): not sized
+            found.append(Sizing(name, (len(a), len(b)), None, None, AT_BASELINE))
             continue
         try:
             n, (low, high) = seeds_for_power(a, b, alpha_each, power)
@@ -127,6 +131,8 @@ def maximum(sizings: list[Sizing], max_seeds: int) -> tuple[int, bool]:
     sized = [s.seeds for s in sizings if s.seeds is not None]
     if not sized:
         reasons = "; ".join(s.text() for s in sizings) or "no comparison of the claims file is in this sweep"
+        if sizings and all(s.why_not == AT_BASELINE for s in sizings):  # more seeds or --looks would not help
+            raise UserError(f"--seeds-for-power: no comparison of the study can be decided: {reasons}")
         raise UserError(f"--seeds-for-power cannot size the study from the store's pilot runs: {reasons}. "
                         f"Run a pilot of a few seeds first (--seeds 0-2), or give --looks")
     wanted = max(sized)

@@ -373,11 +373,14 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
             margin: float = DEFAULT_MARGIN,
             m: int = 1, alpha: float = ALPHA, level: float = LEVEL,
             classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
-            codes: tuple[Sequence[str], Sequence[str]] = ((), ()), task: Optional[str] = None) -> Comparison:
+            codes: tuple[Sequence[str], Sequence[str]] = ((), ()), task: Optional[str] = None,
+            losses: Optional[tuple[Sequence[float], Sequence[float]]] = None) -> Comparison:
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
     ``baseline``: the task's, or each side's (rows validated on different subsets of a split);
-    ``task`` names it ("no-information" on a task of your own, ``baseline_words``)."""
+    ``task`` names it ("no-information" on a task of your own, ``baseline_words``). ``losses``: for
+    a statistic that is not a loss (an accuracy), each side's losses (``learned_losses``), on which
+    "learned nothing" is judged: two rows at the baseline are uninformative on any statistic."""
     base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
     sign = -1.0 if higher_is_better(stat) else 1.0
     keep, keep_b = _aligned(better, classes[0], codes[0]), _aligned(worse, classes[1], codes[1])
@@ -396,11 +399,13 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
         return replace(base, verdict=UNINFORMATIVE, reason=f"the rows validated on different sequences (their "
                        f"no-information baselines {base_a:.4g} and {base_b:.4g}): their validation numbers are "
                        f"not comparable; give both the same --val-samples")
-    if sign > 0 and at_baseline(a, base_a, margin) and at_baseline(b, base_b, margin):
+    judged_a, judged_b = (a, b) if sign > 0 else (losses or ((), ()))
+    if at_baseline(judged_a, base_a, margin) and at_baseline(judged_b, base_b, margin):
         at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
         words = baseline_words(task).replace(" ", "-") if task else "no-memory"
         return replace(base, verdict=UNINFORMATIVE,
-                       reason=f"both rows at the {words} baseline {at} (within {margin:.0%})")
+                       reason=f"both rows at the {words} baseline {at} (within {margin:.0%})"
+                              + ("" if sign > 0 else "; judged on their losses"))
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     test = welch_test(a, b, (class_a, class_b))
@@ -560,6 +565,17 @@ class ClaimResult:
         return INCONCLUSIVE if verdict in (REPRODUCED, EQUIVALENT) and self.missing else verdict
 
 
+def learned_losses(runs: Iterable[RunData]) -> list[float]:
+    """The losses runs' "learned nothing" is judged on (``BASELINE_STATS``: the validation minimum,
+    else the training one), for a comparison on a statistic that is not a loss."""
+    runs = list(runs)
+    for stat in BASELINE_STATS:
+        values = _run_numbers(runs, stat)[0]
+        if values:
+            return values
+    return []
+
+
 def _run_numbers(runs: Iterable[RunData], stat: str, sign: float = 1.0):
     """(values, processor classes, code fingerprints) of runs that have the statistic."""
     values, classes, codes = [], [], []
@@ -640,15 +656,15 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                 a, b = found_a[0], found_b[0]
                 deviating = _deviating(group) if deviating is None else deviating
                 off_protocol = off_protocol or _off_side(deviating, a.label, lower) or _off_side(deviating, b.label, higher)
-                sides = [_run_numbers([r for r in group.runs.get(row.label, []) if r.record.run_id not in in_studies],
-                                      claim.stat) for row in (a, b)]
+                used = [[r for r in group.runs.get(row.label, []) if r.record.run_id not in in_studies] for row in (a, b)]
+                sides = [_run_numbers(side_runs, claim.stat) for side_runs in used]
                 if in_studies and not (sides[0][0] and sides[1][0]):
                     continue  # every seed of a side belongs to a study: the study's result stands for it
                 result.comparisons.append(compare(
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat,
                     baseline=(group.baseline_of(a.label), group.baseline_of(b.label)), task=group.task,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
-                    codes=(sides[0][2], sides[1][2])))
+                    codes=(sides[0][2], sides[1][2]), losses=(learned_losses(used[0]), learned_losses(used[1]))))
             if off_protocol and result.design == EXPLORATORY:
                 result.design = "other protocol"
             if result.design != EXPLORATORY:
@@ -707,8 +723,8 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
                     baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
-                    m=study.m, alpha=study.alpha,
-                    classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]))
+                    m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]),
+                    losses=(learned_losses(used[0]), learned_losses(used[1])))
         verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
                    studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
                    studies.UNDECIDED: INCONCLUSIVE}.get(entry["decision"], OPEN)

@@ -8,7 +8,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from rich.markup import escape
 
@@ -124,13 +124,17 @@ class ResumeNote:
     and the run starts from step 0 instead, with its own note), and not where the run is busy
     elsewhere (refused before it starts)."""
 
-    def __init__(self, inner):
-        self.inner = inner
+    def __init__(self, inner, classes_of: Callable[[str], Optional[list]] = lambda run_id: None):
+        self.inner, self.classes_of = inner, classes_of
 
     def start(self, run_id, total, done):
         if done:
+            classes = self.classes_of(run_id)  # set when this process's class is not the one it started in
+            promise = (f"it started in processor class {' then '.join(classes[:-1])} and goes on in {classes[-1]}, "
+                       f"so its numbers will be neither class's" if classes else
+                       "a resumed run reaches the numbers of an uninterrupted one")
             log.warning(f"run {run_id} did not finish: resuming it from its checkpoint at step {done} of {total} "
-                        f"(a resumed run reaches the numbers of an uninterrupted one; --force starts it over)")
+                        f"({promise}; --force starts it over)")
         self.inner.start(run_id, total, done)
 
     def step(self, step, loss):
@@ -238,7 +242,7 @@ def _train(request: RunRequest, run_config, results, torch_device) -> dict:
         err.print(f"--force: starting run {run_id} over; its checkpoint is discarded", soft_wrap=True, highlight=False)
     reporter = reporter_for(run_label(run_config), quiet=request.quiet)
     if has_checkpoint and not (request.resume or request.force):
-        reporter = ResumeNote(reporter)
+        reporter = ResumeNote(reporter, lambda run_id: (results.get_run(run_id).env or {}).get("classes"))
     load_fast_path(run_config)  # a one-time build before the run's clock starts, not inside its timing
     try:
         return train(run_config, results, torch_device, reporter,
