@@ -21,6 +21,17 @@ def stored(tmp_path_factory):
     return db, json.loads(made.stdout)["run_id"]
 
 
+def edited_copy(db, run_id, copy, min_val_loss, then=None):
+    """A copy of the store ``db`` whose run's stored min_val_loss is ``min_val_loss(old)``; ``then``
+    edits the copy further (an open sqlite3 connection)."""
+    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+        summary["min_val_loss"] = min_val_loss(summary["min_val_loss"])
+        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+        return then(target) if then else None
+
+
 def test_a_run_re_run_here_reproduces_bit_for_bit(stored):
     db, run_id = stored
     result = invoke("verify", run_id[:6], "--store", db, "--format", "json")
@@ -33,11 +44,7 @@ def test_a_run_re_run_here_reproduces_bit_for_bit(stored):
 def test_changed_numbers_are_reported_with_their_size(stored, tmp_path):
     db, run_id = stored
     copy = tmp_path / "changed.db"
-    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
-        summary["min_val_loss"] *= 1.1
-        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+    edited_copy(db, run_id, copy, lambda old: old * 1.1)
     result = invoke("verify", run_id, "--store", copy)
     assert result.exit_code == 0, result.output
     assert f"run {run_id}: differs" in result.stdout and "(-9.09%)" in result.stdout
@@ -95,13 +102,13 @@ def test_a_difference_past_six_digits_is_shown_and_the_step_where_the_curves_par
     tell them apart are shown, and the first step where the curves part is named."""
     db, run_id = stored
     copy = tmp_path / "nudged.db"
-    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
-        summary["min_val_loss"] *= 1 + 3e-9
-        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+
+    def nudge_first_point(target):
         step, val = target.execute("SELECT step, val_loss FROM evals WHERE run_id = ? ORDER BY step", (run_id,)).fetchone()
         target.execute("UPDATE evals SET val_loss = ? WHERE run_id = ? AND step = ?", (val * (1 + 2e-8), run_id, step))
+        return step
+
+    step = edited_copy(db, run_id, copy, lambda old: old * (1 + 3e-9), nudge_first_point)
     result = invoke("verify", run_id, "--store", copy)
     assert result.exit_code == 0, result.output
     line = next(text for text in result.stdout.splitlines() if "min_val_loss:" in text)
@@ -118,11 +125,7 @@ def test_a_difference_past_six_digits_is_shown_and_the_step_where_the_curves_par
 def test_a_nan_in_a_stored_summary_gives_no_nan_percentage_and_strict_json(stored, tmp_path):
     db, run_id = stored
     copy = tmp_path / "nan.db"
-    with sqlite3.connect(db) as source, sqlite3.connect(copy) as target:
-        source.backup(target)
-        summary = json.loads(target.execute("SELECT summary_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
-        summary["min_val_loss"] = float("nan")
-        target.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?", (json.dumps(summary), run_id))
+    edited_copy(db, run_id, copy, lambda old: float("nan"))
     text = invoke("verify", run_id, "--store", copy)
     assert text.exit_code == 0 and "differs" in text.stdout and "nan%" not in text.stdout, text.stdout
     found = json.loads(invoke("verify", run_id, "--store", copy, "--format", "json").stdout,
