@@ -127,6 +127,8 @@ def _fast_path_here(jobs: list[Job], stop: StopRequest) -> bool:
     from atnbench.nn import fastpath
     from atnbench.run.warmup import load_fast_path
 
+    if stop.requested:  # a signal before the build: nothing to build for
+        return False
     try:
         with stop.immediate():
             for job in jobs:
@@ -140,6 +142,7 @@ def _fast_path_here(jobs: list[Job], stop: StopRequest) -> bool:
 
 
 def not_started(jobs: list[Job]) -> dict:
+    """Every job's outcome as never started (resumable: the same command runs them)."""
     return {job.run_id: {"run_id": job.run_id, "status": NOT_STARTED} for job in jobs}
 
 
