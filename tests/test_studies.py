@@ -783,3 +783,44 @@ def test_a_side_naming_a_decimal_setting_matches_its_runs():
     assert parse_side("ln lr=1e-2 hidden=8").settings == (("lr", 0.01), ("hidden", 8))
     assert parse_side("atn k=45 bias_inside=false").settings == (("bias_inside", False),)
     assert parse_side("ln init=torch").settings == (("init", "torch"),)
+
+
+def test_a_norm_on_the_loop_is_compared_with_the_plain_lstm_of_the_same_processor(tmp_path):
+    """Without a compiler LN runs are class "AVX512 loop" and the plain LSTM's "AVX512": stratified
+    by class, no class held both sides, so "LN < LSTM" was never tested (a study ran every look and
+    ended "no spread"). The LSTM computes the same on both paths: it meets the loop runs (QA)."""
+    db = tmp_path / "r.db"
+    ids = fill(db, {"ln": [0.20, 0.22, 0.21, 0.23, 0.24], "lstm": [0.40, 0.41, 0.43, 0.39, 0.42]}, range(5))
+    with ResultsStore(db) as store:
+        for run_id in ids:
+            record = store.export_record(run_id)
+            loop = {"cpp_fast_path": False} if record["config"]["norm"] == "ln" else {}
+            record["env"] = {**record["env"], "cpu_capability": "AVX512", **loop}
+            store.import_record(record)
+    report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    claims = json.loads(report.stdout)["verdicts"]["claims"]
+    (compared,) = [c["comparisons"][0] for c in claims if c["id"] == "ln-lstm"]
+    assert compared["p_value"] is not None and compared["p_value"] < 0.001, compared
+    assert compared["processor_classes"] == [{"AVX512 loop": 5}, {"AVX512": 5}]  # where each ran, as it was
+    from atnbench.evidence.machine import comparable_classes
+
+    both_loop = comparable_classes((["AVX512 loop"] * 2, ["AVX2 loop"]), (False, False))
+    assert both_loop == (["AVX512 loop"] * 2, ["AVX2 loop"])  # two normalized rows: the path kept
+
+
+def test_a_studys_look_compares_loop_runs_of_a_norm_with_the_plain_lstm(tmp_path):
+    """The study's own test, at a look: LN on the loop against the plain LSTM is tested (it ran
+    every look and ended "no spread: the test is undefined", QA)."""
+    db, study = recorded_study(tmp_path)
+    ids = fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.2, 0.201, 0.202, 0.2015, 0.2005],
+                    "lstm": [0.30, 0.301, 0.302, 0.3015, 0.3005]}, range(20, 25))
+    with ResultsStore(db) as store:
+        for run_id in ids:  # atn and ln made without a compiler, the LSTM anywhere
+            record = store.export_record(run_id)
+            loop = {} if record["config"]["norm"] == "none" else {"cpp_fast_path": False}
+            record["env"] = {**record["env"], "cpu_capability": "AVX512", **loop}
+            store.import_record(record)
+        look = studies.take_look(store, study)
+    decided = {(e["lower"], e["higher"]): e for e in look["comparisons"]}
+    assert decided[("ln", "lstm")]["decision"] == studies.REPRODUCED, decided[("ln", "lstm")]
+    assert decided[("ln", "lstm")]["classes"] == [{"AVX512 loop": 5}, {"AVX512": 5}]

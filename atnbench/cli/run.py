@@ -17,7 +17,8 @@ from atnbench.tables import FitTable
 Task = Annotated[str, typer.Argument(help="Task to train on (see `atnbench tasks`).")]
 Resume = Annotated[bool, typer.Option(
     "--resume", help="Continue this config's interrupted run from its checkpoint: the default wherever one exists "
-                     "(it reaches the numbers of an uninterrupted run); given, a missing checkpoint is a note and the "
+                     "(it reaches the numbers of an uninterrupted run, resumed in the processor class it started in); "
+                     "given, a missing checkpoint is a note and the "
                      "run starts from scratch.")]
 Force = Annotated[bool, typer.Option(
     "--force", help="Train from scratch: again although the store holds this config's finished run (replacing its "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 
 def cpu_model() -> str:
@@ -44,6 +44,27 @@ def processor_class(env: Optional[dict], config: Optional[dict] = None) -> str:
         return f"mixed ({' / '.join(sorted(classes))})"
     loop = fast_path_used(env, config) is False
     return str((env or {}).get("cpu_capability") or "unknown") + (" loop" if loop else "")
+
+
+def path_free(config: Optional[dict]) -> bool:
+    """Whether a run computes the same on the C++ fast path and on the plain loop: no norm the fast
+    path covers (the plain LSTM)."""
+    from atnbench.registry import fast_norms
+
+    return (config or {}).get("norm") not in fast_norms()
+
+
+def comparable_classes(classes: tuple[Sequence[str], Sequence[str]],
+                       free: tuple[bool, bool]) -> tuple[list[str], list[str]]:
+    """The processor classes a comparison stratifies its two sides by: where one side's runs are
+    all ``path_free``, the other side's loop runs ("AVX512 loop") meet them in their processor's
+    class; else, on a machine without a compiler, no class would hold both sides of "LN beats the
+    LSTM" and it would never be tested."""
+    def plain(values):
+        return [c.removesuffix(" loop") for c in values]
+
+    a, b = list(classes[0]), list(classes[1])
+    return (plain(a) if free[1] else a), (plain(b) if free[0] else b)
 
 
 def with_segment_classes(before: Optional[dict], now: dict, config: dict) -> dict:

@@ -88,7 +88,7 @@ def path_note(stored: dict, fresh: dict, config: Optional[dict] = None) -> Optio
     """Why the numbers may differ on one processor: one run on the C++ fast path, the other on the loop."""
     if len(stored.get("classes") or []) > 1:
         return (f"the stored run was resumed in another processor class than it started in "
-                f"({' then '.join(stored['classes'])}): no single machine re-runs its numbers")
+                f"({' and '.join(stored['classes'])}): no single machine re-runs its numbers")
     a, b = fast_path_used(stored, config), fast_path_used(fresh, config)
     if a is None or b is None or a == b:
         return None

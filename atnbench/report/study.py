@@ -44,7 +44,7 @@ from scipy import stats
 
 from atnbench.errors import UserError
 from atnbench.report import sequential
-from atnbench.evidence.machine import processor_class
+from atnbench.evidence.machine import comparable_classes, path_free, processor_class
 from atnbench.report.claims import Family, Side, comparison_key, margin_side, parse_side
 from atnbench.report.rule import MIN_SEEDS
 from atnbench.report.welch import welch_test
@@ -341,6 +341,7 @@ class SideData:
     values: list[float] = field(default_factory=list)
     classes: list[str] = field(default_factory=list)  # processor class of each value's run
     codes: list[str] = field(default_factory=list)
+    path_free: bool = True  # every run's numbers the same on the C++ path and the loop (machine.path_free)
     missing: int = 0  # planned runs not finished yet
     diverged: int = 0
 
@@ -363,6 +364,7 @@ def side_data(store, run_ids: Iterable[Optional[str]], stat: str) -> SideData:
             continue
         data.values.append(value)
         data.classes.append(processor_class(record.env, record.config))
+        data.path_free = data.path_free and path_free(record.config)
         data.codes.append(str(record.env.get("code") or "unknown"))
     return data
 
@@ -517,7 +519,7 @@ def analyse_look(store, study: Study, index: int, used: dict) -> Optional[dict]:
                      "reason": f"{a.diverged + b.diverged} diverged runs leave too few values"}
         else:
             entry = judge(planned, a.values, b.values, fractions, study.alpha_each, index == len(study.looks) - 1,
-                          study.futility, (a.classes, b.classes))
+                          study.futility, comparable_classes((a.classes, b.classes), (a.path_free, b.path_free)))
         entry["classes"] = [_counts(a.classes), _counts(b.classes)]
         entry["codes"] = [sorted(set(a.codes)), sorted(set(b.codes))]
         entry["diverged"] = [a.diverged, b.diverged]

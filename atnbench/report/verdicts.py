@@ -35,7 +35,7 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 from atnbench.errors import UserError
 from atnbench.evidence.identity import config_keys
-from atnbench.evidence.machine import processor_class
+from atnbench.evidence.machine import comparable_classes, path_free, processor_class
 from atnbench.report.aggregate import Group, ModelRow, RunData, higher_is_better, run_values
 from atnbench.report.rule import ALPHA, MIN_SEEDS, RULE  # noqa: F401 - re-exported for the tables
 from atnbench.report.welch import LEVEL, class_strata, welch_test
@@ -374,13 +374,16 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
             m: int = 1, alpha: float = ALPHA, level: float = LEVEL,
             classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
             codes: tuple[Sequence[str], Sequence[str]] = ((), ()), task: Optional[str] = None,
-            losses: Optional[tuple[Sequence[float], Sequence[float]]] = None) -> Comparison:
+            losses: Optional[tuple[Sequence[float], Sequence[float]]] = None,
+            path_free: tuple[bool, bool] = (False, False)) -> Comparison:
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
     ``baseline``: the task's, or each side's (rows validated on different subsets of a split);
     ``task`` names it ("no-information" on a task of your own, ``baseline_words``). ``losses``: for
     a statistic that is not a loss (an accuracy), each side's losses (``learned_losses``), on which
-    "learned nothing" is judged: two rows at the baseline are uninformative on any statistic."""
+    "learned nothing" is judged: two rows at the baseline are uninformative on any statistic.
+    ``path_free``: per side, whether its runs compute the same on the C++ path and the loop (the
+    plain LSTM): the test then stratifies by ``comparable_classes``; ``classes`` are shown as they are."""
     base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
     sign = -1.0 if higher_is_better(stat) else 1.0
     keep, keep_b = _aligned(better, classes[0], codes[0]), _aligned(worse, classes[1], codes[1])
@@ -408,10 +411,11 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
                               + ("" if sign > 0 else "; judged on their losses"))
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
-    test = welch_test(a, b, (class_a, class_b))
+    by_class = comparable_classes((class_a, class_b), path_free)
+    test = welch_test(a, b, by_class)
     # the effect size, P(lower < higher) and seeds for power describe the comparison the test made:
     # where it is stratified, class by class (pooled, they mix the classes the test keeps apart)
-    strata = class_strata(a, b, (class_a, class_b)) if test.stratified else [(a, b)]
+    strata = class_strata(a, b, by_class) if test.stratified else [(a, b)]
     g = hedges_g_within(strata) if strata else None
     lo, hi = test.interval(level)
     tested = not math.isnan(test.p)  # no stratum to test in: no interval either (it printed [d, d])
@@ -565,6 +569,11 @@ class ClaimResult:
         return INCONCLUSIVE if verdict in (REPRODUCED, EQUIVALENT) and self.missing else verdict
 
 
+def _path_free(used: list) -> tuple[bool, bool]:
+    """Per side, whether every run computes the same on the C++ path and the loop (``path_free``)."""
+    return tuple(all(path_free(run.record.config) for run in runs) for runs in used)
+
+
 def learned_losses(runs: Iterable[RunData]) -> list[float]:
     """The losses runs' "learned nothing" is judged on (``BASELINE_STATS``: the validation minimum,
     else the training one), for a comparison on a statistic that is not a loss."""
@@ -664,6 +673,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat,
                     baseline=(group.baseline_of(a.label), group.baseline_of(b.label)), task=group.task,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
+                    path_free=_path_free(used),
                     codes=(sides[0][2], sides[1][2]), losses=(learned_losses(used[0]), learned_losses(used[1]))))
             if off_protocol and result.design == EXPLORATORY:
                 result.design = "other protocol"
@@ -723,7 +733,8 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
         c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
                     baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
-                    m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), codes=(sides[0][2], sides[1][2]),
+                    m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), path_free=_path_free(used),
+                    codes=(sides[0][2], sides[1][2]),
                     losses=(learned_losses(used[0]), learned_losses(used[1])))
         verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
                    studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,

@@ -130,8 +130,8 @@ class ResumeNote:
     def start(self, run_id, total, done):
         if done:
             classes = self.classes_of(run_id)  # set when this process's class is not the one it started in
-            promise = (f"it started in processor class {' then '.join(classes[:-1])} and goes on in {classes[-1]}, "
-                       f"so its numbers will be neither class's" if classes else
+            promise = (f"it has been trained in processor classes {' and '.join(classes)}, so its numbers will "
+                       f"be neither class's" if classes else
                        "a resumed run reaches the numbers of an uninterrupted one")
             log.warning(f"run {run_id} did not finish: resuming it from its checkpoint at step {done} of {total} "
                         f"({promise}; --force starts it over)")
