@@ -21,6 +21,7 @@ from atnbench.report.verdicts import (
     OPEN,
     REPRODUCED,
     TOO_FEW,
+    UNINFORMATIVE,
     compare,
     hedges_g,
     seeds_for_power,
@@ -824,3 +825,21 @@ def test_a_studys_look_compares_loop_runs_of_a_norm_with_the_plain_lstm(tmp_path
     decided = {(e["lower"], e["higher"]): e for e in look["comparisons"]}
     assert decided[("ln", "lstm")]["decision"] == studies.REPRODUCED, decided[("ln", "lstm")]
     assert decided[("ln", "lstm")]["classes"] == [{"AVX512 loop": 5}, {"AVX512": 5}]
+
+
+def test_the_sweeps_end_of_a_study_says_what_the_report_says_of_rows_that_learned_nothing(tmp_path):
+    """LN and the LSTM at copying's baseline: the study's test ends "inconclusive", the report says
+    "uninformative (no model learned)"; the sweep's last line said only the first (QA)."""
+    db, study = recorded_study(tmp_path, looks=(5,))
+    fill(db, {"atn": [0.10, 0.101, 0.102, 0.1015, 0.1005], "ln": [0.40, 0.41, 0.42, 0.415, 0.405],
+              "lstm": [0.40, 0.405, 0.43, 0.41, 0.42]}, range(20, 25))  # best validation L/2 >= 0.2 > 0.173
+    with ResultsStore(db) as store:
+        assert studies.take_look(store, study) is not None
+        study = studies.load(store, "k-ablation")[0]
+    lines = confirm.over_lines(study, db)
+    (ln_lstm,) = [line for line in lines if line.startswith("ln < lstm: ")]
+    assert ln_lstm.startswith(f"ln < lstm: {UNINFORMATIVE} (both rows at the no-memory baseline") and "its test: " in ln_lstm
+    report = invoke("report", "--store", db, "--verdicts", "--format", "json", "--claims", claims_file(tmp_path))
+    (reported,) = [c for c in json.loads(report.stdout)["verdicts"]["claims"] if c["id"] == "ln-lstm"]
+    assert reported["comparisons"][0]["verdict"] == UNINFORMATIVE
+    assert [line for line in lines if line.startswith("atn k=45 < ln: ")] == ["atn k=45 < ln: reproduced"]

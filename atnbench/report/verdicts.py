@@ -726,30 +726,49 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
         if claim.id not in planned.claims:
             continue
         entry = decisions.get((planned.lower, planned.higher))
-        if entry is None:
-            continue
-        n = study.looks[entry["look"] - 1]
-        used = [[runs[i] for i in study.runs_used(side, n) if i in runs] for side in (planned.lower, planned.higher)]
-        sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
-        c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
-                    baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
-                    m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), path_free=_path_free(used),
-                    codes=(sides[0][2], sides[1][2]),
-                    losses=(learned_losses(used[0]), learned_losses(used[1])))
-        verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
-                   studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
-                   studies.UNDECIDED: INCONCLUSIVE}.get(entry["decision"], OPEN)
-        look = f"look {entry['look']} of {len(study.looks)} ({n} seeds)"
-        reason = entry.get("reason", "")
-        if entry["decision"] == studies.FUTILE:
-            reason = f"futile at {look}: {reason}"
-        elif verdict == OPEN:
-            reason = f"{look} taken; next look at {study.looks[entry['look']]} seeds"
-        if c.verdict == UNINFORMATIVE:
-            verdict, reason = UNINFORMATIVE, c.reason
-        result.comparisons.append(replace(c, verdict=verdict, reason=reason, look=look, test=studies.SPENDING,
-                                          stratified=bool(entry.get("stratified"))))
+        if entry is not None:
+            result.comparisons.append(study_comparison(study, planned, entry, group, runs, margin))
     return result if result.comparisons else None
+
+
+def study_comparison(study, planned, entry: dict, group: Group, runs: dict, margin: float) -> Comparison:
+    """One comparison of ``study`` as its look ``entry`` decided it, with the numbers of the seeds
+    that look used; uninformative where both rows sit at the baseline, whatever the look's test."""
+    from atnbench.report import study as studies
+
+    n = study.looks[entry["look"] - 1]
+    used = [[runs[i] for i in study.runs_used(side, n) if i in runs] for side in (planned.lower, planned.higher)]
+    sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
+    c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
+                baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
+                m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), path_free=_path_free(used),
+                codes=(sides[0][2], sides[1][2]), losses=(learned_losses(used[0]), learned_losses(used[1])))
+    verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
+               studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
+               studies.UNDECIDED: INCONCLUSIVE}.get(entry["decision"], OPEN)
+    look = f"look {entry['look']} of {len(study.looks)} ({n} seeds)"
+    reason = entry.get("reason", "")
+    if entry["decision"] == studies.FUTILE:
+        reason = f"futile at {look}: {reason}"
+    elif verdict == OPEN:
+        reason = f"{look} taken; next look at {study.looks[entry['look']]} seeds"
+    if c.verdict == UNINFORMATIVE:
+        verdict, reason = UNINFORMATIVE, c.reason
+    return replace(c, verdict=verdict, reason=reason, look=look, test=studies.SPENDING,
+                   stratified=bool(entry.get("stratified")))
+
+
+def study_verdicts(study, groups: list[Group], margin: float = DEFAULT_MARGIN) -> dict[tuple[str, str], Comparison]:
+    """Each decided comparison of ``study`` as ``report`` shows it (``study_comparison``), from the
+    report's ``groups`` of the store's runs; empty where they hold none of its protocol."""
+    group = next((g for g in groups if g.task == study.task and g.T == study.T and g.budget == study.budget
+                  and g.variant == study.variant), None)
+    if group is None:
+        return {}
+    runs = {run.record.run_id: run for rows in group.runs.values() for run in rows}
+    return {key: study_comparison(study, planned, entry, group, runs, margin)
+            for planned in study.comparisons
+            if (entry := study.decisions().get(key := (planned.lower, planned.higher))) is not None}
 
 
 def check_margin(margin: float) -> float:

@@ -289,9 +289,26 @@ def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable,
             return 1
         for line in look_lines(look, study):
             say(line)
-    decided = study.decisions()
-    say(f"study {study.name}: over; " + "; ".join(f"{k[0]} < {k[1]}: {v['decision']}" for k, v in decided.items()))
+    say(f"study {study.name}: over; " + "; ".join(over_lines(study, store_path)))
     return 0
+
+
+def over_lines(study: studies.Study, store_path: Path) -> list[str]:
+    """Each comparison's end, as ``report`` gives it: the look's decision, or "uninformative" where
+    both rows sit at the baseline whatever the test said (the sweep said "inconclusive" where the
+    report said "uninformative", QA)."""
+    from atnbench.report.plan import pilot_groups
+    from atnbench.report.verdicts import UNINFORMATIVE, study_verdicts
+
+    shown = study_verdicts(study, pilot_groups(store_path, study.task, [study.T]))
+    lines = []
+    for key, entry in study.decisions().items():
+        seen = shown.get(key)
+        if seen is not None and seen.verdict == UNINFORMATIVE:
+            lines.append(f"{key[0]} < {key[1]}: {UNINFORMATIVE} ({seen.reason}; its test: {entry['decision']})")
+        else:
+            lines.append(f"{key[0]} < {key[1]}: {entry['decision']}")
+    return lines
 
 
 def still_needed(study: studies.Study, runs: list) -> list:
