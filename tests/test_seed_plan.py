@@ -210,3 +210,18 @@ def test_a_study_whose_comparisons_all_sit_at_the_baseline_is_refused_without_as
     said = " ".join(result.stderr.split())
     assert result.exit_code == 2 and "no comparison of the study can be decided" in said, said
     assert "Run a pilot" not in said and "--looks" not in said and "it can be sized once its pilot runs learn" in said
+
+
+def test_a_pair_sized_on_two_statistics_says_which_line_is_which(tmp_path):
+    db = tmp_path / "r.db"
+    pilot(db)
+    two = tmp_path / "two.yaml"
+    two.write_text(yaml.safe_dump({"claims": [
+        {"id": "val", "claim": "ATN < LN", "task": "copying", "T": 100, "budget": 0.01, "order": ["atn k=45", "ln"]},
+        {"id": "train", "claim": "ATN < LN in training", "task": "copying", "T": 100, "budget": 0.01,
+         "order": ["atn k=45", "ln"], "stat": "min_train_loss"}]}))
+    result = invoke("sweep", "k-ablation", "--seeds-for-power", "0.8", "--claims", two, "--store", db,
+                    "--budget", "0.01", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "pilot: atn k=45 < ln (min_val_loss): " in result.stderr
+    assert "pilot: atn k=45 < ln (min_train_loss): " in result.stderr

@@ -439,3 +439,21 @@ def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
     assert written.exit_code == 0, written.output
     text = (tmp_path / "r.txt").read_text()
     assert "attained minima" in text and "verdicts on the claims of mine.yaml" in text and "own protocol" in text
+
+
+def test_the_verdict_legend_says_how_to_read_an_accuracy_where_the_table_holds_one():
+    """On an accuracy the "lower" row is the claimed-better one with its own (higher) values, and
+    P(lower < higher) the chance it beats the other: the legend, written for losses, read the
+    opposite (QA). Tables of losses only (the published ones) keep their legend."""
+    from types import SimpleNamespace
+
+    from atnbench.report.verdict_tables import ACCURACY_NOTE, FOOTNOTE, footnote
+
+    def holding(*stats):
+        return [SimpleNamespace(comparisons=[SimpleNamespace(stat=stat) for stat in stats])]
+
+    assert footnote(holding("min_val_loss", "min_val_bpc")) == FOOTNOTE
+    assert footnote(holding("min_val_loss", "max_val_accuracy")).endswith(ACCURACY_NOTE)
+    low, high = [0.30, 0.33, 0.29, 0.31, 0.32], [0.95, 0.97, 0.99, 0.96, 1.0]
+    c = compare(high, low, stat="max_val_accuracy")  # "high < low" in the claim's order: high claimed better
+    assert c.diff > 0 and c.p_improve == 1.0  # as ACCURACY_NOTE says: positive, and it beats every seed

@@ -98,8 +98,12 @@ def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float
     fractions = tuple((j + 1) / looks_count for j in range(looks_count))
     factor = sequential.inflation(fractions, alpha_each, power) if looks_count > 1 else 1.0
     found = []
+    comparisons = list(comparisons)
+    pairs = [(planned.lower, planned.higher) for planned in comparisons]
     for planned in comparisons:
         name = f"{planned.lower} < {planned.higher}"
+        if pairs.count((planned.lower, planned.higher)) > 1:  # the same rows on two statistics: say which
+            name += f" ({planned.stat})"
         values, baselines, losses = [], [], []
         for text in (planned.lower, planned.higher):
             side = parse_side(text)

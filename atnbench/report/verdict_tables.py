@@ -9,6 +9,7 @@ from rich.text import Text
 
 from atnbench.report.aggregate import STAT_LABELS
 from atnbench.tables import FitTable
+from atnbench.report.aggregate import higher_is_better
 from atnbench.report.verdicts import (
     CONTRADICTED,
     DEFAULT_MARGIN,
@@ -46,6 +47,18 @@ FOOTNOTE = (f"mean ± sample std (ddof 1) over seeds; [..]: {LEVEL:.0%} t interv
             f"seeds (sides that mix classes differently are tested stratified by class); seeds for {POWER:.0%} "
             f"power: per side, Welch's test at 0.05/m at the observed difference and spread, with the seeds at "
             f"the two ends of the difference's interval (a pilot estimate, for planning). Rule: {RULE}")
+
+# an accuracy's rows keep their own values, so the words of FOOTNOTE (made for losses) need their reading
+ACCURACY_NOTE = ("On a statistic where higher is better (an accuracy), \"lower\" is the row claimed better: its "
+                 "column shows its own values (the higher), the difference is lower − higher as shown (positive "
+                 "where the claim holds), and P(lower < higher) is the probability that a seed of it beats a seed "
+                 "of the other.")
+
+
+def footnote(results: list[ClaimResult]) -> str:
+    """FOOTNOTE, and how to read a comparison on an accuracy where the table holds one."""
+    accuracy = any(higher_is_better(c.stat) for result in results for c in result.comparisons)
+    return FOOTNOTE + (" " + ACCURACY_NOTE if accuracy else "")
 
 
 def _g(value: Optional[float]) -> str:
@@ -165,7 +178,7 @@ def title_for(family_name: Optional[str]) -> str:
 
 
 def rich_verdicts(results: list[ClaimResult], not_run: list[Claim], family_name: Optional[str] = None) -> RichGroup:
-    parts: list = [verdict_table(results, title_for(family_name)), Text(FOOTNOTE, style="dim")]
+    parts: list = [verdict_table(results, title_for(family_name)), Text(footnote(results), style="dim")]
     if not_run:
         parts.append(Text("  claims without runs here: " + ", ".join(c.id for c in not_run), style="dim"))
     parts.append(Text(""))
@@ -202,7 +215,7 @@ def markdown_verdicts(results: list[ClaimResult], not_run: list[Claim], family_n
             if cells[-1]:  # every verdict stands out (the HTML report colours it by kind)
                 cells[-1] = f"**{cells[-1]}**"
             lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", FOOTNOTE]
+    lines += ["", footnote(results)]
     if not_run:
         lines += ["", "Claims without runs here: " + ", ".join(c.id for c in not_run) + "."]
     return "\n".join(lines) + "\n"
