@@ -843,3 +843,21 @@ def test_the_sweeps_end_of_a_study_says_what_the_report_says_of_rows_that_learne
     (reported,) = [c for c in json.loads(report.stdout)["verdicts"]["claims"] if c["id"] == "ln-lstm"]
     assert reported["comparisons"][0]["verdict"] == UNINFORMATIVE
     assert [line for line in lines if line.startswith("atn k=45 < ln: ")] == ["atn k=45 < ln: reproduced"]
+
+
+def test_a_study_stopped_by_a_signal_says_so_as_a_plain_sweep_does(tmp_path):
+    """Ctrl-C during a look's runs: exit 130 and nothing said (a plain sweep says how many runs are
+    left and that the same command resumes, QA)."""
+    import signal
+
+    from atnbench.sweep.runner import SweepOutcome
+
+    db, study = recorded_study(tmp_path)
+    said = []
+
+    def stopped(chosen):
+        return SweepOutcome(total=len(chosen), skipped=[], signal=signal.SIGINT)
+
+    code = confirm.run(study, k_ablation_runs(20, 10), db, stopped, said.append)
+    assert code == 128 + signal.SIGINT
+    assert said[-1] == "stopped by SIGINT: 15 run(s) left; run the same command again to resume", said

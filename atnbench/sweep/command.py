@@ -448,8 +448,4 @@ def _say_result(spec, runs, request: SweepRequest, result) -> None:
             error = escape(str(outcome.get("error") or "-"))  # "pip install 'atnbench[data]'" is not markup
             out.print(f"[red]failed[/] {job.run_id} {escape(job.label)}: {error}", soft_wrap=True, highlight=False)
     if result.signal is not None:
-        import signal as signal_module
-
-        left = result.total - len(result.skipped) - sum(result.count(s) for s in ("done", "diverged", "failed"))
-        err.print(f"stopped by {signal_module.Signals(result.signal).name}: {left} run(s) left; "
-                  f"run the same command again to resume")
+        err.print(result.stopped_text())

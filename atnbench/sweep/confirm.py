@@ -278,6 +278,8 @@ def run(study: studies.Study, runs: list, store_path: Path, run_sweep: Callable,
         say(f"look {index + 1} of {len(study.looks)}: {n} seeds a side for {len(studies.needed_sides(study))} "
             f"configurations ({len(wanted)} runs, those in the store skipped)")
         result = run_sweep([by_id[rid] for rid in wanted])
+        if result.signal is not None:
+            say(result.stopped_text())  # the look waits; said as a plain sweep says it
         if result.signal is not None or result.exit_code:
             return result.exit_code or 1
         with ResultsStore(store_path) as results:

@@ -78,6 +78,14 @@ class SweepOutcome:
             return 128 + self.signal
         return 1 if self.failures or self.count("diverged") or self.skipped_diverged else 0
 
+    def stopped_text(self) -> Optional[str]:
+        """The line a sweep stopped by a signal ends with (None where none stopped it)."""
+        if self.signal is None:
+            return None
+        left = self.total - len(self.skipped) - sum(self.count(s) for s in ("done", "diverged", "failed"))
+        return (f"stopped by {signal.Signals(self.signal).name}: {left} run(s) left; "
+                f"run the same command again to resume")
+
 
 def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
          keep_stale: bool = False) -> tuple[list[Job], list[tuple[PlannedRun, str]], list[PlannedRun]]:
