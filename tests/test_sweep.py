@@ -873,9 +873,12 @@ def test_workers_take_the_sweeps_environment_not_the_fork_servers(tmp_path, monk
     assert all(run["test_bpc"] < math.log2(8) for run in result["runs"]), result
 
 
-def test_a_fast_path_that_could_not_be_built_is_tried_and_warned_about_once_not_in_each_worker(tmp_path, monkeypatch):
+def test_a_fast_path_that_could_not_be_built_is_warned_about_by_the_sweep_and_taken_over_by_its_workers(
+        tmp_path, monkeypatch):
     """A sweep's workers each tried the build again and each printed the warning line; the sweep
-    tries it once, warns once, and its workers take the failure over (their runs on the loop)."""
+    tries it once and warns once (seen here), and its workers take the failure over: their runs are
+    on the loop, where a worker that tried again would have built it (what a worker prints is not
+    seen from this process; taken over, it has nothing to warn about)."""
     from atnbench.nn import fastpath
 
     monkeypatch.setattr(fastpath, "_cpp_state", {"ok": False, "disabled": False, "error": "simulated: no compiler"})

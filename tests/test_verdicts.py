@@ -457,3 +457,17 @@ def test_the_verdict_legend_says_how_to_read_an_accuracy_where_the_table_holds_o
     low, high = [0.30, 0.33, 0.29, 0.31, 0.32], [0.95, 0.97, 0.99, 0.96, 1.0]
     c = compare(high, low, stat="max_val_accuracy")  # "high < low" in the claim's order: high claimed better
     assert c.diff > 0 and c.p_improve == 1.0  # as ACCURACY_NOTE says: positive, and it beats every seed
+
+
+def test_rows_that_learned_are_not_called_at_the_baseline_on_a_bpc_or_a_perplexity():
+    """A bpc (loss / ln 2) or a perplexity (exp of the loss) set against a baseline in nats: two
+    rows at 0.7 of the baseline's loss were "both at the baseline", uninformative (review). Judged
+    on their losses, as the report's rows are, they are compared."""
+    b = 1.0
+    loss_a, loss_b = [0.70, 0.71, 0.69, 0.72, 0.70], [0.80, 0.81, 0.79, 0.82, 0.80]
+    for stat, of in (("min_val_bpc", lambda v: v / math.log(2)), ("min_val_ppl", math.exp)):
+        c = compare([of(v) for v in loss_a], [of(v) for v in loss_b], stat=stat, baseline=b, losses=(loss_a, loss_b))
+        assert c.verdict == EXPLORATORY and c.p_value < 0.001, (stat, c.reason)
+        at = [0.99, 1.0, 0.98, 1.01, 0.99]
+        nothing = compare([of(v) for v in at], [of(v) for v in at], stat=stat, baseline=b, losses=(at, at))
+        assert nothing.verdict == UNINFORMATIVE and "judged on their losses" in nothing.reason

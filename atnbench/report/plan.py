@@ -114,8 +114,8 @@ def size(comparisons, configs, groups: Iterable, alpha_each: float, power: float
             losses.append(learned_losses(runs))
         sign = -1.0 if planned.higher_is_better else 1.0
         a, b = ([sign * v for v in side] for side in values)
-        judged = (a, b) if sign > 0 else losses  # an accuracy: "learned nothing" is judged on the losses
-        if all(at_baseline(side, base) for side, base in zip(judged, baselines)):
+        # "learned nothing" judged on the losses, in the baseline's units, as verdicts.compare judges it
+        if all(at_baseline(side, base) for side, base in zip(losses, baselines)):
             # a study of them would end "uninformative" whatever its seeds (verdicts.compare): not sized
             found.append(Sizing(name, (len(a), len(b)), None, None, AT_BASELINE))
             continue

@@ -379,9 +379,10 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
     ``baseline``: the task's, or each side's (rows validated on different subsets of a split);
-    ``task`` names it ("no-information" on a task of your own, ``baseline_words``). ``losses``: for
-    a statistic that is not a loss (an accuracy), each side's losses (``learned_losses``), on which
-    "learned nothing" is judged: two rows at the baseline are uninformative on any statistic.
+    ``task`` names it ("no-information" on a task of your own, ``baseline_words``). ``losses``: each
+    side's losses (``learned_losses``), on which "learned nothing" is judged, as the report's rows
+    are: two rows at the baseline are uninformative on any statistic (an accuracy, a bpc, a
+    perplexity, an MAE: none is in the baseline's units). Without them a loss statistic's own values are.
     ``path_free``: per side, whether its runs compute the same on the C++ path and the loop (the
     plain LSTM): the test then stratifies by ``comparable_classes``; ``classes`` are shown as they are."""
     base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
@@ -390,9 +391,13 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     a, b = [sign * v for v, _, _ in keep], [sign * v for v, _, _ in keep_b]
     class_a, class_b = [c for _, c, _ in keep], [c for _, c, _ in keep_b]
     shown_a, shown_b = summarize([sign * v for v in a], level), summarize([sign * v for v in b], level)
+    # "learned nothing" is judged on losses, in the baseline's units: a bpc (loss / ln 2), a
+    # perplexity (exp of it) or an MAE (against an MSE baseline) is not; the values themselves only
+    # where no losses are given (a loss statistic)
+    judged_a, judged_b = losses if losses is not None else ((a, b) if sign > 0 else ((), ()))
     exits = None
-    if sign > 0 and base_a is not None and base_b is not None and a and b:
-        exits = (baseline_exit(a, base_a, margin, level), baseline_exit(b, base_b, margin, level))
+    if base_a is not None and base_b is not None and judged_a and judged_b:
+        exits = (baseline_exit(judged_a, base_a, margin, level), baseline_exit(judged_b, base_b, margin, level))
     base = Comparison(labels[0], labels[1], stat, shown_a, shown_b, None, None, None, EXPLORATORY, "",
                       left_baseline=exits, tested_with=m, baselines=(base_a, base_b),
                       classes=(_counts(class_a), _counts(class_b)),
@@ -402,13 +407,12 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
         return replace(base, verdict=UNINFORMATIVE, reason=f"the rows validated on different sequences (their "
                        f"no-information baselines {base_a:.4g} and {base_b:.4g}): their validation numbers are "
                        f"not comparable; give both the same --val-samples")
-    judged_a, judged_b = (a, b) if sign > 0 else (losses or ((), ()))
     if at_baseline(judged_a, base_a, margin) and at_baseline(judged_b, base_b, margin):
         at = f"{base_a:.4g}" if base_a == base_b else f"{base_a:.4g} and {base_b:.4g} (their validation subsets')"
         words = baseline_words(task).replace(" ", "-") if task else "no-memory"
         return replace(base, verdict=UNINFORMATIVE,
                        reason=f"both rows at the {words} baseline {at} (within {margin:.0%})"
-                              + ("" if sign > 0 else "; judged on their losses"))
+                              + ("; judged on their losses" if losses is not None and not _is_loss(stat) else ""))
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
     by_class = comparable_classes((class_a, class_b), path_free)
@@ -572,6 +576,11 @@ class ClaimResult:
 def _path_free(used: list) -> tuple[bool, bool]:
     """Per side, whether every run computes the same on the C++ path and the loop (``path_free``)."""
     return tuple(all(path_free(run.record.config) for run in runs) for runs in used)
+
+
+def _is_loss(stat: str) -> bool:
+    """Whether a statistic is one of the losses "learned nothing" is judged on (``BASELINE_STATS``)."""
+    return stat in BASELINE_STATS
 
 
 def learned_losses(runs: Iterable[RunData]) -> list[float]:
