@@ -449,8 +449,9 @@ def test_the_verdict_legend_says_how_to_read_an_accuracy_where_the_table_holds_o
 
     from atnbench.report.verdict_tables import ACCURACY_NOTE, FOOTNOTE, footnote
 
-    def holding(*stats):
-        return [SimpleNamespace(comparisons=[SimpleNamespace(stat=stat) for stat in stats])]
+    def holding(*stats, task="copying"):
+        return [SimpleNamespace(comparisons=[SimpleNamespace(stat=stat) for stat in stats],
+                                group=SimpleNamespace(task=task))]
 
     assert footnote(holding("min_val_loss", "min_val_bpc")) == FOOTNOTE
     assert footnote(holding("min_val_loss", "max_val_accuracy")).endswith(ACCURACY_NOTE)
@@ -471,3 +472,19 @@ def test_rows_that_learned_are_not_called_at_the_baseline_on_a_bpc_or_a_perplexi
         at = [0.99, 1.0, 0.98, 1.01, 0.99]
         nothing = compare([of(v) for v in at], [of(v) for v in at], stat=stat, baseline=b, losses=(at, at))
         assert nothing.verdict == UNINFORMATIVE and "judged on their losses" in nothing.reason
+
+
+def test_the_verdict_legend_names_a_task_of_your_owns_baseline_as_the_report_does():
+    """The report calls a task of your own's baseline the no-information one; its verdict legend
+    said "no-memory" (QA). Tables of shipped tasks (the published ones) keep their words."""
+    from types import SimpleNamespace
+
+    from atnbench.report.verdict_tables import FOOTNOTE, footnote
+
+    def of(*tasks):
+        return [SimpleNamespace(comparisons=[], group=SimpleNamespace(task=task)) for task in tasks]
+
+    assert footnote(of("copying", "adding")) == FOOTNOTE
+    own = footnote(of("mine"))
+    assert "no-memory" not in own and own.count("no-information baseline") == FOOTNOTE.count("no-memory baseline") > 0
+    assert "no-memory (no-information on a task of your own) baseline" in footnote(of("copying", "mine"))

@@ -28,6 +28,7 @@ from atnbench.report.verdicts import (
     Claim,
     ClaimResult,
     Comparison,
+    baseline_words,
 )
 
 STYLES = {REPRODUCED: "bold green", CONTRADICTED: "bold red", EQUIVALENT: "bold cyan", INCONCLUSIVE: "yellow",
@@ -56,9 +57,16 @@ ACCURACY_NOTE = ("On a statistic where higher is better (an accuracy), \"lower\"
 
 
 def footnote(results: list[ClaimResult]) -> str:
-    """FOOTNOTE, and how to read a comparison on an accuracy where the table holds one."""
+    """FOOTNOTE, its baseline named as the table's tasks name it (a task of your own's is the
+    no-information guess's, ``baseline_words``), and how to read a comparison on an accuracy where
+    the table holds one."""
     accuracy = any(higher_is_better(c.stat) for result in results for c in result.comparisons)
-    return FOOTNOTE + (" " + ACCURACY_NOTE if accuracy else "")
+    words = {baseline_words(result.group.task) for result in results}
+    text = FOOTNOTE
+    if "no information" in words:  # the published tables (shipped tasks) keep their words
+        named = "no-information" if words == {"no information"} else "no-memory (no-information on a task of your own)"
+        text = text.replace("no-memory baseline", f"{named} baseline")
+    return text + (" " + ACCURACY_NOTE if accuracy else "")
 
 
 def _g(value: Optional[float]) -> str:
