@@ -225,3 +225,26 @@ def test_a_pair_sized_on_two_statistics_says_which_line_is_which(tmp_path):
     assert result.exit_code == 0, result.output
     assert "pilot: atn k=45 < ln (min_val_loss): " in result.stderr
     assert "pilot: atn k=45 < ln (min_train_loss): " in result.stderr
+
+
+def test_a_study_planned_before_tests_digests_goes_on_under_its_claims_file_renamed(tmp_path):
+    """A plan recorded the claims file's bytes digest before it recorded its tests' digest; the
+    report accepts such a study under the file renamed (Family.planned), the sweep refused it (review)."""
+    import dataclasses
+
+    from atnbench.report.claims import read_family
+    from atnbench.sweep import confirm, expand, load_sweep
+
+    db = tmp_path / "r.db"
+    runs = expand(load_sweep("k-ablation"), budget=0.01, seeds=tuple(range(3, 13)),
+                  overrides={"threads": 1, "device": "cpu"})
+    original = read_family(claims(tmp_path))
+    older = dataclasses.replace(confirm.plan("k-ablation", runs, original, (5, 10), 3, 0.05), family_digest=original.digest)
+    with ResultsStore(db) as store:
+        studies.save(store, older)
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(claims(tmp_path).read_text())  # the same bytes, another name
+    family = read_family(renamed)
+    study, said = confirm.record_or_reuse(db, confirm.plan("k-ablation", runs, family, (5, 10), 3, 0.05), False,
+                                          family)
+    assert said.startswith("reused") and study.family_digest == original.digest

@@ -321,9 +321,11 @@ def make(name: str, family: Family, comparisons: list[Planned], sides_runs: dict
                  config_keys=config_keys, sweep=sweep)
 
 
-def same_plan(kept: Study, new: Study) -> Optional[str]:
-    """Why ``new`` is not the plan ``kept`` recorded (None when it is)."""
-    if kept.family != new.family and kept.family_digest != new.family_digest:
+def same_plan(kept: Study, new: Study, family=None) -> Optional[str]:
+    """Why ``new`` is not the plan ``kept`` recorded (None when it is). ``family``: the claims
+    ``new`` was planned from, which knows a digest an older plan recorded (``Family.planned``)."""
+    renamed = kept.family_digest == new.family_digest or (family is not None and family.planned(kept.family_digest))
+    if kept.family != new.family and not renamed:
         return "family"  # a claims file renamed is the same family when its tests are (``Family.tests_digest``)
     for what in ("looks", "first_seed", "alpha", "m", "comparisons", "run_ids"):
         if getattr(kept, what) != getattr(new, what):

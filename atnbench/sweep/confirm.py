@@ -92,14 +92,15 @@ def plan(name: str, runs: list, family: Family, looks: tuple[int, ...], first_se
                         config.variant, alpha, keys, code, sweep or name)
 
 
-def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool) -> tuple[studies.Study, str]:
+def record_or_reuse(store_path: Path, new: studies.Study, dry_run: bool,
+                    family: Optional[Family] = None) -> tuple[studies.Study, str]:
     """The study the store records under this name (it must be the same plan), else ``new``,
     recorded now (not on a dry run)."""
     from atnbench.store import ResultsStore
 
     old = kept(store_path, new.name)
     if old is not None:
-        differs = studies.same_plan(old, new)
+        differs = studies.same_plan(old, new, family)
         if differs is not None:
             raise UserError(f"{store_path} records study {old.name} (planned {old.planned_at[:10]}) with other "
                             f"{differs}; a plan is fixed before its runs: run it as recorded (its looks "
@@ -209,7 +210,7 @@ def _prepare_one(name: str, sweep: str, old: Optional[studies.Study], taken: dic
     runs = expand_seeds(tuple(range(first_seed, first_seed + looks[-1])))
     new = plan(name, runs, family, looks, first_seed, ALPHA, code=old.code if old else None, taken=taken,
                sweep=old.sweep if old and old.sweep else sweep)
-    study, note = record_or_reuse(store, new, dry_run)
+    study, note = record_or_reuse(store, new, dry_run, family)
     for line in plan_lines(study):
         say(line)
     for c in studies.claims_of(family, probe):
