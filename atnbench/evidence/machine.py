@@ -85,9 +85,7 @@ def fast_path_used(env: Optional[dict], config: Optional[dict]) -> Optional[bool
     (false), as its environment recorded (``cpp_fast_path``); None otherwise. The environment says
     what the run's process had, which a run without such a norm (the plain LSTM, after an LN run
     in the same sweep process) never used."""
-    from atnbench.registry import fast_norms
-
-    return (env or {}).get("cpp_fast_path") if (config or {}).get("norm") in fast_norms() else None
+    return None if path_free(config) else (env or {}).get("cpp_fast_path")
 
 
 def available_cores() -> int:

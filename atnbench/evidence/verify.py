@@ -78,9 +78,10 @@ def machine_text(env: dict, config: Optional[dict] = None) -> str:
     processor, capability = env.get("processor"), env.get("cpu_capability")
     if processor is None and capability is None:
         return "not recorded (runs before this release did not record it)"
-    path = PATHS.get(fast_path_used(env, config))
     if len(env.get("classes") or []) > 1:
         path = f"resumed in another class: {processor_class(env, config)}"
+    else:
+        path = PATHS.get(fast_path_used(env, config))
     return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})" + (f", {path}" if path else "")
 
 

@@ -7,9 +7,8 @@ from typing import Optional
 from rich.console import Group as RichGroup
 from rich.text import Text
 
-from atnbench.report.aggregate import STAT_LABELS
+from atnbench.report.aggregate import STAT_LABELS, higher_is_better
 from atnbench.tables import FitTable
-from atnbench.report.aggregate import higher_is_better
 from atnbench.report.verdicts import (
     CONTRADICTED,
     DEFAULT_MARGIN,

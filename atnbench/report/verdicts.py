@@ -375,7 +375,7 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
             classes: tuple[Sequence[str], Sequence[str]] = ((), ()),
             codes: tuple[Sequence[str], Sequence[str]] = ((), ()), task: Optional[str] = None,
             losses: Optional[tuple[Sequence[float], Sequence[float]]] = None,
-            path_free: tuple[bool, bool] = (False, False)) -> Comparison:
+            path_free_sides: tuple[bool, bool] = (False, False)) -> Comparison:
     """The numbers of "``better`` is lower than ``worse``" (one value per seed each) and its
     verdict outside a study: uninformative, too few seeds, or exploratory. See the module doc.
     ``baseline``: the task's, or each side's (rows validated on different subsets of a split);
@@ -383,7 +383,7 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
     side's losses (``learned_losses``), on which "learned nothing" is judged, as the report's rows
     are: two rows at the baseline are uninformative on any statistic (an accuracy, a bpc, a
     perplexity, an MAE: none is in the baseline's units). Without them a loss statistic's own values are.
-    ``path_free``: per side, whether its runs compute the same on the C++ path and the loop (the
+    ``path_free_sides``: per side, whether its runs compute the same on the C++ path and the loop (the
     plain LSTM): the test then stratifies by ``comparable_classes``; ``classes`` are shown as they are."""
     base_a, base_b = baseline if isinstance(baseline, tuple) else (baseline, baseline)
     sign = -1.0 if higher_is_better(stat) else 1.0
@@ -415,7 +415,7 @@ def compare(better: Sequence[float], worse: Sequence[float], *, labels: tuple[st
                               + ("; judged on their losses" if losses is not None and not _is_loss(stat) else ""))
     if len(a) < 2 or len(b) < 2:
         return replace(base, verdict=TOO_FEW, reason=f"{len(a)} and {len(b)} seeds; a verdict needs {MIN_SEEDS} a side")
-    by_class = comparable_classes((class_a, class_b), path_free)
+    by_class = comparable_classes((class_a, class_b), path_free_sides)
     test = welch_test(a, b, by_class)
     # the effect size, P(lower < higher) and seeds for power describe the comparison the test made:
     # where it is stratified, class by class (pooled, they mix the classes the test keeps apart)
@@ -585,7 +585,7 @@ def _is_loss(stat: str) -> bool:
 
 def learned_losses(runs: Iterable[RunData]) -> list[float]:
     """The losses runs' "learned nothing" is judged on (``BASELINE_STATS``: the validation minimum,
-    else the training one), for a comparison on a statistic that is not a loss."""
+    else the training one), whatever statistic a comparison tests."""
     runs = list(runs)
     for stat in BASELINE_STATS:
         values = _run_numbers(runs, stat)[0]
@@ -682,7 +682,7 @@ def evaluate(family: Family | Iterable[Claim], groups: Iterable[Group], margin: 
                     sides[0][0], sides[1][0], labels=(a.label, b.label), stat=claim.stat,
                     baseline=(group.baseline_of(a.label), group.baseline_of(b.label)), task=group.task,
                     margin=margin, m=family.m, alpha=alpha, classes=(sides[0][1], sides[1][1]),
-                    path_free=_path_free(used),
+                    path_free_sides=_path_free(used),
                     codes=(sides[0][2], sides[1][2]), losses=(learned_losses(used[0]), learned_losses(used[1]))))
             if off_protocol and result.design == EXPLORATORY:
                 result.design = "other protocol"
@@ -718,8 +718,7 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
 
     if claim.id not in {cid for c in study.comparisons for cid in c.claims} or not study.recorded:
         return None
-    group = next((g for g in groups if g.task == study.task and g.T == study.T and g.budget == study.budget
-                  and g.variant == study.variant), None)
+    group = _study_group(study, groups)
     if group is None:
         return None
     runs = study_runs if study_runs is not None else {
@@ -740,6 +739,12 @@ def _study_result(claim: Claim, study, groups: list[Group], family: Family, marg
     return result if result.comparisons else None
 
 
+def _study_group(study, groups: Iterable[Group]) -> Optional[Group]:
+    """The report's group holding a study's protocol (its task, length, budget and variant)."""
+    return next((g for g in groups if (g.task, g.T, g.budget, g.variant) ==
+                 (study.task, study.T, study.budget, study.variant)), None)
+
+
 def study_comparison(study, planned, entry: dict, group: Group, runs: dict, margin: float) -> Comparison:
     """One comparison of ``study`` as its look ``entry`` decided it, with the numbers of the seeds
     that look used; uninformative where both rows sit at the baseline, whatever the look's test."""
@@ -750,7 +755,7 @@ def study_comparison(study, planned, entry: dict, group: Group, runs: dict, marg
     sides = [_run_numbers(side_runs, planned.stat) for side_runs in used]
     c = compare(sides[0][0], sides[1][0], labels=(planned.lower, planned.higher), stat=planned.stat,
                 baseline=(group.baseline_for(used[0]), group.baseline_for(used[1])), margin=margin, task=group.task,
-                m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), path_free=_path_free(used),
+                m=study.m, alpha=study.alpha, classes=(sides[0][1], sides[1][1]), path_free_sides=_path_free(used),
                 codes=(sides[0][2], sides[1][2]), losses=(learned_losses(used[0]), learned_losses(used[1])))
     verdict = {studies.REPRODUCED: REPRODUCED, studies.CONTRADICTED: CONTRADICTED,
                studies.EQUIVALENT: EQUIVALENT, studies.FUTILE: INCONCLUSIVE,
@@ -770,8 +775,7 @@ def study_comparison(study, planned, entry: dict, group: Group, runs: dict, marg
 def study_verdicts(study, groups: list[Group], margin: float = DEFAULT_MARGIN) -> dict[tuple[str, str], Comparison]:
     """Each decided comparison of ``study`` as ``report`` shows it (``study_comparison``), from the
     report's ``groups`` of the store's runs; empty where they hold none of its protocol."""
-    group = next((g for g in groups if g.task == study.task and g.T == study.T and g.budget == study.budget
-                  and g.variant == study.variant), None)
+    group = _study_group(study, groups)
     if group is None:
         return {}
     runs = {run.record.run_id: run for rows in group.runs.values() for run in rows}
