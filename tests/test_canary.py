@@ -180,3 +180,27 @@ def test_a_class_whose_data_is_missing_is_named_not_an_internal_error(tmp_path, 
     result = invoke("canary", "--runs", runs)
     assert result.exit_code == 1 and "note: not checked, ptb-char none" in result.stderr, result.output
     assert "Traceback" not in result.output and "internal error" not in result.output
+
+
+def test_the_canary_says_which_runs_were_made_on_another_instruction_set(tmp_path, monkeypatch):
+    """A canary checks the code paths of the processor it runs on, and its record vouches for every
+    class: where runs to check were made on another instruction set, it says so (QA: the published
+    AVX2 runs counted as current on canaries run on AVX-512 only, and nothing said so)."""
+    runs = [{"env": {"cpu_capability": "AVX2"}}, {"env": {"cpu_capability": "AVX2"}},
+            {"env": {"cpu_capability": "AVX512"}}, {"env": {}}]
+    note = canary.other_classes(runs, "AVX512")
+    assert "this machine runs AVX512" in note and "of the 4 run(s) to check" in note
+    assert "2 on AVX2, 1 on no recorded instruction set:" in note and "AVX512;" not in note.split("runs AVX512")[1]
+    assert canary.other_classes(runs[2:3], "AVX512") is None
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))  # nothing trains: the class cannot be checked
+    monkeypatch.setattr("atnbench.evidence.machine.cpu_capability", lambda: "AVX512")
+    ptb = json.loads(next(line for line in (Path(__file__).parents[1] / "results" / "runs.jsonl").open()
+                          if '"task": "ptb-char"' in line))
+    ptb["env"]["cpu_capability"] = "AVX2"
+    (tmp_path / "runs.jsonl").write_text(json.dumps(ptb) + "\n")
+    result = invoke("canary", "--runs", tmp_path / "runs.jsonl")
+    assert "of the 1 run(s) to check, 1 on AVX2: a canary here checks only" in " ".join(result.stderr.split())
+    ptb["env"]["cpu_capability"] = "AVX512"
+    (tmp_path / "runs.jsonl").write_text(json.dumps(ptb) + "\n")
+    assert "a canary here checks only" not in invoke("canary", "--runs", tmp_path / "runs.jsonl").stderr

@@ -668,3 +668,34 @@ def test_the_messages_name_the_layout_and_how_to_keep_h_and_c():
     with pytest.raises(ValueError, match=r"\(h.clone\(\), c\) for an LSTM"):
         decoder(torch.randn(3, 2, 3), (h, c))
     decoder(torch.randn(3, 2, 3), (h.clone(), c))  # the encoder's h and c, the decoder's windows empty
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_an_unbatched_input_is_refused_by_every_norm_and_backend(cell):
+    """The docs: the input is nn.LSTM's "except unbatched". norm="none" on its default (torch's own)
+    path took an unbatched (T, H_in) input and every other norm refused it (QA: the one-line switch
+    to norm="atn" then failed)."""
+    for norm, backend in (("none", "auto"), ("none", "loop"), ("ln", "auto"), ("atn", "loop")):
+        model = CELLS[cell][0](D, H, norm=norm, k=K, backend=backend)
+        with pytest.raises(ValueError, match=r"^expected a 3-d input \(seq, batch, feature\), got shape \(6, 3\)$"):
+            model(torch.randn(6, D))
+
+
+@pytest.mark.parametrize("norm", ["ln", "atn", "bn"])
+def test_a_gru_output_written_in_place_still_backpropagates_as_nn_gru_does(norm):
+    """nn.GRU's output can be written in place before backward (Dropout(inplace=True), masked_fill_);
+    the fast path saved its output for backward and failed there (QA). Its gradients equal those of
+    the output left alone, and of the loop."""
+    x = torch.randn(6, 2, D, dtype=DT)
+    grads = {}
+    for backend, in_place in (("auto", True), ("auto", False), ("loop", True)):
+        model = randomize(NormGRU(D, H, norm=norm, k=K, backend=backend).to(DT), seed=3)
+        out, h = model(x)
+        if backend == "auto":
+            assert model.last_paths == ("cpp",)
+        out = out.mul_(2.0) if in_place else out * 2.0
+        (out.square().sum() + h.sum()).backward()
+        grads[backend, in_place] = [p.grad for p in model.parameters()]
+    for a, b, c in zip(grads["auto", True], grads["auto", False], grads["loop", True]):
+        assert torch.equal(a, b)
+        close(a, c)

@@ -516,6 +516,11 @@ def test_an_output_never_replaces_another_store_or_an_export_of_runs(tmp_path):
     assert (tmp_path / "runs.jsonl").read_bytes() == exported  # the portable export is not replaced by a view
     again = invoke("store", "export", tmp_path / "runs.jsonl", "--store", tmp_path / "a.db")
     assert again.exit_code == 0 and (tmp_path / "runs.jsonl").read_bytes() == exported
+    listed = (tmp_path / "runs.json").read_bytes()  # `store export` replaced the list with JSON Lines (QA)
+    for args in (("store", "export", tmp_path / "runs.json"), ("store", "export", tmp_path / "x.jsonl", "--studies", tmp_path / "runs.json")):
+        refused = invoke(*args, "--store", tmp_path / "a.db")
+        assert refused.exit_code == 2 and "runs.json already holds a list of runs" in refused.stderr, refused.output
+        assert (tmp_path / "runs.json").read_bytes() == listed
     report = tmp_path / "report.md"
     report.write_text("an earlier report\n")  # any other file is replaced, as before
     assert invoke("report", "--store", tmp_path / "a.db", "--output", report).exit_code == 0

@@ -307,6 +307,10 @@ def test_tasks_new_infers_and_check_reports(npz_task, csv_task, tmp_path):
     junk = invoke("tasks", "new", "junk", "--from", tmp_path / "junk.npz", "--dir", out)
     assert junk.exit_code == 2 and "not a NumPy .npz archive" in junk.stderr and not (out / "junk.yaml").exists()
     assert "not a zip archive at all" in junk.stderr and "pickle" not in junk.stderr  # not NumPy's pickle advice
+    (tmp_path / "loop-a.csv").symlink_to("loop-b.csv")
+    (tmp_path / "loop-b.csv").symlink_to("loop-a.csv")
+    looped = invoke("tasks", "new", "looped", "--from", tmp_path / "loop-a.csv", "--dir", out)
+    assert looped.exit_code == 2 and "loop-a.csv is a loop of symbolic links" in looped.stderr  # was "no such file"
     for name, said in (("copying", "shipped task"), ("../up", "use letters")):
         refused = invoke("tasks", "new", name, "--from", npz_task / "seqs.npz", "--dir", out)
         assert refused.exit_code == 2 and said in refused.stderr
@@ -412,6 +416,12 @@ def _files(folder: Path) -> None:
     (folder / "indexed.csv").write_text(",t0,t1,label\n" + "".join(f"{i},{x},2.0,{y}\n" for i, y, x in rows))
     (folder / "broken.py").write_text("raise RuntimeError('no')\n")
     (folder / "notspec.py").write_text("SPEC = 3\n")
+    (folder / "loop-a.csv").symlink_to("loop-b.csv")  # Path.exists() says False: it was "no such data file"
+    (folder / "loop-b.csv").symlink_to("loop-a.csv")
+    (folder / "dangling.csv").symlink_to("gone.csv")
+    (folder / "folder.csv").mkdir()  # it got the datasets library's words
+    (folder / "utf16.csv").write_bytes("label,t0\n0,1\n1,2\n".encode("utf-16"))  # it got Python's codec's words
+    (folder / "latin1.csv").write_bytes("label,t0\n0,1\ncaf\u00e9,2\n".encode("latin-1"))
 
 
 BAD = [  # (task file text, what the one line must say)
@@ -420,6 +430,14 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-sorting\ndata: {train: good.npz}\n", "key 'problem'"),
     ("problem: sequence-classification\ndata: {test: good.npz}\n", "key 'data.train': required"),
     ("problem: sequence-classification\ndata: {train: missing.npz}\n", "missing.npz: no such data file"),
+    ("problem: sequence-classification\ndata: {train: loop-a.csv, y: label}\n", "loop-a.csv is a loop of symbolic links"),
+    ("problem: sequence-classification\ndata: {train: dangling.csv, y: label}\n",
+     "dangling.csv is a symbolic link to gone.csv, which does not exist"),
+    ("problem: sequence-classification\ndata: {train: folder.csv, y: label}\n",
+     "folder.csv: is a folder, not a data file (nor a Hugging Face dataset saved with save_to_disk"),
+    ("problem: sequence-classification\ndata: {train: utf16.csv, y: label}\n", "utf16.csv: is UTF-16 text; save it as UTF-8"),
+    ("problem: sequence-classification\ndata: {train: latin1.csv, y: label}\n",
+     "latin1.csv: is not UTF-8 text (byte 0xe9 at line 3, column 4; latin-1"),
     ("problem: sequence-classification\ndata: {train: data.xyz}\n", "unknown data format '.xyz'"),
     ("problem: sequence-classification\ndata: {train: garbage.npz}\n", "not a NumPy .npz archive"),
     ("problem: sequence-classification\ndata: {train: nokey.npz}\n", "data.x: no array 'x'"),

@@ -77,8 +77,9 @@ def canary(
     """
     from contextlib import ExitStack
 
-    from atnbench.evidence.canary import canaries, check, record
+    from atnbench.evidence.canary import canaries, check, other_classes, record
     from atnbench.evidence.identity import code_fingerprint
+    from atnbench.evidence.machine import cpu_capability
 
     published = _published(runs)
     current = code_fingerprint()
@@ -90,6 +91,9 @@ def canary(
     if not by_code:
         out.print(Text(f"every run in {runs} was made by this code ({current}): nothing to check"))
         return
+    note = other_classes([run for members in by_code.values() for run in members], cpu_capability())
+    if note:
+        err.print(Text(note), soft_wrap=True)
     repo = _checkout()
     differ = 0
     for code, members in by_code.items():

@@ -105,6 +105,25 @@ def canaries(configs: Iterable[dict[str, Any]], steps: int = DEFAULT_STEPS) -> l
     return found
 
 
+def other_classes(runs: Iterable[dict[str, Any]], here: Optional[str]) -> Optional[str]:
+    """A note where some of ``runs`` (exported records) were made on another instruction set than
+    ``here`` (this machine's, ``machine.cpu_capability``), else None. A canary checks the code paths
+    of the processor it runs on (the C++ kernels and torch's have AVX2 and AVX-512 branches), and
+    its record vouches for a code path on every processor class: the note keeps that visible."""
+    counts: dict[str, int] = {}
+    for run in runs:
+        found = (run.get("env") or {}).get("cpu_capability") or "no recorded instruction set"
+        counts[found] = counts.get(found, 0) + 1
+    others = {name: n for name, n in counts.items() if name != here}
+    if not others:
+        return None
+    total = sum(counts.values())
+    made = ", ".join(f"{n} on {name}" for name, n in sorted(others.items()))
+    return (f"note: this machine runs {here or 'an unknown instruction set'}; of the {total} run(s) to check, {made}: "
+            f"a canary here checks only this instruction set's code paths, and its record vouches for the "
+            f"runs of every processor class (docs/run-identity.md)")
+
+
 def shorten(config: dict[str, Any], steps: int) -> dict[str, Any]:
     """The config cut to ``steps`` steps, two evaluations, one validation batch, budget 1."""
     if steps < 2:

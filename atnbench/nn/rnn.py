@@ -453,6 +453,8 @@ class NormRecurrent(nn.Module):
         return y, self._pack(carries)
 
     def _fused_forward(self, x, state, lengths):
+        if not isinstance(x, PackedSequence):
+            self._check_rank(x)  # nn.LSTM's own would take an unbatched input, which no other norm takes
         self.last_paths = ("fused",) * self.num_layers
         hx = None
         if state is not None:
@@ -558,10 +560,13 @@ class NormRecurrent(nn.Module):
             raise ValueError(f"input dtype ({x.dtype}) does not match the model's dtype ({weight.dtype}); "
                              f"convert one of them (x.to({weight.dtype}) or model.to({x.dtype}))")
 
-    def _time_first(self, x: Tensor) -> Tensor:
+    def _check_rank(self, x: Tensor) -> None:
         if x.dim() != 3:
             layout = "(batch, seq, feature) (batch_first)" if self.batch_first else "(seq, batch, feature)"
             raise ValueError(f"expected a 3-d input {layout}, got shape {tuple(x.shape)}")
+
+    def _time_first(self, x: Tensor) -> Tensor:
+        self._check_rank(x)
         self._check_features(x)
         return x.transpose(0, 1) if self.batch_first else x
 

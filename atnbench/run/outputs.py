@@ -93,7 +93,7 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     file that is not the results store ``store``, nor another SQLite database, nor an export of
     runs (JSON Lines, a list, a CSV), nor an export of studies: ``export`` (RUN_EXPORT, RUNS_LIST,
     RUNS_CSV or STUDIES) is the kind of export the output is, which may replace one of its kind, or
-    a list or CSV of runs (views the store gives again)."""
+    what its own command wrote (``runs export``: a list or a CSV of runs)."""
     from atnbench.userfiles import kind_of
 
     path = Path(path).expanduser()
@@ -109,9 +109,11 @@ def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[s
     if store is not None and Path(store).exists() and os.path.samefile(path, store):
         raise UserError(f"{flag} {path} is the results store {store}; give another file")
     held = _holds_evidence(path)
-    # an export replaces its kind, and the views the store gives again (a list, a CSV of runs);
-    # check_keeps_runs then keeps it from losing runs the file holds
-    replaceable = {None, export, RUNS_LIST, RUNS_CSV} if export else {None}
+    # an export replaces what its own command wrote (`runs export`: a list or a CSV of runs), never
+    # another command's file, whose readers expect its format; check_keeps_runs then keeps it from
+    # losing runs the file holds
+    own = {RUNS_LIST, RUNS_CSV} if export in (RUNS_LIST, RUNS_CSV) else {export}
+    replaceable = {None, *own} if export else {None}
     if held == SQLITE or held not in replaceable:
         raise UserError(f"{flag} {path} already holds {held}, which this would replace; give another file "
                         f"(or remove it first)")

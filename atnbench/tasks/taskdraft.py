@@ -18,7 +18,7 @@ import yaml
 from atnbench.config import ConfigError
 from atnbench.tasks.userdata import ARRAY_LAYOUTS, LOOKS_NCT, Fields, load_frame, load_npz, read_split
 from atnbench.tasks.userprep import PROBLEMS
-from atnbench.userfiles import check_file
+from atnbench.userfiles import broken_link, check_file
 
 MAX_CLASSES = 50
 NAMES = {"x": ("x", "X", "inputs", "data"), "y": ("y", "Y", "label", "labels", "target", "targets", "class"),
@@ -90,7 +90,7 @@ def draft_task(name: str, data: Path, folder: Path, problem: Optional[str] = Non
                allow_pickle: bool = False) -> str:
     """The text of NAME.yaml for ``data``, checked by reading the data as the task will."""
     if not data.exists():
-        raise ConfigError(f"--from {data}: no such file")
+        raise ConfigError(f"--from {broken_link(data) or f'{data}: no such file'}")
     check_file(data, "data", folder_ok=True)  # a FIFO or /dev/zero: refused before it is opened
     if problem is not None and problem not in PROBLEMS:
         raise ConfigError(f"--problem {problem!r}: choose one of: {', '.join(PROBLEMS)}")

@@ -149,6 +149,8 @@ def check_spec(spec, place: str) -> None:
     problems = [
         (not _whole(spec.input_size, 1), "input_size", "a whole number >= 1", spec.input_size),
         (not _whole(spec.output_size, 1), "output_size", "a whole number >= 1", spec.output_size),
+        (spec.loss == "ce" and _whole(spec.output_size, 1) and spec.output_size < 2, "output_size",
+         "at least 2 classes for loss 'ce' (one class leaves nothing to learn: its loss is 0)", spec.output_size),
         (spec.loss not in LOSSES, "loss", " or ".join(map(repr, LOSSES)), spec.loss),
         (spec.target not in TARGETS, "target", " or ".join(map(repr, TARGETS)), spec.target),
         (not _whole(spec.min_T, 1), "min_T", "a whole number >= 1", spec.min_T),
@@ -181,7 +183,8 @@ def expected_y(spec, steps: int, batch: int) -> tuple[int, ...]:
 
 def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -> tuple:
     """``make_batch(generator, batch, T)``'s result: (x, y) tensors as the TaskSpec says, its
-    floating-point x (and regression y) as float32, the model's dtype."""
+    floating-point x (and regression y) as float32, the model's dtype, and class indices of any
+    integer dtype as torch.long, which cross-entropy takes (int32 stopped the run past the check)."""
     if not (isinstance(result, tuple) and len(result) == 2):
         raise UserCodeError(f"{place}: returned {_kind(result)}; expected a tuple (x, y) of two torch tensors")
     x, y = result
@@ -202,7 +205,8 @@ def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -
         if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
             raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'ce' takes class indices (torch.long)")
         _check_classes(spec, y, place)
-    elif not y.is_floating_point():
+        return _as_float32(x, "x", place), y.long()
+    if not y.is_floating_point():
         raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'mse' takes a floating-point target")
     return _as_float32(x, "x", place), _as_float32(y, "y", place)
 

@@ -34,10 +34,12 @@ import numpy as np
 
 from atnbench.config import ConfigError
 from atnbench.errors import needs_package
-from atnbench.userfiles import check_file
+from atnbench.userfiles import broken_link, check_file, decode
 
 TABLE_SUFFIXES = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 FRAME_SUFFIXES = (".parquet", ".arrow", ".feather")
+SAVED_DATASET_FILES = ("state.json", "dataset_dict.json")  # what `save_to_disk` leaves in a folder
+HEAD_BYTES = 1 << 24  # how much of a text table is read again to say where it is not UTF-8
 LAYOUTS = ("wide", "long", "nested")  # tables
 ARRAY_LAYOUTS = ("NTC", "NCT")  # NumPy arrays: (sequences, steps, channels) or (sequences, channels, steps)
 LOOKS_NCT = 10  # (N, a, b) with b >= 10 a and no layout said: likely (N, channels, T), asked about
@@ -78,7 +80,7 @@ def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool,
         return _from_arrays(arrays, fields, per_step, ", ".join(str(p) for p in where.values()), names=False)
     path = Path(where)
     if not path.exists():
-        raise ConfigError(f"{path}: no such data file")
+        raise ConfigError(missing(path))
     check_file(path, "data", folder_ok=True)  # a FIFO or /dev/zero would hang the reader
     if path.suffix == ".npz":
         return _from_arrays(load_npz(path, allow_pickle), fields, per_step, str(path), names=True)
@@ -93,9 +95,15 @@ def read_split(where: Union[str, Path, dict], fields: Fields, per_step: bool,
 
 # --- NumPy --------------------------------------------------------------------------------------
 
+def missing(path: Path, what: str = "data file") -> str:
+    """Why ``path`` is not there: a loop of symbolic links or a link to nothing (which ``exists``
+    also calls missing, though ``ls`` shows them), else no such file."""
+    return broken_link(path) or f"{path}: no such {what}"
+
+
 def _load_npy(path: Path, allow_pickle: bool = False) -> np.ndarray:
     if not path.exists():
-        raise ConfigError(f"{path}: no such data file")
+        raise ConfigError(missing(path))
     check_file(path, "data")
     try:
         return _unpickled(np.load, path, allow_pickle, "")
@@ -254,6 +262,9 @@ def load_frame(path: Path, words: tuple = ()):
 
     try:
         if path.is_dir():
+            if not any((path / name).is_file() for name in SAVED_DATASET_FILES):
+                raise ConfigError(f"{path}: is a folder, not a data file (nor a Hugging Face dataset saved with "
+                                  f"save_to_disk, which holds {' or '.join(SAVED_DATASET_FILES)})")
             from datasets import Dataset, load_from_disk  # optional: the [data] extra
 
             data = load_from_disk(str(path))
@@ -272,6 +283,8 @@ def load_frame(path: Path, words: tuple = ()):
     except pd.errors.ParserWarning:  # rows longer than the header (as _read_text_table makes it an error)
         raise ConfigError(f"{path}: a row has more fields than the header has names (a name missing from the "
                           f"header?); give every column a name, the target's too") from None
+    except UnicodeDecodeError:
+        raise ConfigError(_not_utf8(path)) from None
     except ImportError:  # pandas names the missing package in words only: the path says which it is
         raise ConfigError(f"{path}: reading it {needs_package('datasets' if path.is_dir() else 'pyarrow')}") from None
     except Exception as err:  # pandas/pyarrow say what is wrong in many exception types
@@ -279,6 +292,19 @@ def load_frame(path: Path, words: tuple = ()):
     known = ", ".join([*TABLE_SUFFIXES, ".npz", *FRAME_SUFFIXES])
     raise ConfigError(f"{path}: unknown data format {path.suffix or '(no extension)'!r}; expected one of: {known}, "
                       f"a mapping of .npy files, or a Hugging Face dataset folder")
+
+
+def _not_utf8(path: Path) -> str:
+    """A text table's encoding problem in the words every other file of the user's gets
+    (``userfiles.decode``: UTF-16, or the line and column of the first byte that is not UTF-8),
+    found in its first 16 MB; past them, without the place."""
+    with open(path, "rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    try:
+        decode(head if len(head) < HEAD_BYTES else head[:-4], str(path))  # not a character cut in two
+    except ConfigError as problem:
+        return str(problem)
+    return f"{path}: is not UTF-8 text (latin-1 or another encoding? save it as UTF-8)"
 
 
 def _read_text_table(path: Path):
