@@ -31,7 +31,11 @@ atnbench store export "$(dirname "$fresh")/published.jsonl" --store "$fresh" --d
   --studies "$(dirname "$fresh")/published-studies.json"
 mv "$(dirname "$fresh")/published.jsonl" results/runs.jsonl
 mv "$(dirname "$fresh")/published-studies.json" results/studies.json
-published=$(dirname "$fresh")/from-file.db
+# the report records its command: a store named as results/README.md's rebuild names it, here
+# for the script's length only (a temporary folder's path would name a store nobody has)
+published=check.db
+if [ -e "$published" ]; then echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2; fi
+trap 'rm -rf "$(dirname "$fresh")" "$published"' EXIT
 atnbench store import results/runs.jsonl --store "$published" --studies results/studies.json
 
 atnbench reproduce --report-only --store "$published" --out-dir results/report

@@ -115,6 +115,9 @@ def test_from_run_loads_the_kept_model_and_refuses_without_one(tmp_path):
         weights = io.BytesIO()
         torch.save(trained.model.state_dict(), weights)
         store.save_model(run_id_of(config), "best", 2, weights.getvalue())
+        with pytest.raises(ValueError, match="not finished .status running.: its best weights so far are not its result"):
+            st.load_run(store, run_id_of(config), CPU)  # an interrupted run's best so far is not its result (QA)
+        store.finish_run(run_id_of(config), "done", {})
         loaded = st.load_run(store, run_id_of(config), CPU)
         for name, value in trained.model.state_dict().items():
             assert torch.equal(loaded.model.state_dict()[name], value)

@@ -303,6 +303,7 @@ CASES = [
       for store in ("dropped", "missing")],
     ("runs", ["nosuch"], USAGE, "No such command"),
     ("runs", ["list", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
+    ("runs", ["list", "--store", "{good}", "--ids", "-f", "json"], USAGE, "--ids prints one run id a line"),  # QA: ignored
     ("runs", ["list", "--store", "{good}", "--sweep", "nope"], USAGE, "no sweep named 'nope'"),
     ("runs", ["list", "--store", "{good}", "--norm", "xn"], USAGE, "bln, lstm, gru (lstm, gru: one plain cell)"),
     # a task no one knows and no run of the store has: a typo, as in report (not "no runs match", exit 0)

@@ -28,7 +28,7 @@ from atnbench.report.plots import NothingToPlot, write_plots
 from atnbench.report.render import group_view, k_ablation_view, rich_view
 from atnbench.run.runspec import resolve_run
 from atnbench.store import ResultsStore
-from helpers import invoke
+from helpers import fill_store, invoke
 from atnbench.evidence.identity import run_id_of
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -697,3 +697,25 @@ def test_a_stale_row_is_never_the_best_of_its_column_nor_drawn_beside_the_papers
     assert best and not best & set(stale)
     papers = _paper_values(group, "min_val_loss")
     assert papers and stale[0] not in papers
+
+
+def test_the_k_ablation_note_on_protocol_leaves_out_k(tmp_path):
+    """The view says "protocol (besides k) differs", then listed "k 2 (paper 10)" (QA)."""
+    store = tmp_path / "s.db"
+    made = invoke("run", "adding", "--T", "10", "--hidden", "8", "--batch-size", "4", "--iters", "4", "--eval-every",
+                  "2", "--val-samples", "8", "--norm", "atn", "--k", "2", "--store", store)
+    assert made.exit_code == 0, made.output
+    shown = invoke("report", "--store", store, "--by-k", "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    notes = " ".join(str(note) for view in json.loads(shown.stdout)["tables"] for note in view.get("notes", []))
+    assert "protocol (besides k) differs from the paper's preset: hidden 8 (paper 60)" in notes, notes
+    assert "k 2 (paper" not in notes
+
+
+def test_the_legend_of_the_best_mark_comes_only_with_a_marked_cell(tmp_path):
+    """A store whose only run diverged: no mean, no `*`, and the legend of `*` was printed (QA)."""
+    fill_store(tmp_path / "d.db", [("adding", 100, "none", None, 0, "diverged", 0.5, None)])
+    fill_store(tmp_path / "ok.db", [("adding", 100, "none", None, 0, "done", 0.5, None)])
+    diverged = invoke("report", "--store", tmp_path / "d.db")
+    assert diverged.exit_code == 0 and "the best (lowest) mean" not in diverged.stdout, diverged.output
+    assert "the best (lowest) mean of its column" in invoke("report", "--store", tmp_path / "ok.db").stdout

@@ -167,3 +167,22 @@ def test_html_tables_name_each_cell_for_the_stacked_phone_layout(tmp_path):
     assert '<td data-label="min val (×10⁻¹)" style="text-align: right;">1.33 ± 0.11</td>' in page
     assert '<td data-label="p" style="text-align: right;"></td>' in page
     assert "max-width: 40rem" in CSS and "attr(data-label)" in CSS
+
+
+def test_a_dry_run_of_a_study_that_is_over_leaves_nothing_to_run(tmp_path):
+    """The published k-ablation study took its five looks: `reproduce --until-decided --dry-run`
+    priced the 24 planned runs no look asked for (~3 CPU-h left) where `sweep --until-decided
+    --dry-run` said none (QA); both count what the studies' looks left may still ask for."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "results"
+    store = tmp_path / "check.db"
+    assert invoke("store", "import", results / "runs.jsonl", "--store", store, "--studies",
+                  results / "studies.json").exit_code == 0
+    for args in (("reproduce", "--only", "k-ablation"), ("sweep", "k-ablation")):
+        result = invoke(*args, "--until-decided", "--dry-run", "--store", store)
+        assert result.exit_code == 0, result.output
+        assert "5 of 5 taken" in result.stderr and "left to run: none" in result.stderr + result.stdout, result.output
+    row = next(line for line in invoke("reproduce", "--only", "k-ablation", "--until-decided", "--dry-run",
+                                       "--store", store).stdout.splitlines() if line.startswith("k-ablation"))
+    assert row.split()[-5:] == ["1", "0", "0", "0", "none"], row

@@ -427,6 +427,7 @@ def test_a_study_needs_claims_about_its_runs_and_sane_looks(tmp_path):
     ({"colour": "red"}, "unknown key 'colour'"),
     ({"margin": -1}, "positive number"),
     ({"margin": "5 percent of ln"}, "P% of SIDE"),
+    ({"margin": "100% of ln"}, "P in 'P% of SIDE' must be above 0 and below 100, got '100% of ln'"),  # QA
     ({"margin": "10% of lstm"}, "'lstm' names neither side of atn < ln"),
     ({"order": ["atn hiden=8", "ln"]}, "unknown setting 'hiden' (did you mean 'hidden'?)"),
     ({"order": ["atn steps=30", "ln steps=30"]}, "steps is not a side's to name: the claim's budget: says it"),

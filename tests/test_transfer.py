@@ -130,6 +130,11 @@ def test_merge_of_two_half_sweeps_reports_as_the_whole_sweep(tmp_path):
     assert merged.exit_code == 0, merged.output
     assert f"{len(RUNS)} added" in merged.stderr
     assert reports(tmp_path / "m.db") == reports(tmp_path / "whole.db")
+    # sources that share runs: records read, not runs ("16 runs: 6 added, 10 unchanged" in a store of 6; QA)
+    again = invoke("store", "merge", tmp_path / "m2.db", tmp_path / "a.db", tmp_path / "whole.db")
+    n, half = len(RUNS), len(RUNS[::2])
+    assert f"m2.db: {n + half} run records read: {n} added, {half} unchanged; it holds {n} runs" in \
+        " ".join(again.stderr.split()), again.output
     half = invoke("report", "--format", "json", "--store", tmp_path / "a.db")
     assert json.loads(half.stdout)["runs_in_store"] < len(RUNS)  # the halves alone differ
 
@@ -433,7 +438,7 @@ def test_export_and_import_say_how_many_runs(tmp_path):
     assert "exported 1 run from" in one.stderr
     (tmp_path / "empty.jsonl").write_text("")
     empty = invoke("store", "import", tmp_path / "empty.jsonl", "--store", tmp_path / "b.db")
-    assert empty.exit_code == 0 and empty.stderr.strip().endswith(": 0 runs")
+    assert empty.exit_code == 0 and empty.stderr.strip().endswith(": 0 run records read; it holds 0 runs")
 
 
 def test_blank_lines_in_a_file_are_skipped(tmp_path):

@@ -131,3 +131,30 @@ def test_a_nan_in_a_stored_summary_gives_no_nan_percentage_and_strict_json(store
     found = json.loads(invoke("verify", run_id, "--store", copy, "--format", "json").stdout,
                        parse_constant=lambda name: pytest.fail(f"{name} in --format json"))
     assert found[0]["stored"]["min_val_loss"] is None
+
+
+def test_a_run_of_another_instruction_set_or_of_an_unrecorded_path_is_said_so(stored, tmp_path):
+    """The published runs record no path, and 126 of them AVX2: verify named the stored processor
+    without a path and gave an instruction-set mismatch no note (a path mismatch had one; QA)."""
+    db, run_id = stored
+
+    def env_edit(change):
+        def edit(target):
+            env = json.loads(target.execute("SELECT env_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()[0])
+            change(env)
+            target.execute("UPDATE runs SET env_json = ? WHERE run_id = ?", (json.dumps(env), run_id))
+        return edit
+
+    def other_isa(env):
+        env["cpu_capability"] = "OTHER-ISA"
+        env.pop("cpp_fast_path", None)
+
+    edited_copy(db, run_id, tmp_path / "other.db", lambda old: old, env_edit(other_isa))
+    (found,) = json.loads(invoke("verify", run_id, "--store", tmp_path / "other.db", "--format", "json").stdout)
+    assert found["stored_processor"].endswith("(OTHER-ISA), path (C++ fast path or plain loop) not recorded"), found
+    assert "the stored run was made on OTHER-ISA, this re-run on " in found["note"] and "round differently" in found["note"]
+    edited_copy(db, run_id, tmp_path / "unknown.db", lambda old: old, env_edit(lambda env: env.pop("cpu_capability")))
+    (found,) = json.loads(invoke("verify", run_id, "--store", tmp_path / "unknown.db", "--format", "json").stdout)
+    assert "the stored run's instruction set was not recorded" in found["note"], found
+    (same,) = json.loads(invoke("verify", run_id, "--store", db, "--format", "json").stdout)
+    assert same["note"] is None and "not recorded" not in same["stored_processor"]

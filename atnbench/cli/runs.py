@@ -153,6 +153,13 @@ def _what_tells_apart(runs: list) -> dict[str, str]:
 
 
 
+def _as_json(run) -> dict:
+    """One run of `runs list --format json`."""
+    keys = ("run_id", "task", "T", "norm", "k", "seed", "budget", "status", "created_at", "updated_at")
+    return {**{key: getattr(run, key) for key in keys}, "model": model_label(run),
+            "min_val_loss": run.summary.get("min_val_loss")}
+
+
 @runs_app.command("list")
 @user_errors
 @with_filters("task", "T", "norm", "status", "sweep", "since")
@@ -170,14 +177,15 @@ def list_cmd(
     """
     task, T, norm, status, sweep, since = (filters[key] for key in ("task", "T", "norm", "status", "sweep", "since"))
     ids = options.deprecated(quiet_old, "-q/--quiet", "--ids", ids)
+    json_out = options.check_format(fmt_, ("table", "json")) == "json"
+    if ids and json_out:  # one would be ignored: it printed whole objects without a word
+        raise UserError("--ids prints one run id a line, --format json one object a run; give one or the other")
     with open_store(store) as results:
         runs = _select(results, task, T, norm, status, sweep, since)
         total = len(results.run_ids())
         path = results.path
-    if options.check_format(fmt_, ("table", "json")) == "json":
-        keys = ("run_id", "task", "T", "norm", "k", "seed", "budget", "status", "created_at", "updated_at")
-        print(json.dumps([{**{key: getattr(run, key) for key in keys}, "model": model_label(run),
-                           "min_val_loss": run.summary.get("min_val_loss")} for run in runs]))
+    if json_out:
+        print(json.dumps([_as_json(run) for run in runs]))
         return
     if ids:
         for run in runs:

@@ -56,10 +56,10 @@ def _note_unchecked(recs: list[dict], source: str) -> None:
         err.print(Text(note), soft_wrap=True)
 
 
-def _finish(tally: transfer.Tally, where: Path) -> None:
+def _finish(tally: transfer.Tally, where: Path, held: int) -> None:
     for conflict in tally.conflicts:
         err.print(Text(conflict.line()), soft_wrap=True)
-    err.print(Text(f"{where}: {tally.text()}"), soft_wrap=True)
+    err.print(Text(f"{where}: {tally.text()}; it holds {held} run{'s' if held != 1 else ''}"), soft_wrap=True)
     if tally.conflicts:
         raise typer.Exit(CONFLICT_EXIT)
 
@@ -172,11 +172,11 @@ def import_cmd(
         with results.batch():  # runs and studies land together, or (a study its runs do not give) neither
             tally = transfer.combine_all(results, recs, str(file))
             counts = _bring_in_studies(results, studies, str(studies_file)) if studies is not None else None
-        path = results.path
+        path, held = results.path, len(results.run_ids())
     if counts is not None:
         err.print(Text(f"{studies_file}: {counts[0]} stud{'ies' if counts[0] != 1 else 'y'} added or extended, "
                        f"{counts[1]} already there"), soft_wrap=True)
-    _finish(tally, path)
+    _finish(tally, path, held)
 
 
 @contextmanager
@@ -269,10 +269,10 @@ def merge_cmd(
                 if studies:
                     added, _ = _bring_in_studies(results, studies, str(source))
                     studied.append(f"{source}: {added} stud{'ies' if added != 1 else 'y'} added or extended")
-        path = results.path
+        path, held = results.path, len(results.run_ids())
     for line in studied:
         err.print(Text(line), soft_wrap=True)
-    _finish(tally, path)
+    _finish(tally, path, held)
 
 
 def _studies_of(results) -> list:

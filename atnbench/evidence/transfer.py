@@ -86,7 +86,8 @@ class Tally:
     def text(self) -> str:
         total = sum(self.counts.values())
         parts = [f"{self.counts[o]} {o}" for o in OUTCOMES if self.counts[o]]
-        return f"{total} run{'s' if total != 1 else ''}" + (f": {', '.join(parts)}" if parts else "")
+        # records read, not runs: a merge of stores that share runs reads one run several times
+        return f"{total} run record{'s' if total != 1 else ''} read" + (f": {', '.join(parts)}" if parts else "")
 
 
 # -- the file ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Optional
 from atnbench.errors import UserError
 from atnbench.store import ResultsStore, RunRecord
 from atnbench.evidence.identity import run_id_of
-from atnbench.evidence.machine import fast_path_used, processor_class
+from atnbench.evidence.machine import fast_path_used, path_free, processor_class
 
 COMPARED = ("min_val_loss", "min_train_loss")
 
@@ -80,9 +80,23 @@ def machine_text(env: dict, config: Optional[dict] = None) -> str:
         return "not recorded (runs before this release did not record it)"
     if len(env.get("classes") or []) > 1:
         path = f"resumed in another class: {processor_class(env, config)}"
+    elif not path_free(config) and "cpp_fast_path" not in env:  # runs before it was recorded
+        path = "path (C++ fast path or plain loop) not recorded"
     else:
         path = PATHS.get(fast_path_used(env, config))
     return f"{processor or 'unknown'} ({capability or 'instruction set unknown'})" + (f", {path}" if path else "")
+
+
+def class_note(stored: dict, fresh: dict) -> Optional[str]:
+    """Why the numbers may differ between processors: another instruction set, or none recorded."""
+    a, b = stored.get("cpu_capability"), fresh.get("cpu_capability")
+    if a is None and b is not None:
+        return (f"the stored run's instruction set was not recorded, this re-run's is {b}: a difference may be "
+                f"the processor's (AVX2 and AVX-512 kernels round differently)")
+    if a is not None and b is not None and a != b:
+        return (f"the stored run was made on {a}, this re-run on {b}: their kernels round differently, so a "
+                f"re-run gives nearby numbers, not equal ones; only a machine of its class re-runs it")
+    return None
 
 
 def path_note(stored: dict, fresh: dict, config: Optional[dict] = None) -> Optional[str]:
@@ -128,8 +142,9 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     same_curve = [_numbers(p) for p in curve] == [_numbers(p) for p in fresh_curve]
     stored = {key: record.summary.get(key) for key in COMPARED}
     fresh = {key: fresh_row.summary.get(key) for key in COMPARED}
-    notes = [note for note in (code_note(record), path_note(record.env or {}, fresh_row.env or {}, record.config))
-             if note]
+    stored_env, fresh_env = record.env or {}, fresh_row.env or {}
+    notes = [note for note in (code_note(record), class_note(stored_env, fresh_env),
+                               path_note(stored_env, fresh_env, record.config)) if note]
     return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
                         stored, fresh, machine_text(record.env or {}, record.config),
                         machine_text(fresh_row.env or {}, record.config), "; ".join(notes) or None,

@@ -226,8 +226,10 @@ def _margin(entry: dict, path: Path, where: str) -> Optional[Margin]:
             raise _fail(path, where, f"margin: a positive number (in the statistic's unit), got {raw!r}")
         return Margin(float(raw), None, reason)
     match = _RELATIVE.match(raw) if isinstance(raw, str) else None
-    if not match or not 0 < float(match.group(1)) < 100:
+    if not match:
         raise _fail(path, where, f"margin: a positive number or 'P% of SIDE' (e.g. '5% of ln'), got {raw!r}")
+    if not 0 < float(match.group(1)) < 100:  # a band as wide as the side's own value says nothing
+        raise _fail(path, where, f"margin: P in 'P% of SIDE' must be above 0 and below 100, got {raw!r}")
     return Margin(float(match.group(1)) / 100, parse_side(match.group(2), path, f"{where}.margin"), reason)
 
 

@@ -210,10 +210,11 @@ def _baseline_row(group: Group, columns: list[Column]) -> Optional[Row]:
     return Row(label=label, kind="baseline", cells=cells)
 
 
-def _title(group: Group, what: str) -> tuple[str, list[str], str]:
-    """The table's title, notes on how its runs differ from the paper's protocol, and the
-    protocol label."""
+def _title(group: Group, what: str, leave_out: tuple[str, ...] = ()) -> tuple[str, list[str], str]:
+    """The table's title, notes on how its runs differ from the paper's protocol (but in the
+    settings ``leave_out`` names, which the table varies), and the protocol label."""
     label, differences = protocol_label(group)
+    differences = [text for text in differences if text.split(" ", 1)[0] not in leave_out]
     parts = [f"{group.task}, T={group.T}" if group.T is not None else group.task]
     if group.variant:
         parts.append(f"variant {group.variant}")
@@ -379,7 +380,7 @@ def k_ablation_view(view_data: KAblation, with_paper: bool = False,
     table = paper().table_for(group.task, group.T)
     scale = table.scale if table is not None and table.columns.get("Train") == "min_train_loss" else \
         auto_scale([r.cells[c.key].mean for r in rows + refs for c in columns])
-    title, protocol_notes, protocol = _title(group, f"k-ablation of {view_data.model}")
+    title, protocol_notes, protocol = _title(group, f"k-ablation of {view_data.model}", leave_out=("k",))
     view = TableView(kind="k-ablation", title=title, task=group.task,
                      T=group.T, budget=group.budget, variant=group.variant, measure=measure_of(group.task, group_options(group)),
                      scale=scale, protocol=protocol, columns=columns, rows=rows + refs + ([baseline] if baseline else []),
@@ -573,8 +574,8 @@ def rich_view(view: TableView, plain: bool = False, width: Optional[int] = None,
     stacked (:func:`stacked_table`) rather than cut or wrapped."""
     too_wide = width is not None and console is not None and table_width(console, view) > width
     parts: list = [stacked_table(view, plain) if too_wide else rich_table(view, plain)]
-    if plain:
-        parts.append(Text("  * the best (lowest) mean of its column"))
+    if plain and any(cell.best for row in view.rows for cell in row.cells.values()):
+        parts.append(Text("  * the best (lowest) mean of its column"))  # a legend of a mark the table shows
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):
         parts.append(Text(f"  {view.protocol}: {view.budget:g} of {view.protocol_source}; "
                           f"not comparable with full-protocol numbers", style="yellow"))

@@ -102,7 +102,8 @@ def _plan(request: ReproduceRequest):
     if until_decided:
         planned, studies = _as_studies(planned, request.store, request.looks, request.seeds_for_power,
                                        request.max_seeds, request.dry_run or request.report_only,
-                                       lambda part, seeds: plan([part], seeds, default_budget, per_part, overrides))
+                                       lambda part, seeds: plan([part], seeds, default_budget, per_part, overrides),
+                                       shown=request.dry_run or request.plan_only)
     check_output_dir(request.out_dir, "--out-dir")
     _check_store(request.store, write=not (request.dry_run or request.report_only), must_exist=request.report_only)
     for part, why in missing:
@@ -144,9 +145,11 @@ def _run_parts(request: ReproduceRequest, planned, studies) -> tuple[int, int]:
 
 
 def _as_studies(planned: list, store: Path, looks: Optional[str], power: Optional[float], max_seeds: int,
-                dry_run: bool, replan) -> tuple[list, dict]:
+                dry_run: bool, replan, shown: bool = False) -> tuple[list, dict]:
     """Each part whose sweep holds claims of the paper as a study (atnbench.sweep.confirm), its
-    plan said on stderr; a part without such claims keeps its seeds, with a note."""
+    plan said on stderr; a part without such claims keeps its seeds, with a note. ``shown``: the
+    parts' runs are those the studies' looks left may still ask for (none once a study is over),
+    as `sweep --until-decided --dry-run` counts them."""
     from dataclasses import replace
 
     from atnbench.report.claims import paper_family
@@ -168,7 +171,8 @@ def _as_studies(planned: list, store: Path, looks: Optional[str], power: Optiona
             out.append(item)
             continue
         studies[item.part.name] = found
-        out.append(replace(item, runs=[run for _, runs in found for run in runs]))
+        out.append(replace(item, runs=[run for study, runs in found
+                                       for run in (confirm.still_needed(study, runs) if shown else runs)]))
     return out, studies
 
 

@@ -78,8 +78,10 @@ def restore(store: ResultsStore, run_id: str, device: torch.device, kind: str = 
     kept = store.model(record.run_id, kind)
     if kept is None and record.status == "diverged":
         raise UserError(f"run {record.run_id} diverged (its loss became non-finite): it kept no {kind} model to score")
-    if kept is None and record.status != "done":
-        raise UserError(f"run {record.run_id} is not finished (status {record.status}): it has no {kind} model yet")
+    if record.status not in ("done", "diverged"):  # an interrupted run's best so far is not its result
+        has = "its best weights so far are not its result" if kept is not None else f"it has no {kind} model yet"
+        raise UserError(f"run {record.run_id} is not finished (status {record.status}): {has}; the command that "
+                        f"started it resumes it")
     if kept is None:
         raise UserError(f"run {record.run_id} has no {kind} model in {store.path}: a run brought in by `store import` "
                         f"or `store merge` left its weights in the store it was trained in (evaluate it there), and "
