@@ -11,6 +11,11 @@
 set -euo pipefail
 store=${1:?usage: scripts/publish_results.sh STORE}
 cd "$(dirname "$0")/.."
+# The report records its command: its store is named in the checkout (results/README.md says how
+# to build it) for the script's length only, not a temporary folder's path nobody has. Checked
+# before anything is written.
+published=published.db
+if [ -e "$published" ]; then echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2; fi
 mkdir -p results
 fresh=$(mktemp -d)/published.db
 trap 'rm -rf "$(dirname "$fresh")"' EXIT
@@ -31,10 +36,6 @@ atnbench store export "$(dirname "$fresh")/published.jsonl" --store "$fresh" --d
   --studies "$(dirname "$fresh")/published-studies.json"
 mv "$(dirname "$fresh")/published.jsonl" results/runs.jsonl
 mv "$(dirname "$fresh")/published-studies.json" results/studies.json
-# the report records its command: a store named as results/README.md's rebuild names it, here
-# for the script's length only (a temporary folder's path would name a store nobody has)
-published=check.db
-if [ -e "$published" ]; then echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2; fi
 trap 'rm -rf "$(dirname "$fresh")" "$published"' EXIT
 atnbench store import results/runs.jsonl --store "$published" --studies results/studies.json
 

@@ -232,3 +232,17 @@ def test_build_command_says_why_it_cannot_build(tmp_path, monkeypatch):
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 2 and "building the C++ fast path" in lines[0]
     assert lines[1].startswith("error: the C++ fast path could not be built: ") and ".failed)" in lines[1]
+
+
+def test_the_build_root_is_torchs_without_importing_its_build_module(monkeypatch, tmp_path):
+    """``build.root`` finds torch's extension folder as ``get_default_build_root`` does (it reads
+    torch's own cache-folder rule instead of importing torch.utils.cpp_extension, which pulls in
+    setuptools for every process that only loads a built library)."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    assert build.root() == Path(get_default_build_root())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the rule follows torch's, not a copy of it
+    assert build.root() == Path(get_default_build_root()) == (tmp_path / "cache" / "torch_extensions").resolve()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    assert build.root() == tmp_path / "ext"

@@ -249,7 +249,7 @@ def test_the_small_data_example_holds_real_data_at_the_defaults(tmp_path):
         assert f"train {n_train}, val {n_val}, test {n_test}" in result.stdout
     # GunPoint's 50 training sequences are 24 of class 1 and 26 of class 2: 5 of each held out
     checked = invoke("tasks", "check", "gunpoint", "--include", folder, env={"COLUMNS": "200"}).stdout
-    assert "majority class 2 (50.0% of validation)" in " ".join(checked.split())
+    assert "majority class (training) 2: guessing it is right on 50.0% of validation" in " ".join(checked.split())
     block = re.search(r"```bash\n(.+?)\n```", (example / "README.md").read_text(), re.S).group(1)
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands[0] == "pip install aeon && python examples/small-data/export.py"

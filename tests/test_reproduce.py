@@ -183,6 +183,7 @@ def test_a_dry_run_of_a_study_that_is_over_leaves_nothing_to_run(tmp_path):
         result = invoke(*args, "--until-decided", "--dry-run", "--store", store)
         assert result.exit_code == 0, result.output
         assert "5 of 5 taken" in result.stderr and "left to run: none" in result.stderr + result.stdout, result.output
-    row = next(line for line in invoke("reproduce", "--only", "k-ablation", "--until-decided", "--dry-run",
-                                       "--store", store).stdout.splitlines() if line.startswith("k-ablation"))
-    assert row.split()[-5:] == ["1", "0", "0", "0", "none"], row
+    shown = invoke("reproduce", "--only", "k-ablation", "--until-decided", "--dry-run", "--store", store).stdout
+    row = next(line for line in shown.splitlines() if line.startswith("k-ablation"))
+    assert row.startswith("k-ablation (study)") and row.split()[-5:] == ["1", "0", "0", "0", "none"], row
+    assert "(study): the runs its looks left may still ask for, none once it is over" in " ".join(shown.split())

@@ -8,6 +8,7 @@ import json
 import shutil
 import sqlite3
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -530,3 +531,22 @@ def test_an_output_never_replaces_another_store_or_an_export_of_runs(tmp_path):
     report.write_text("an earlier report\n")  # any other file is replaced, as before
     assert invoke("report", "--store", tmp_path / "a.db", "--output", report).exit_code == 0
     assert "earlier" not in report.read_text()
+
+
+def test_a_studies_export_never_loses_studies_it_does_not_hold(tmp_path):
+    """`store export X --studies FILE` from a store without the file's studies wrote `[]` over the
+    published studies.json, exit 0 (QA: a runs export is refused where it would lose runs). Refused
+    before either file is written; an export of the same studies refreshes the file."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    published = tmp_path / "published.db"
+    assert invoke("store", "import", results / "runs.jsonl", "--store", published, "--studies",
+                  results / "studies.json").exit_code == 0
+    studies, runs = tmp_path / "studies.json", tmp_path / "runs.jsonl"
+    assert invoke("store", "export", runs, "--studies", studies, "--store", published).exit_code == 0
+    kept_studies, kept_runs = studies.read_bytes(), runs.read_bytes()
+    fill_store(tmp_path / "other.db", RUNS)
+    refused = invoke("store", "export", tmp_path / "new.jsonl", "--studies", studies, "--store", tmp_path / "other.db")
+    assert refused.exit_code == 2 and "studies.json holds 7 studies this export does not" in refused.stderr, refused.output
+    assert studies.read_bytes() == kept_studies and not (tmp_path / "new.jsonl").exists()
+    again = invoke("store", "export", runs, "--studies", studies, "--store", published)
+    assert again.exit_code == 0 and studies.read_bytes() == kept_studies and runs.read_bytes() == kept_runs

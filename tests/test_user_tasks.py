@@ -406,6 +406,10 @@ def _files(folder: Path) -> None:
     lumpy = xs.copy()
     lumpy[3] = [[1.0, 2.0], [3.0]]  # one sequence's steps of different widths
     np.savez(folder / "lumpy.npz", x=lumpy, y=ys)
+    aeon = np.empty(len(xs), dtype=object)  # aeon's unequal-length layout: (channels, T_i) arrays
+    for i, seq in enumerate(xs):
+        aeon[i] = seq.T
+    np.savez(folder / "aeon.npz", x=aeon, y=ys)
     np.savez(folder / "nowidth.npz", x=np.ones((10, 5, 1)), y=np.zeros((10, 0)))
     np.savez(folder / "huge.npz", x=np.ones((10, 5, 1)) * 1e300, y=np.arange(10) % 2)  # finite in float64 only
     np.savez(folder / "hugey.npz", x=np.ones((10, 5, 1)), y=np.full(10, -1e300))
@@ -470,6 +474,8 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: good.npz, y: label}\n", "data.y: no array 'label'"),
     ("problem: sequence-classification\ndata: {train: good.npz, x: [a, b]}\n", "a list of names is for a table's columns"),
     ("problem: sequence-classification\ndata: {train: lumpy.npz}\n", "lumpy.npz: x[3]: its steps have different numbers"),
+    ("problem: sequence-classification\ndata: {train: aeon.npz}\n",  # QA: the steps were called channels, no hint
+     "each sequence has 3 rows: if each array is (channels, T_i) (aeon's layout) set data.layout: NCT"),
     ("problem: sequence-regression\ndata: {train: nowidth.npz}\n", "data.y: target 0 of the val split has shape (0,)"),
     ("problem: sequence-classification\ndata: {train: huge.npz}\n", "sequence 0, step 0: value 1e+300 is past float32's"),
     ("problem: sequence-regression\ndata: {train: hugey.npz}\n", "data.y: target 0 of the val split: value -1e+300 is past"),
@@ -959,3 +965,22 @@ def test_the_baseline_is_scored_on_the_validation_sequences_a_run_validates_on(t
     [note] = [note for note in table["notes"] if note.startswith("baseline ")]
     assert "on the 20 validation sequences 1 of the 2 runs validate on" in note
     assert f"against {on_six:.4g} (the 6 validation sequences it validates on)" in note, note
+
+
+def test_a_good_character_cut_where_the_encoding_check_stops_is_not_named_as_the_bad_byte(tmp_path, monkeypatch):
+    """A table that is not UTF-8 is named in the project's words, with the line and column of its
+    bad byte, from its first 16 MB (here 17 bytes). A good two-byte "é" cut by that limit was named
+    as the bad byte (QA): past the limit, the line says no place."""
+    from atnbench.config import ConfigError
+    from atnbench.tasks import userdata
+
+    monkeypatch.setattr(userdata, "HEAD_BYTES", 17)
+    for name, good, at in (("cut.csv", "label,t0\n0,1\ncaf\u00e9,2\n", 16), ("near.csv", "label,t0\ncaf\u00e9,1\n", 12)):
+        (tmp_path / name).write_bytes(good.encode("utf-8") + "caf\u00e9,3\n".encode("latin-1"))
+        assert (tmp_path / name).read_bytes()[at:at + 2] == "\u00e9".encode("utf-8")  # a good é at the limit, or near it
+        with pytest.raises(ConfigError, match=rf"{name}: is not UTF-8 text \(latin-1 or another encoding\? save it as UTF-8\)$"):
+            userdata.load_frame(tmp_path / name)
+    early = tmp_path / "early.csv"
+    early.write_bytes("label,t0\ncaf\u00e9,1\n0,2\n".encode("latin-1"))  # the bad byte within the first 17
+    with pytest.raises(ConfigError, match=r"early.csv: is not UTF-8 text \(byte 0xe9 at line 2, column 4;"):
+        userdata.load_frame(early)

@@ -429,10 +429,11 @@ def test_runs_off_the_presets_protocol_are_called_so_in_the_verdicts(tmp_path):
     assert [(c.verdict, c.seeds_for_power) for c in result.comparisons] == [(EXPLORATORY, None)]
     assert "another protocol than the claim's" in result.comparisons[0].reason
     assert "adding T=200, preset default, own protocol, other protocol" in runs_text(result)
-    import dataclasses  # a task of your own has no preset: its defaults are its file's
+    import dataclasses  # a task of your own has no preset variant: the slot is left out ("the task file's
+    # defaults" there read as the runs' settings, which the protocol label says otherwise; QA)
 
     mine = dataclasses.replace(result, group=dataclasses.replace(result.group, task="my-task"))
-    assert runs_text(mine).startswith("my-task T=200, the task file's defaults, ")
+    assert runs_text(mine) == "my-task T=200, protocol unchecked, other protocol"
     claims = tmp_path / "mine.yaml"  # and a table-format --output holds the verdicts the terminal shows
     claims.write_text("claims:\n  - {id: mine, claim: ATN < LN, task: adding, T: 200, order: [atn, ln]}\n")
     written = invoke("report", "--store", tmp_path / "s.db", "--claims", claims, "--output", tmp_path / "r.txt")

@@ -149,11 +149,14 @@ def test_a_run_of_another_instruction_set_or_of_an_unrecorded_path_is_said_so(st
         env["cpu_capability"] = "OTHER-ISA"
         env.pop("cpp_fast_path", None)
 
-    edited_copy(db, run_id, tmp_path / "other.db", lambda old: old, env_edit(other_isa))
+    edited_copy(db, run_id, tmp_path / "same.db", lambda old: old, env_edit(other_isa))
+    (same,) = json.loads(invoke("verify", run_id, "--store", tmp_path / "same.db", "--format", "json").stdout)
+    assert same["identical"] and same["note"] is None  # reproduced: no "nearby, not equal" beside it (review)
+    edited_copy(db, run_id, tmp_path / "other.db", lambda old: old * 1.01, env_edit(other_isa))
     (found,) = json.loads(invoke("verify", run_id, "--store", tmp_path / "other.db", "--format", "json").stdout)
     assert found["stored_processor"].endswith("(OTHER-ISA), path (C++ fast path or plain loop) not recorded"), found
     assert "the stored run was made on OTHER-ISA, this re-run on " in found["note"] and "round differently" in found["note"]
-    edited_copy(db, run_id, tmp_path / "unknown.db", lambda old: old, env_edit(lambda env: env.pop("cpu_capability")))
+    edited_copy(db, run_id, tmp_path / "unknown.db", lambda old: old * 1.01, env_edit(lambda env: env.pop("cpu_capability")))
     (found,) = json.loads(invoke("verify", run_id, "--store", tmp_path / "unknown.db", "--format", "json").stdout)
     assert "the stored run's instruction set was not recorded" in found["note"], found
     (same,) = json.loads(invoke("verify", run_id, "--store", db, "--format", "json").stdout)

@@ -17,7 +17,7 @@ from atnbench.report.rule import RULE
 Paper = Annotated[bool, typer.Option(
     "--paper", help="Set the paper's published values (Tables 1-5) beside ours, with the ratio ours/paper.")]
 ByK = Annotated[bool, typer.Option(
-    "--by-k", help="Show loss against the ATN window k (the k-ablation view) whatever the sweep.")]
+    "--by-k", help="Show loss against the ATN window k (the k-ablation view, final losses included) whatever the sweep.")]
 Final = Annotated[bool, typer.Option("--final", help="Also show the final (last evaluation) losses.")]
 Format = Annotated[Optional[str], options.output_format(("table", "markdown", "csv", "json", "latex"),
                                                         ", or what --output's suffix says")]

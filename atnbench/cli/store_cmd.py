@@ -16,7 +16,7 @@ from atnbench.cli.app import command_group, err, fail, user_errors
 from atnbench.evidence import transfer
 from atnbench.report.load import check_task
 from atnbench.errors import UserError
-from atnbench.run.outputs import RUN_EXPORT, STUDIES, check_keeps_runs, check_output_file
+from atnbench.run.outputs import RUN_EXPORT, STUDIES, check_keeps_runs, check_keeps_studies, check_output_file
 from atnbench.cli import options
 from atnbench.store import DEFAULT_STORE, STATUSES, ResultsStore, StoreError, check_store_path
 
@@ -98,8 +98,12 @@ def export_cmd(
         check_task(results, task)
         recs = list(transfer.records(results, task=task, sweep=sweep, status=status, drop_superseded=drop_superseded))
         path = results.path
+    exported = {record["run_id"] for record in recs}
     if str(file) != "-":
-        check_keeps_runs(file, "export to", {record["run_id"] for record in recs})
+        check_keeps_runs(file, "export to", exported)
+    studies = _studies_for(store, exported, task, sweep) if studies_file is not None else None
+    if studies is not None:  # before the runs' file is written: a refusal leaves both as they were
+        check_keeps_studies(studies_file, "--studies", {s.name for s in studies[0]})
     if str(file) == "-":
         n = transfer.write_lines(recs, sys.stdout)
         sys.stdout.flush()
@@ -110,25 +114,29 @@ def export_cmd(
             n = transfer.write_lines(recs, stream)
         tmp.replace(file)  # a reader never sees half a file
     err.print(Text(f"exported {n} run{'s' if n != 1 else ''} from {path} to {file}"), soft_wrap=True)
-    if studies_file is not None:
-        _export_studies(store, studies_file, {record["run_id"] for record in recs}, task, sweep)
+    if studies is not None:
+        _export_studies(studies_file, *studies)
 
 
-def _export_studies(store: Path, path: Path, exported: set[str], task: Optional[str] = None,
-                    sweep: Optional[str] = None) -> None:
-    """The studies whose looks used only runs of this export: an import checks each look against
-    the runs it names, so a study without them would refuse the pair (filters: --task, --sweep, ...).
-    A study with no look yet goes unless ``--task`` or ``--sweep`` names another than its own."""
-    import json
-    from dataclasses import asdict
-
+def _studies_for(store: Path, exported: set[str], task: Optional[str] = None,
+                 sweep: Optional[str] = None) -> tuple[list, list[str]]:
+    """(the studies whose looks used only runs of this export, the names of the others): an import
+    checks each look against the runs it names, so a study without them would refuse the pair
+    (filters: --task, --sweep, ...). A study with no look yet goes unless ``--task`` or ``--sweep``
+    names another than its own."""
     from atnbench.report import study
 
-    with open_store(store) as results:  # ``path`` was checked before the runs were written
+    with open_store(store) as results:
         studies = study.load(results)
     kept = [s for s in studies if s.runs_looked_at() <= exported
             and (s.runs_looked_at() or (task in (None, s.task) and sweep in (None, s.sweep)))]
-    left = [s.name for s in studies if s not in kept]
+    return kept, [s.name for s in studies if s not in kept]
+
+
+def _export_studies(path: Path, kept: list, left: list[str]) -> None:
+    import json
+    from dataclasses import asdict
+
     if left:
         err.print(Text(f"--studies: left out {', '.join(left)}: their runs are not in this export"),
                   soft_wrap=True)

@@ -157,7 +157,8 @@ def check(
         if "classes" in facts:
             shown = ", ".join(map(str, facts["classes"][:12])) + (" ..." if len(facts["classes"]) > 12 else "")
             rows += [("classes", f"{len(facts['classes'])}: {shown}"),
-                     ("majority class", f"{facts['majority']} ({facts['majority_accuracy']:.1%} of validation)")]
+                     ("majority class (training)", f"{facts['majority']}: guessing it is right on "  # not val's
+                                                   f"{facts['majority_accuracy']:.1%} of validation")]
         else:
             means = ", ".join(f"{value:.4g}" for value in facts["train_mean"])
             rows += [("target size", str(facts["target_dim"])),

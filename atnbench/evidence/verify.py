@@ -143,9 +143,10 @@ def verify(record: RunRecord, curve: list, device) -> Verification:
     stored = {key: record.summary.get(key) for key in COMPARED}
     fresh = {key: fresh_row.summary.get(key) for key in COMPARED}
     stored_env, fresh_env = record.env or {}, fresh_row.env or {}
-    notes = [note for note in (code_note(record), class_note(stored_env, fresh_env),
+    identical = same_curve and stored == fresh and record.status == fresh_row.status
+    notes = [note for note in (code_note(record), None if identical else class_note(stored_env, fresh_env),
                                path_note(stored_env, fresh_env, record.config)) if note]
-    return Verification(record.run_id, same_curve and stored == fresh and record.status == fresh_row.status,
+    return Verification(record.run_id, identical,
                         stored, fresh, machine_text(record.env or {}, record.config),
                         machine_text(fresh_row.env or {}, record.config), "; ".join(notes) or None,
                         first_difference(curve, fresh_curve, record.status, fresh_row.status))

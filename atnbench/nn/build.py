@@ -82,9 +82,18 @@ def disabled() -> bool:
 
 
 def root() -> Path:
-    from torch.utils.cpp_extension import get_default_build_root
+    """torch's extension build root, as ``torch.utils.cpp_extension.get_default_build_root`` finds
+    it, without importing that module (setuptools with it: 0.1-0.3 s of every process that loads a
+    built extension, on a 2-core VM), which only a build needs."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return Path(os.environ["TORCH_EXTENSIONS_DIR"])
+    try:
+        from torch._appdirs import user_cache_dir  # what get_default_build_root calls
+    except ImportError:  # a torch that moved it: ask the public function
+        from torch.utils.cpp_extension import get_default_build_root
 
-    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())
+        return Path(get_default_build_root())
+    return Path(os.path.realpath(user_cache_dir(appname="torch_extensions")))
 
 
 def _digest(*parts: bytes) -> str:

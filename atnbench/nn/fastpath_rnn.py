@@ -267,11 +267,7 @@ class NormRNNRecurrence(torch.autograd.Function):
         ctx.ops, ctx.cell, ctx.th, ctx.tc, ctx.lengths = ops, cell, th, tc, lengths
         ctx.n_opts = len(opts)
         ctx.present = [t is not None for t in (c0, b_hh, *opts)]
-        # nn.GRU's output may be written in place before backward (Dropout(inplace=True), masked_fill_):
-        # its backward does not read it. This one does, so a GRU keeps a copy; an LSTM's output is
-        # saved as nn.LSTM saves its own (a write to it is refused there too).
-        kept = out.clone() if cell == GRU else out
-        ctx.save_for_backward(h0, *(t for t in (c0, *opts) if t is not None), w_hh, kept, sth, stc, blh, blc, refh,
+        ctx.save_for_backward(h0, *(t for t in (c0, *opts) if t is not None), w_hh, out, sth, stc, blh, blc, refh,
                               refc, *saved)
         ctx.mark_non_differentiable(sth, stc, blh, blc)
         ctx.set_materialize_grads(False)

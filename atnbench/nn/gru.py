@@ -78,6 +78,16 @@ class NormGRU(NormRecurrent):
             return layer(x, *carry, windows, lengths)
         return fastpath.gru_layer(layer, x, *carry, windows, path, lengths)
 
+    def _handed_out(self, y: Tensor, path: str, lengths: Optional[Tensor]) -> Tensor:
+        # nn.GRU's output may be written in place before backward (Dropout(inplace=True),
+        # masked_fill_). The fast path's backward reads the output it returned: the last layer's,
+        # where one direction and no lengths hand it out as it is (else torch.cat or the padding
+        # made a new tensor). That one case gets a copy; NormLSTM, like nn.LSTM, refuses the write.
+        if path != "loop" and self.num_directions == 1 and lengths is None and torch.is_grad_enabled() \
+                and y.requires_grad:
+            return y.clone()
+        return y
+
     def _carries(self, state):
         if not isinstance(state, Tensor):
             raise ValueError("the state of NormGRU is h_0 (a tensor), as for nn.GRU (ATN's windows ride on it), "

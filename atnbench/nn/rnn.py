@@ -519,7 +519,7 @@ class NormRecurrent(nn.Module):
                 new_windows.append(w)
             y = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=-1)
             y = self._dropout(y, i)
-        return y, [torch.stack(c) for c in finals], tuple(new_windows)
+        return self._handed_out(y, path, lengths), [torch.stack(c) for c in finals], tuple(new_windows)
 
     def _empty_batch(self, x: Tensor, carries: list[Tensor], windows):
         """A batch of no sequences, answered as ``nn.LSTM`` answers it: an empty output and states,
@@ -536,6 +536,11 @@ class NormRecurrent(nn.Module):
         """One layer on the loop path: ``(output, *final carries, windows)``; cells with a fast
         path override this to dispatch on ``path``."""
         return layer(x, *carry, windows, lengths)
+
+    def _handed_out(self, y: Tensor, path: str, lengths: Optional[Tensor]) -> Tensor:
+        """The output the caller receives; a cell whose fast path saves it for backward, where the
+        caller's torch module would not, hands out a copy (``NormGRU``)."""
+        return y
 
     # cell-specific: the state's layout (NormLSTM: (h, c), NormGRU: h, as nn.LSTM / nn.GRU)
     def _carries(self, state) -> list[Tensor]:

@@ -574,8 +574,12 @@ def rich_view(view: TableView, plain: bool = False, width: Optional[int] = None,
     stacked (:func:`stacked_table`) rather than cut or wrapped."""
     too_wide = width is not None and console is not None and table_width(console, view) > width
     parts: list = [stacked_table(view, plain) if too_wide else rich_table(view, plain)]
-    if plain and any(cell.best for row in view.rows for cell in row.cells.values()):
-        parts.append(Text("  * the best (lowest) mean of its column"))  # a legend of a mark the table shows
+    marked = {column.higher_better for row in view.rows for column in view.columns
+              if row.cells.get(column.key) is not None and row.cells[column.key].best}
+    if plain and marked:  # a legend of a mark the table shows, in its columns' sense
+        best = {frozenset({False}): "(lowest)", frozenset({True}): "(highest)"}.get(frozenset(marked),
+                                                                                   "(lowest loss, highest accuracy)")
+        parts.append(Text(f"  * the best {best} mean of its column"))
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):
         parts.append(Text(f"  {view.protocol}: {view.budget:g} of {view.protocol_source}; "
                           f"not comparable with full-protocol numbers", style="yellow"))

@@ -135,10 +135,12 @@ def runs_text(result: ClaimResult) -> str:
     from atnbench.tasks.registry import TASK_MODULES
 
     group = result.group
-    default = "preset default" if group.task in TASK_MODULES else "the task file's defaults"  # a task of your own
-    parts = [f"{group.task} T={group.T}", f"variant {group.variant}" if group.variant else default,
-             protocol_label(group)[0], result.design + (f", {result.seeds}" if result.seeds else "")]
-    return ", ".join(parts)
+    # a shipped task's preset variant; a task of your own has none (its runs' settings are the
+    # protocol label's to say: "the task file's defaults" here read as one, against the footnote)
+    variant = f"variant {group.variant}" if group.variant else ("preset default" if group.task in TASK_MODULES else None)
+    parts = [f"{group.task} T={group.T}", variant, protocol_label(group)[0],
+             result.design + (f", {result.seeds}" if result.seeds else "")]
+    return ", ".join(part for part in parts if part)
 
 
 def verdict_text(comparison: Comparison) -> str:

@@ -52,7 +52,7 @@ def reproduce_command(request: ReproduceRequest) -> int:
 
     planned, studies = _plan(request)
     if request.dry_run or request.plan_only:
-        _dry_run(planned, request.store, request.keep_stale)
+        _dry_run(planned, request.store, request.keep_stale, studied=set(studies))
         return 0
     failed = 0
     if not request.report_only:
@@ -192,7 +192,9 @@ def _check_store(store: Path, write: bool, must_exist: bool) -> None:
             raise
 
 
-def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
+def _dry_run(planned, store: Path, keep_stale: bool = False, studied: set = frozenset()) -> None:
+    """The plan's table; a part in ``studied`` runs a study, and counts the runs its looks left may
+    still ask for (none once it is over), not those its looks used."""
     from atnbench.sweep.command import is_finished, store_statuses
     from atnbench.sweep.estimate import cpu_time_text
     from atnbench.sweep import estimate, measured_rates
@@ -208,7 +210,8 @@ def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
         left = {run.run_id: run.config for run in item.runs if not is_finished(statuses.get(run.run_id))}
         every_left.update(left)
         cost = estimate(list(left.values()), rates)
-        table.add_row(item.part.name, item.part.what, f"{item.budget:g}", str(len(item.runs)),
+        table.add_row(item.part.name + (" (study)" if item.part.name in studied else ""), item.part.what,
+                      f"{item.budget:g}", str(len(item.runs)),
                       str(len(item.runs) - len(left)), str(len(left)),
                       cpu_time_text(cost.seconds) + ("" if cost.measured == cost.runs else " (rough)"))
     overall = estimate(list(every_left.values()), rates)
@@ -217,5 +220,7 @@ def _dry_run(planned, store: Path, keep_stale: bool = False) -> None:
     count = f" in {len(every_left)} run{'s' if len(every_left) != 1 else ''}" if every_left else ""
     table.caption = (f"left to run: {cpu_time_text(overall.seconds)} of single-thread CPU time{count} "
                      f"({overall.note()})" + (f"; {shared} run{'s are' if shared != 1 else ' is'} in more than one "
-                                             f"part (up to {max(parts_of.values())}), each counted once" if shared else ""))
+                                             f"part (up to {max(parts_of.values())}), each counted once" if shared else "")
+                     + ("; (study): the runs its looks left may still ask for, none once it is over (the runs its "
+                        "looks used are not counted)" if studied else ""))
     out.print(table)

@@ -12,7 +12,7 @@ in its place, and a device never holds the output), and so is the results store 
 reads (``--store``), also under another name: a symbolic or a hard link to it. Nor does an output
 replace any other SQLite database (another results store: a report written over it would lose
 every run) or an export of runs (``store export``'s JSON Lines, ``runs export -f json``'s list)
-unless it is itself one of its kind (a store export may also replace a list, a view the store gives again). An existing file
+unless its own command wrote it (``runs export`` may replace its list or its CSV). An existing file
 is also refused where no new file can be made beside it: ``/proc/version`` opens for writing,
 but the write fails (EIO) after the work.
 """
@@ -134,6 +134,25 @@ def check_keeps_runs(path: Union[str, Path], flag: str, run_ids: set[str]) -> No
         shown = ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")
         raise UserError(f"{flag} {path} holds {len(lost)} run{'s' if len(lost) != 1 else ''} this export does not "
                         f"({shown}), which replacing it would lose; give another file, or remove it first")
+
+
+def check_keeps_studies(path: Union[str, Path], flag: str, names: set[str]) -> None:
+    """A studies export replaces an earlier one, never one holding studies it does not: plans and
+    looks no run can rebuild. Refused in one line, the file as it was."""
+    import json
+
+    path = Path(path).expanduser()
+    if not path.is_file() or _holds_evidence(path) != STUDIES:
+        return
+    try:
+        held = {record["name"] for record in json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # not what an export writes: nothing of ours to lose
+    lost = sorted(held - names)
+    if lost:
+        shown = ", ".join(lost[:3]) + (", ..." if len(lost) > 3 else "")
+        raise UserError(f"{flag} {path} holds {len(lost)} stud{'ies' if len(lost) != 1 else 'y'} this export does "
+                        f"not ({shown}), which replacing it would lose; give another file, or remove it first")
 
 
 def _run_ids_in(path: Path) -> set[str]:

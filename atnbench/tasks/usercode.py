@@ -202,13 +202,18 @@ def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -
         raise UserCodeError(f"{place}: y has shape {tuple(y.shape)} for batch_size={batch}, T={T}; expected {wanted} "
                             f"({what}, target={spec.target!r})")
     if spec.loss == "ce":
-        if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+        if not _integer(y):
             raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'ce' takes class indices (torch.long)")
+        y = y.long()  # before the check: torch has no min() of uint16..uint64 (values past int64's wrap, refused)
         _check_classes(spec, y, place)
-        return _as_float32(x, "x", place), y.long()
+        return _as_float32(x, "x", place), y
     if not y.is_floating_point():
         raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'mse' takes a floating-point target")
     return _as_float32(x, "x", place), _as_float32(y, "y", place)
+
+
+def _integer(y: torch.Tensor) -> bool:
+    return not (y.is_floating_point() or y.is_complex() or y.dtype == torch.bool)
 
 
 def _check_classes(spec, y: torch.Tensor, place: str) -> None:
@@ -266,7 +271,7 @@ def guarded(spec, file: str, obj: str):
 
     def checked_source(config, device):
         source = call(make_source, file, config, device)
-        return GuardedSource(source, where(make_source, file), file)
+        return GuardedSource(source, where(make_source, file), file, classes=spec.loss == "ce")
 
     return dataclasses.replace(spec, seq_len=checked_seq_len, baseline=checked_baseline,
                                make_batch=checked_batch if make_batch is not None else None,
@@ -276,7 +281,7 @@ def guarded(spec, file: str, obj: str):
 class GuardedSource:
     """A user's DataSource whose calls run through the boundary (its sizes checked once)."""
 
-    def __init__(self, source: Any, place: str, file: str):
+    def __init__(self, source: Any, place: str, file: str, classes: bool = False):
         for name in ("input_size", "output_size"):
             if not _whole(getattr(source, name, None), 1):
                 raise UserCodeError(f"{place}: returned a source whose {name} is {getattr(source, name, None)!r}; "
@@ -284,7 +289,7 @@ class GuardedSource:
         if "val" not in tuple(getattr(source, "splits", ()) or ()):
             raise UserCodeError(f"{place}: returned a source without a 'val' split (splits: "
                                 f"{getattr(source, 'splits', None)!r})")
-        self._source, self._file = source, file
+        self._source, self._file, self._classes = source, file, classes
 
     def __getattr__(self, name):
         return getattr(self._source, name)
@@ -294,7 +299,16 @@ class GuardedSource:
         return call(method, self._file, *args)
 
     def train_batch(self):
-        return self._call("train_batch")
+        return self._as_classes(self._call("train_batch"))
+
+    def _as_classes(self, batch):
+        """A ``ce`` task's integer labels of any dtype as torch.long, as ``check_batch`` casts a
+        generated task's (cross-entropy takes no other)."""
+        y = getattr(batch, "y", None)
+        if self._classes and isinstance(y, torch.Tensor) and _integer(y) and y.dtype != torch.long \
+                and dataclasses.is_dataclass(batch):
+            return dataclasses.replace(batch, y=y.long())
+        return batch
 
     def eval_batches(self, split: str):
         batches = self._call("eval_batches", split)
@@ -305,7 +319,7 @@ class GuardedSource:
                 batch = next(iterator, None)
             if batch is None:
                 return
-            yield batch
+            yield self._as_classes(batch)
 
     def state_dict(self) -> dict:
         return self._call("state_dict")

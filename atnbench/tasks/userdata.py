@@ -201,7 +201,10 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
         xs = [seq[:n] for seq, n in zip(xs, lengths)]
     channels = {seq.shape[1] for seq in xs}
     if len(channels) > 1:
-        raise ConfigError(f"{source}: data.x: sequences have different numbers of channels ({sorted(channels)})")
+        # one number of rows and many of columns: aeon's unequal-length (channels, T_i) arrays, read as (T_i, C)
+        hint = (f"; each sequence has {len(xs[0])} rows: if each array is (channels, T_i) (aeon's layout) set "
+                f"data.layout: NCT" if len({len(seq) for seq in xs}) == 1 else "")
+        raise ConfigError(f"{source}: data.x: sequences have different numbers of channels ({sorted(channels)}){hint}")
     if channels == {0}:
         raise ConfigError(f"{source}: data.x: the sequences have no channels (shape {tuple(x.shape)})")
     _check_finite(xs, source)
@@ -301,10 +304,20 @@ def _not_utf8(path: Path) -> str:
     with open(path, "rb") as handle:
         head = handle.read(HEAD_BYTES)
     try:
-        decode(head if len(head) < HEAD_BYTES else head[:-4], str(path))  # not a character cut in two
+        decode(head, str(path))
     except ConfigError as problem:
-        return str(problem)
+        if len(head) < HEAD_BYTES or not _cut_at_its_end(head):  # not a good character cut by the read
+            return str(problem)
     return f"{path}: is not UTF-8 text (latin-1 or another encoding? save it as UTF-8)"
+
+
+def _cut_at_its_end(head: bytes) -> bool:
+    """Whether the first thing wrong with ``head`` as UTF-8 is a character cut at its end."""
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return error.reason == "unexpected end of data"
+    return False
 
 
 def _read_text_table(path: Path):
