@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,7 +266,33 @@ def parse_json(text: str, where: str) -> Any:
         raise ConfigError(f"{where}: not JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
     if nesting(value) > MAX_NESTING:
         raise ConfigError(f"{where}: not JSON we read (nested deeper than {MAX_NESTING} levels)")
+    if _SURROGATE_ESCAPE.search(text):  # "\ud800" alone: JSON allows it, no UTF-8 text (a store) holds it
+        bad = _lone_surrogate(value)
+        if bad is not None:
+            raise ConfigError(f"{where}: text {bad!r} holds half of a UTF-16 surrogate pair (a \\uD800-\\uDFFF escape "
+                              f"alone), which is no character")
     return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any) -> Optional[str]:
+    """The first string (key or value) in a parsed value that holds a lone surrogate, else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
 
 
 def nesting(value: Any) -> int:

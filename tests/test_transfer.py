@@ -550,3 +550,39 @@ def test_a_studies_export_never_loses_studies_it_does_not_hold(tmp_path):
     assert studies.read_bytes() == kept_studies and not (tmp_path / "new.jsonl").exists()
     again = invoke("store", "export", runs, "--studies", studies, "--store", published)
     assert again.exit_code == 0 and studies.read_bytes() == kept_studies and runs.read_bytes() == kept_runs
+
+
+def test_a_lone_surrogate_in_a_file_is_one_line_not_an_internal_error(tmp_path):
+    """JSON may escape half of a surrogate pair ("\\ud800"), which no UTF-8 store can hold: a sweep
+    name or an error text so made stopped `store import` as "a bug in atnbench" (QA). Refused with
+    the file and line, nothing imported; a whole pair (an emoji) is text like any other."""
+    fill_store(tmp_path / "a.db", RUNS[:1])
+    assert invoke("store", "export", tmp_path / "a.jsonl", "--store", tmp_path / "a.db").exit_code == 0
+    record = json.loads((tmp_path / "a.jsonl").read_text())
+    for name, sweeps in (("half.jsonl", ["a\ud800"]), ("whole.jsonl", ["a\U0001F600"])):
+        (tmp_path / name).write_text(json.dumps({**record, "sweeps": sweeps}) + "\n")  # ensure_ascii: "\\ud800"
+    refused = invoke("store", "import", tmp_path / "half.jsonl", "--store", tmp_path / "b.db")
+    assert refused.exit_code == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.output
+    assert "half.jsonl line 1: text 'a\\ud800' holds half of a UTF-16 surrogate pair" in refused.stderr
+    assert not (tmp_path / "b.db").exists()
+    assert invoke("store", "import", tmp_path / "whole.jsonl", "--store", tmp_path / "b.db").exit_code == 0
+    (tmp_path / "studies.json").write_text(json.dumps([{"name": "k\udfff"}]))
+    studies = invoke("store", "import", tmp_path / "a.jsonl", "--studies", tmp_path / "studies.json",
+                     "--store", tmp_path / "c.db")
+    assert studies.exit_code == 2 and "holds half of a UTF-16 surrogate pair" in studies.stderr, studies.output
+
+
+def test_two_studies_of_one_name_in_a_file_are_named_in_it(tmp_path):
+    """A studies file holding one name twice, the two differing: the refusal blamed the store, which
+    held no study (QA); it names the file's two entries. Two equal copies are one study."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    studies = json.loads((results / "studies.json").read_text())
+    (tmp_path / "twice.json").write_text(json.dumps(studies + [{**studies[0], "alpha": 0.1}]))
+    (tmp_path / "same.json").write_text(json.dumps(studies + [studies[0]]))
+    refused = invoke("store", "import", results / "runs.jsonl", "--studies", tmp_path / "twice.json",
+                     "--store", tmp_path / "a.db")
+    assert refused.exit_code == 2 and f"entries 0 and {len(studies)} are two studies named " in refused.stderr, \
+        refused.output
+    assert not (tmp_path / "a.db").exists()
+    assert invoke("store", "import", results / "runs.jsonl", "--studies", tmp_path / "same.json",
+                  "--store", tmp_path / "b.db").exit_code == 0

@@ -211,17 +211,16 @@ def _gone_if_it_fails(store: Path) -> Iterator[None]:
 
 def _read_studies(path: Path):
     """The studies of a ``--studies`` file, their shape checked before any store is opened."""
-    import json
-
     from atnbench.report import study
+    from atnbench.userfiles import parse_json
 
     if not path.is_file():
         raise UserError(f"--studies {path}: no such file")
     try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
         raise UserError(f"--studies {path}: not JSON ({error})") from None
-    return study.from_records(records, str(path))
+    return study.from_records(parse_json(text, f"--studies {path}"), str(path))
 
 
 def _bring_in_studies(results, studies, source: str) -> tuple[int, int]:

@@ -614,12 +614,17 @@ def from_records(records, source: str) -> list[Study]:
     UserError naming the file and entry otherwise. Read before any store is opened."""
     if not isinstance(records, list):
         raise UserError(f"{source}: expected a JSON list of studies (atnbench store export --studies)")
-    incoming = []
+    incoming, first = [], {}
     for i, record in enumerate(records):
         try:
-            incoming.append(_from_json(record))
+            found = _from_json(record)
         except (TypeError, KeyError, ValueError, AttributeError):
             raise UserError(f"{source}: entry {i} is not a study atnbench reads") from None
+        if found.name in first and incoming[first[found.name]] != found:  # else the store was blamed for it
+            raise UserError(f"{source}: entries {first[found.name]} and {i} are two studies named {found.name} "
+                            f"that differ; a study's name is one plan")
+        first.setdefault(found.name, i)
+        incoming.append(found)
     return incoming
 
 
