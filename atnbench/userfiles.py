@@ -263,7 +263,8 @@ def parse_json(text: str, where: str) -> Any:
     except RecursionError:  # the C scanner recurses per level: 100,000 levels end here
         raise ConfigError(f"{where}: not JSON we read (nested deeper than {MAX_NESTING} levels)") from None
     except json.JSONDecodeError as error:
-        raise ConfigError(f"{where}: not JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
+        # msg is the reason alone, some ending in "at" ("Unterminated string starting at"): the place after a colon
+        raise ConfigError(f"{where}: not JSON ({error.msg}: line {error.lineno}, column {error.colno})") from None
     if nesting(value) > MAX_NESTING:
         raise ConfigError(f"{where}: not JSON we read (nested deeper than {MAX_NESTING} levels)")
     if _SURROGATE_ESCAPE.search(text):  # "\ud800" alone: JSON allows it, no UTF-8 text (a store) holds it

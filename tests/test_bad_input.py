@@ -63,6 +63,7 @@ CONFIGS = {
 }
 RECORD = valid_record()
 JSONL = {  # store import reads every line before it writes anything: each of these imports nothing
+    "cut": '{"run_id": "ab\n',  # a file cut off in its last line
     "garbage": "this is not JSON\n",
     "newer": json.dumps({**RECORD, "schema_version": 99}) + "\n",
     "schema_text": json.dumps({**RECORD, "schema_version": "two"}) + "\n",
@@ -368,6 +369,8 @@ CASES = [
     ("store", ["import", "{dir}", "--store", "{good}"], USAGE, "is a folder"),
     ("store", ["import", "{jsonl_binary}", "--store", "{good}"], USAGE, "line 1: not UTF-8 text"),
     ("store", ["import", "{jsonl:garbage}", "--store", "{good}"], USAGE, "line 1: not JSON"),
+    ("store", ["import", "{jsonl:cut}", "--store", "{good}"], USAGE,  # QA: "starting at at line 1"
+     "jsonl-cut.jsonl line 1: not JSON (Unterminated string starting at: line 1, column 12)"),
     ("store", ["import", "{jsonl:newer}", "--store", "{good}"], USAGE, "newer than this atnbench"),
     ("store", ["import", "{jsonl:schema_text}", "--store", "{good}"], USAGE, "is not a number"),
     ("store", ["import", "{jsonl:list}", "--store", "{good}"], USAGE, "an array, not an object"),

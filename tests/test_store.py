@@ -479,6 +479,30 @@ def test_a_write_waits_for_a_long_writer_and_says_so(tmp_path, monkeypatch, capl
         other.rollback()
 
 
+def test_a_store_locked_past_the_busy_timeout_is_busy_not_unusable(tmp_path, monkeypatch):
+    """A store not in WAL mode (switched by hand), another process holding its lock: commands said
+    "is not a usable atnbench results store: database is locked", exit 2 (QA). It is busy: one line
+    saying so, exit 1 (the work could not be done now), the store as it was."""
+    import sqlite3
+    from contextlib import closing
+
+    from atnbench.store import results as results_module
+    from helpers import fill_store, invoke
+
+    fill_store(tmp_path / "s.db", [("adding", 100, "ln", None, 0, "done", 0.5, None)])
+    with closing(sqlite3.connect(tmp_path / "s.db")) as switch:
+        switch.execute("PRAGMA journal_mode = DELETE")
+    monkeypatch.setattr(results_module, "BUSY_TIMEOUT_S", 0.2)
+    with closing(sqlite3.connect(tmp_path / "s.db", isolation_level=None)) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        for args in (("runs", "list"), ("report",)):
+            result = invoke(*args, "--store", tmp_path / "s.db")
+            assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1, result.output
+            assert "s.db is locked by another process, which has held it for more than 0.2 s" in result.stderr
+        other.execute("ROLLBACK")
+    assert invoke("runs", "list", "--store", tmp_path / "s.db").exit_code == 0
+
+
 @pytest.mark.parametrize("column, value, said", [
     ("val_loss", "abc", "val_loss is 'abc', not a number"),
     ("train_loss", b"\x00", "train_loss is b'\\x00', not a number"),

@@ -258,8 +258,9 @@ def finite(value):
 
 def _failures() -> tuple[type[BaseException], ...]:
     from atnbench.run.checkpoint import RunBusy
+    from atnbench.store.errors import StoreBusy
 
-    return (RunBusy, OSError, sqlite3.OperationalError)
+    return (RunBusy, StoreBusy, OSError, sqlite3.OperationalError)
 
 
 @dataclass

@@ -9,6 +9,11 @@ class StoreError(UserError, RuntimeError):
     """The file is not a usable results store; the message is one readable line."""
 
 
+class StoreBusy(RuntimeError):
+    """Another process held the store's lock past the busy timeout (a store not in WAL mode, which
+    a reader waits on too): the work cannot be done now, not a mistake of the input (exit 1)."""
+
+
 class StoreMissing(StoreError, FileNotFoundError):
     """No store at the given path and the caller asked not to create one."""
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Union
 
 from atnbench.errors import UserError
-from atnbench.store.errors import MalformedRow, StoreError, UnknownRun
+from atnbench.store.errors import MalformedRow, StoreBusy, StoreError, UnknownRun
 from atnbench.store.files import DEFAULT_STORE, check_store_path, not_sqlite
 from atnbench.store.schema import _ROW_COLUMNS, _SCHEMA, FINAL_STATUSES, MIGRATIONS, MODEL_KINDS, STATUSES
 from atnbench.store.schema import RECORD_VERSION, SCHEMA_VERSION, STORE_TABLES
@@ -71,6 +71,13 @@ class RunRecord:
     updated_at: str
 
 
+def _refuse_busy(path: Path, err: BaseException) -> None:
+    """A lock another process held past the busy timeout is not an unusable store: said so (exit 1)."""
+    if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+        raise StoreBusy(f"{path} is locked by another process, which has held it for more than "
+                        f"{BUSY_TIMEOUT_S:g} s (an import or a merge?); try again when it is done") from None
+
+
 class ResultsStore:
     """A connection to one results store file (create it with ``create=True``, the default).
 
@@ -96,6 +103,7 @@ class ResultsStore:
                 # lock up front (waiting on busy_timeout) instead of failing when upgrading a read lock.
                 self._conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as err:
+            _refuse_busy(self.path, err)
             raise StoreError(f"{self.path} cannot be opened as a results store: {err}") from None
         self._conn.row_factory = sqlite3.Row
         try:
@@ -107,6 +115,7 @@ class ResultsStore:
             if _not_a_database(err):
                 raise not_sqlite(self.path) from None
             if isinstance(err, sqlite3.Error):
+                _refuse_busy(self.path, err)
                 raise StoreError(f"{self.path} is not a usable atnbench results store: {err}") from None
             raise
 
