@@ -31,6 +31,11 @@ class ConfigError(UserError):
     """A configuration that cannot run; the message is one readable line."""
 
 
+class SettingError(ConfigError):
+    """A run setting a task cannot take (``T`` that does not divide an image), found as its data
+    source is built: said as the setting's, not as a problem of the data."""
+
+
 # strict: a value of the wrong type is an error, not silently converted (an int is a fine
 # float, and is stored as one, so momentum 0 and 0.0 are the same config); no NaN/infinity.
 @dataclass(frozen=True, config=ConfigDict(strict=True, allow_inf_nan=False))  # = STRICT, below

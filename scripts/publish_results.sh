@@ -15,7 +15,9 @@ cd "$(dirname "$0")/.."
 # to build it) for the script's length only, not a temporary folder's path nobody has. Checked
 # before anything is written.
 published=published.db
-if [ -e "$published" ]; then echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2; fi
+if [ -e "$published" ] || [ -L "$published" ]; then
+  echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2
+fi
 mkdir -p results
 fresh=$(mktemp -d)/published.db
 trap 'rm -rf "$(dirname "$fresh")"' EXIT
@@ -23,10 +25,11 @@ trap 'rm -rf "$(dirname "$fresh")"' EXIT
 studies=()
 if [ -f results/studies.json ]; then studies=(--studies results/studies.json); fi
 if [ -f results/runs.jsonl ]; then atnbench store import results/runs.jsonl --store "$fresh" "${studies[@]}"; fi
-for status in done diverged; do
+for status in done diverged; do  # each export's studies in a file of its own: one never replaces another's
   atnbench store export "$(dirname "$fresh")/$status.jsonl" --store "$store" --status "$status" \
-    --studies "$(dirname "$fresh")/studies.json"
-  atnbench store import "$(dirname "$fresh")/$status.jsonl" --store "$fresh" --studies "$(dirname "$fresh")/studies.json"
+    --studies "$(dirname "$fresh")/$status-studies.json"
+  atnbench store import "$(dirname "$fresh")/$status.jsonl" --store "$fresh" \
+    --studies "$(dirname "$fresh")/$status-studies.json"
 done
 # Stale runs (older code) whose experiment now has a current run are left out: the published
 # set is current where it can be; the rest stay, and the reports mark them stale.

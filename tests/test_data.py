@@ -312,6 +312,17 @@ def test_smnist_source_noise_permutation_and_rows(tmp_path):
         source(T=100)
 
 
+def test_a_setting_the_task_cannot_take_is_not_called_a_problem_of_the_data(tmp_path, monkeypatch):
+    """`run smnist-noise --T 20` said "smnist-noise data (the data root ...; `atnbench data verify`
+    checks it): T=20 must divide 784", pointing at the data, which `data verify` passed (QA)."""
+    from helpers import invoke
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "no-data"))  # before any file is read
+    result = invoke("run", "smnist-noise", "--T", "20", "--iters", "2", "--store", tmp_path / "s.db")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == "error: smnist-noise: T=20 must divide 784 (784 = one pixel per step; 28 = row by row)"
+
+
 def test_imdb_source_pads_on_the_right_with_lengths_and_takes_a_fraction(tmp_path):
     from atnbench.tasks.imdb import pad_right
     from atnbench.tasks.source import make_source

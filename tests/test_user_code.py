@@ -278,6 +278,25 @@ def test_class_indices_of_any_integer_dtype_train_as_torch_long(tmp_path, dtype,
     assert json.loads(result.stdout)["status"] == "done"
 
 
+@pytest.mark.parametrize("kind", ["make_batch", "make_source"])
+@pytest.mark.parametrize("label, said", [
+    ("7", "y holds class 7; classes are 0..1"),  # a source's were never checked: "a bug in atnbench" (QA)
+    ("2 ** 64 - 100", "y holds a torch.uint64 value past int64's range"),  # wrapped to -100, unscored (QA)
+])
+def test_labels_that_are_no_class_are_refused_before_a_store_is_written(tmp_path, kind, label, said):
+    body = ("x = torch.randn(T, batch_size, 2, generator=generator); "
+            f"y = torch.tensor([{label}] + [1] * (batch_size - 1), dtype=torch.uint64); return x, y")
+    code = (f"def mb(generator, batch_size, T):\n    {body}\nSPEC = spec(make_batch=mb, loss='ce', output_size=2)\n"
+            if kind == "make_batch" else
+            SOURCE_OF_INTS.format(dtype="uint64").replace("self.y = (self.x[:, :, 0].sum(0) > 0).to(torch.uint64)",
+                                                          f"self.y = torch.tensor([{label}, 1, 0, 1], dtype=torch.uint64)"))
+    folder = _task(tmp_path / "t", code)
+    for args in (("tasks", "check", "mine"), ("run", "mine", "--store", tmp_path / "s.db")):
+        line = one_error(invoke(*args, "--include", folder))
+        assert said in line, line
+    assert not (tmp_path / "s.db").exists()
+
+
 # -- flags and task files next to it (#40) -------------------------------------------------------
 
 @pytest.mark.parametrize("args, message", [

@@ -410,6 +410,10 @@ def _files(folder: Path) -> None:
     for i, seq in enumerate(xs):
         aeon[i] = seq.T
     np.savez(folder / "aeon.npz", x=aeon, y=ys)
+    one_row = np.empty(len(xs), dtype=object)  # one channel: "1 row", not "1 rows"
+    for i, seq in enumerate(xs):
+        one_row[i] = seq[:, :1].T
+    np.savez(folder / "onerow.npz", x=one_row, y=ys)
     np.savez(folder / "nowidth.npz", x=np.ones((10, 5, 1)), y=np.zeros((10, 0)))
     np.savez(folder / "huge.npz", x=np.ones((10, 5, 1)) * 1e300, y=np.arange(10) % 2)  # finite in float64 only
     np.savez(folder / "hugey.npz", x=np.ones((10, 5, 1)), y=np.full(10, -1e300))
@@ -476,6 +480,10 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: lumpy.npz}\n", "lumpy.npz: x[3]: its steps have different numbers"),
     ("problem: sequence-classification\ndata: {train: aeon.npz}\n",  # QA: the steps were called channels, no hint
      "each sequence has 3 rows: if each array is (channels, T_i) (aeon's layout) set data.layout: NCT"),
+    ("problem: sequence-classification\ndata: {train: onerow.npz}\n", "each sequence has 1 row: if each array"),
+    ("problem: sequence-classification\ndata: {train: good.npz, layout: NCT}\n",  # not "set NCT" to a file that has it
+     "data.layout: NCT reads each array as (channels, T_i), which makes 3 steps of each: if each is (T_i, channels), "
+     "give data.layout: NTC"),
     ("problem: sequence-regression\ndata: {train: nowidth.npz}\n", "data.y: target 0 of the val split has shape (0,)"),
     ("problem: sequence-classification\ndata: {train: huge.npz}\n", "sequence 0, step 0: value 1e+300 is past float32's"),
     ("problem: sequence-regression\ndata: {train: hugey.npz}\n", "data.y: target 0 of the val split: value -1e+300 is past"),

@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import Iterator, Optional
 
-from atnbench.config import ConfigError
+from atnbench.config import ConfigError, SettingError
 from atnbench.errors import needs_package
 
 TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".csv", ".tsv", ".json", ".jsonl")
@@ -223,6 +223,8 @@ def check_task_data(config) -> None:
     try:
         with quiet_loaders():
             task.make_source(config, torch.device("cpu"))
+    except SettingError:  # a setting the task cannot take: not the data's problem
+        raise
     except Exception as error:  # noqa: BLE001 - whatever the reader raised, the data is what is wrong
         cause = _root_cause(error)
         said = _first_line(error) + (f" ({type(cause).__name__}: {_first_line(cause)})" if cause is not error else "")

@@ -24,7 +24,7 @@ import math
 
 import torch
 
-from atnbench.config import ConfigError
+from atnbench.config import ConfigError, SettingError
 from atnbench.data.common import SOURCE_OPTIONS, generator
 from atnbench.tasks.registry import TaskSpec
 
@@ -42,10 +42,10 @@ def make_source(config, device: torch.device):
 
     T, options = config.T, config.options
     if PIXELS % T:
-        raise ConfigError(f"smnist-noise: T={T} must divide 784 (784 = one pixel per step; 28 = row by row)")
+        raise SettingError(f"smnist-noise: T={T} must divide 784 (784 = one pixel per step; 28 = row by row)")
     noise_var = float(options.get("noise_var", 0.1))
     if noise_var < 0:
-        raise ConfigError(f"smnist-noise: noise_var must be >= 0, got {noise_var}")
+        raise SettingError(f"smnist-noise: noise_var must be >= 0, got {noise_var}")
     raw = load_mnist(options)
     train_x, train_y = raw["train"]
     n = len(train_y)

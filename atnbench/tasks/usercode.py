@@ -204,12 +204,22 @@ def check_batch(spec, result: Any, batch: int, T: int, place: str, steps: int) -
     if spec.loss == "ce":
         if not _integer(y):
             raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'ce' takes class indices (torch.long)")
-        y = y.long()  # before the check: torch has no min() of uint16..uint64 (values past int64's wrap, refused)
+        y = _as_long(y, place)
         _check_classes(spec, y, place)
         return _as_float32(x, "x", place), y
     if not y.is_floating_point():
         raise UserCodeError(f"{place}: y has dtype {y.dtype}; loss 'mse' takes a floating-point target")
     return _as_float32(x, "x", place), _as_float32(y, "y", place)
+
+
+def _as_long(y: torch.Tensor, place: str) -> torch.Tensor:
+    """Class indices as torch.long, before they are checked (torch has no min() of uint16..uint64).
+    A uint64 past int64's range would wrap to a negative class, even to -100 (unscored): refused."""
+    cast = y.long()
+    if y.dtype == torch.uint64 and bool((cast < 0).any()):
+        raise UserCodeError(f"{place}: y holds a torch.uint64 value past int64's range (above {2 ** 63 - 1}); "
+                            f"classes are 0..<output_size>")
+    return cast
 
 
 def _integer(y: torch.Tensor) -> bool:
@@ -271,7 +281,7 @@ def guarded(spec, file: str, obj: str):
 
     def checked_source(config, device):
         source = call(make_source, file, config, device)
-        return GuardedSource(source, where(make_source, file), file, classes=spec.loss == "ce")
+        return GuardedSource(source, where(make_source, file), file, spec=spec)
 
     return dataclasses.replace(spec, seq_len=checked_seq_len, baseline=checked_baseline,
                                make_batch=checked_batch if make_batch is not None else None,
@@ -281,7 +291,7 @@ def guarded(spec, file: str, obj: str):
 class GuardedSource:
     """A user's DataSource whose calls run through the boundary (its sizes checked once)."""
 
-    def __init__(self, source: Any, place: str, file: str, classes: bool = False):
+    def __init__(self, source: Any, place: str, file: str, spec: Any = None):
         for name in ("input_size", "output_size"):
             if not _whole(getattr(source, name, None), 1):
                 raise UserCodeError(f"{place}: returned a source whose {name} is {getattr(source, name, None)!r}; "
@@ -289,7 +299,7 @@ class GuardedSource:
         if "val" not in tuple(getattr(source, "splits", ()) or ()):
             raise UserCodeError(f"{place}: returned a source without a 'val' split (splits: "
                                 f"{getattr(source, 'splits', None)!r})")
-        self._source, self._file, self._classes = source, file, classes
+        self._source, self._file, self._spec = source, file, spec
 
     def __getattr__(self, name):
         return getattr(self._source, name)
@@ -299,16 +309,18 @@ class GuardedSource:
         return call(method, self._file, *args)
 
     def train_batch(self):
-        return self._as_classes(self._call("train_batch"))
+        return self._as_classes(self._call("train_batch"), "train_batch")
 
-    def _as_classes(self, batch):
-        """A ``ce`` task's integer labels of any dtype as torch.long, as ``check_batch`` casts a
-        generated task's (cross-entropy takes no other)."""
+    def _as_classes(self, batch, method: str):
+        """A ``ce`` task's integer labels of any dtype as torch.long, checked to be classes, as
+        ``check_batch`` casts and checks a generated task's (cross-entropy takes no other)."""
         y = getattr(batch, "y", None)
-        if self._classes and isinstance(y, torch.Tensor) and _integer(y) and y.dtype != torch.long \
-                and dataclasses.is_dataclass(batch):
-            return dataclasses.replace(batch, y=y.long())
-        return batch
+        if self._spec is None or self._spec.loss != "ce" or not isinstance(y, torch.Tensor) or not _integer(y):
+            return batch
+        place = where(getattr(self._source, method), self._file)
+        cast = _as_long(y, place)
+        _check_classes(self._spec, cast, place)
+        return dataclasses.replace(batch, y=cast) if cast is not y and dataclasses.is_dataclass(batch) else batch
 
     def eval_batches(self, split: str):
         batches = self._call("eval_batches", split)
@@ -319,7 +331,7 @@ class GuardedSource:
                 batch = next(iterator, None)
             if batch is None:
                 return
-            yield self._as_classes(batch)
+            yield self._as_classes(batch, "eval_batches")
 
     def state_dict(self) -> dict:
         return self._call("state_dict")
@@ -331,11 +343,11 @@ class GuardedSource:
 def probe(spec, config) -> None:
     """One batch of a generated user task at the run's batch size and T, made and checked now
     (a fresh generator: the run's own draws are untouched), so its code fails before a store is
-    opened. A data task's source is built once, as a run builds it."""
+    opened. A data task's source is built once, as a run builds it, and its first batch checked."""
     from atnbench.tasks.registry import batch_generator
 
     spec.baseline(config.T)  # reported after the training: asked now
     if spec.make_batch is not None:
         spec.make_batch(batch_generator(config.seed, "train"), config.batch_size, config.T)
-    else:
-        spec.make_source(config, torch.device("cpu"))
+    else:  # and its first batch, checked (labels that are no class) on this instance, not the run's
+        spec.make_source(config, torch.device("cpu")).train_batch()

@@ -153,7 +153,7 @@ def _from_arrays(arrays: dict[str, np.ndarray], fields: Fields, per_step: bool, 
             raise ConfigError(f"{source}: data.{part}: array {wanted[part]!r} holds complex numbers; give real "
                               f"numbers (e.g. the real and imaginary parts as two channels)")
     x = _laid_out(arrays[wanted["x"]], fields.layout, source)
-    xs = _split_x(x, lengths, source)
+    xs = _split_x(x, lengths, source, fields.layout)
     ys = _split_y(arrays[wanted["y"]], [len(s) for s in xs], per_step, source)
     _check_targets(ys, source, lambda i: f"y[{i}]")
     return Sequences(xs, ys, source)
@@ -177,7 +177,7 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
     return x
 
 
-def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[np.ndarray]:
+def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str, layout: Optional[str] = None) -> list[np.ndarray]:
     if x.dtype == object:  # variable lengths: one array per sequence
         xs = [_as_steps(_item(item, f"{source}: x[{i}]"), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
     elif x.ndim in (2, 3):
@@ -202,8 +202,12 @@ def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str) -> list[
     channels = {seq.shape[1] for seq in xs}
     if len(channels) > 1:
         # one number of rows and many of columns: aeon's unequal-length (channels, T_i) arrays, read as (T_i, C)
-        hint = (f"; each sequence has {len(xs[0])} rows: if each array is (channels, T_i) (aeon's layout) set "
-                f"data.layout: NCT" if len({len(seq) for seq in xs}) == 1 else "")
+        rows = len(xs[0])
+        hint = "" if len({len(seq) for seq in xs}) > 1 else (
+            f"; data.layout: NCT reads each array as (channels, T_i), which makes {rows} step{'s' if rows != 1 else ''} "
+            f"of each: if each is (T_i, channels), give data.layout: NTC" if layout == "NCT" else
+            f"; each sequence has {rows} row{'s' if rows != 1 else ''}: if each array is (channels, T_i) "
+            f"(aeon's layout) set data.layout: NCT")
         raise ConfigError(f"{source}: data.x: sequences have different numbers of channels ({sorted(channels)}){hint}")
     if channels == {0}:
         raise ConfigError(f"{source}: data.x: the sequences have no channels (shape {tuple(x.shape)})")
