@@ -623,6 +623,7 @@ CASES += [
         ("bomb", "bomb.yaml: invalid YAML at line"),
         ("deep", "deep.yaml: invalid YAML at line 1, column 101: nested deeper than 100 levels"))],
     ("tasks", ["check", "huge", "--include", "{outside}"], USAGE, "huge.yaml: is 9.0 MB; a settings file is at most"),
+    ("tasks", ["check", "ptb-char"], USAGE, "ptb-char is a shipped task (`atnbench tasks` lists them)"),  # QA: "no task file"
     ("store", ["import", "{fifo}", "--store", "{good}"], USAGE, "fifo.yaml: is a named pipe (FIFO)"),
     ("store", ["import", "{zero_link}", "--store", "{good}"], USAGE, "is a character device (a link to /dev/zero)"),
     ("store", ["import", "{jsonl:deep}", "--store", "{good}"], USAGE, "line 1: not JSON we read (nested deeper than 100"),

@@ -110,6 +110,20 @@ def new(
     say_command(f"wrote {target}; check it with:", f"atnbench tasks check {name} --include {shlex.quote(str(folder))}")
 
 
+def _task_file(name: str):
+    """The task file of a task of your own; one line where there is none (or it is a shipped task)."""
+    from atnbench.tasks.registry import TASK_MODULES
+    from atnbench.tasks.taskfiles import ENV_FOLDERS, find
+
+    path = find(name)
+    if path is None and name in TASK_MODULES:  # not "no task file": it is one of atnbench's own
+        raise ConfigError(f"{name} is a shipped task (`atnbench tasks` lists them); `tasks check` reads a task "
+                          f"of your own (docs/adding-a-task.md)")
+    if path is None:
+        raise ConfigError(f"no task file {name}.yaml in the search folders (--include DIR or ${ENV_FOLDERS})")
+    return path
+
+
 @tasks_app.command("check")
 @user_errors
 def check(
@@ -119,12 +133,10 @@ def check(
     """Read a task of your own and say what it holds: sizes, lengths, classes, the no-information
     baseline; every mistake in the task or data file is one line naming the file and the field."""
     from atnbench.tasks.lookup import load_task_preset
-    from atnbench.tasks.taskfiles import ENV_FOLDERS, find, read_definition, task_options
+    from atnbench.tasks.taskfiles import read_definition, task_options
     from atnbench.tasks.userprep import PROBLEMS, prepared, summary
 
-    path = find(name)
-    if path is None:
-        raise ConfigError(f"no task file {name}.yaml in the search folders (--include DIR or ${ENV_FOLDERS})")
+    path = _task_file(name)
     definition = read_definition(path)
     from atnbench.run.runspec import resolve_run
 
