@@ -920,3 +920,32 @@ def test_a_signal_during_the_fast_paths_build_stops_the_sweep_at_once(tmp_path, 
     assert "stopped by SIGINT" in result.stderr and "run the same command again to resume" in result.stderr
     with ResultsStore(tmp_path / "r.db", create=False) as results:
         assert results.runs() == []  # nothing started, nothing recorded
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's signal dispositions in /proc")
+def test_the_fork_server_ignores_the_stop_signals_and_workers_take_them():
+    """A Ctrl-C (or SIGTERM to the group) while the fork server imported torch killed it with a
+    traceback, and the sweep ended "error: aborted", exit 1 (QA): the server ignores SIGINT and
+    SIGTERM (it ends with the sweep), this process keeps its handlers, and a worker handles them
+    again (``Lifeline``) before any run."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import forkserver
+
+    from atnbench.sweep import local
+
+    def ignored(pid) -> set[int]:
+        mask = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn"))
+        bits = int(mask.split()[1], 16)
+        return {sig for sig in (signal.SIGINT, signal.SIGTERM) if bits >> (sig - 1) & 1}
+
+    handlers = [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)]
+    context = local.worker_context()
+    assert ignored(forkserver._forkserver._forkserver_pid) == {signal.SIGINT, signal.SIGTERM}
+    assert [signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)] == handlers
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGINT, signal.SIGTERM} == set()
+    events, stop = context.Queue(), context.Event()
+    with ProcessPoolExecutor(1, mp_context=context, initializer=local._init_worker,
+                             initargs=(events, stop, 1, dict(os.environ), os.getcwd(), None)) as pool:
+        worker = pool.submit(os.getpid).result()
+        assert ignored(worker) == set()

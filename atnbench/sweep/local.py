@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import threading
 import queue as queue_module
 from concurrent.futures import FIRST_COMPLETED, CancelledError, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -92,12 +94,38 @@ def _flush_events() -> None:
 PRELOAD = ("torch", "torch._dynamo", "atnbench.run.train", "atnbench.sweep.local")
 
 
+# the signals a stop comes by: the fork server ignores them, as it ignores SIGINT once its imports
+# (seconds) are done; during them a Ctrl-C killed it with a traceback and the sweep ended
+# "error: aborted", exit 1. It ends with the sweep; workers set their own handlers (Lifeline).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def worker_context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(PRELOAD))  # no effect once this process's server runs
+    _start_fork_server()
     return context
+
+
+def _start_fork_server() -> None:
+    """The fork server started (where it is not yet) ignoring the stop signals, a disposition it
+    inherits; here they are blocked meanwhile, so that one sent in that moment waits for this
+    process's own handler instead of being lost (Linux queues a blocked signal though ignored)."""
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():  # signal.signal works there only
+        forkserver.ensure_running()
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in STOP_SIGNALS}
+    try:
+        forkserver.ensure_running()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _init_worker(events, stop, threads: int, environ: dict, cwd: str, failed_build: Optional[dict] = None) -> None:
@@ -110,7 +138,8 @@ def _init_worker(events, stop, threads: int, environ: dict, cwd: str, failed_bui
 
     fastpath.adopt_failed_build(failed_build)
     # The parent coordinates the stop; a signal here makes the current run stop cleanly, and
-    # SIGTERM or the sweep's death also ends this process (see lifeline).
+    # SIGTERM or the sweep's death also ends this process (see lifeline); its handlers replace
+    # the fork server's ignoring of them (``_start_fork_server``).
     _LIFELINE = Lifeline(flush=_flush_events)
     _LIFELINE.install()
     import torch
