@@ -15,9 +15,11 @@ cd "$(dirname "$0")/.."
 # to build it) for the script's length only, not a temporary folder's path nobody has. Checked
 # before anything is written.
 published=published.db
-if [ -e "$published" ] || [ -L "$published" ]; then
-  echo "publish_results.sh: $published exists here; move it away first" >&2; exit 2
-fi
+for leftover in "$published" "$published-wal" "$published-shm"; do  # a store's log files too
+  if [ -e "$leftover" ] || [ -L "$leftover" ]; then
+    echo "publish_results.sh: $leftover exists here; move it away first" >&2; exit 2
+  fi
+done
 mkdir -p results
 fresh=$(mktemp -d)/published.db
 trap 'rm -rf "$(dirname "$fresh")"' EXIT
@@ -39,7 +41,7 @@ atnbench store export "$(dirname "$fresh")/published.jsonl" --store "$fresh" --d
   --studies "$(dirname "$fresh")/published-studies.json"
 mv "$(dirname "$fresh")/published.jsonl" results/runs.jsonl
 mv "$(dirname "$fresh")/published-studies.json" results/studies.json
-trap 'rm -rf "$(dirname "$fresh")" "$published"' EXIT
+trap 'rm -rf "$(dirname "$fresh")" "$published" "$published-wal" "$published-shm"' EXIT
 atnbench store import results/runs.jsonl --store "$published" --studies results/studies.json
 
 atnbench reproduce --report-only --store "$published" --out-dir results/report
