@@ -577,8 +577,7 @@ def rich_view(view: TableView, plain: bool = False, width: Optional[int] = None,
     marked = {column.higher_better for row in view.rows for column in view.columns
               if row.cells.get(column.key) is not None and row.cells[column.key].best}
     if plain and marked:  # a legend of a mark the table shows, in its columns' sense
-        best = {frozenset({False}): "(lowest)", frozenset({True}): "(highest)"}.get(frozenset(marked),
-                                                                                   "(lowest loss, highest accuracy)")
+        best = "(lowest loss, highest accuracy)" if len(marked) == 2 else "(highest)" if True in marked else "(lowest)"
         parts.append(Text(f"  * the best {best} mean of its column"))
     if view.reduced and not any(note.startswith(NOT_COMPARABLE_MARK) for note in view.notes):
         parts.append(Text(f"  {view.protocol}: {view.budget:g} of {view.protocol_source}; "
