@@ -126,6 +126,8 @@ def decode(data: bytes, where: str) -> str:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise ConfigError(f"{where}: is UTF-16 text; save it as UTF-8")
     if b"\0" in data[:8192]:
+        if _utf16_without_mark(data[:8192]):
+            raise ConfigError(f"{where}: is UTF-16 text (without a byte-order mark); save it as UTF-8")
         raise ConfigError(f"{where}: is binary (it holds NUL bytes), not UTF-8 text")
     try:
         return data.decode("utf-8-sig")
@@ -134,6 +136,17 @@ def decode(data: bytes, where: str) -> str:
         column = error.start - (data.rfind(b"\n", 0, error.start) + 1) + 1
         raise ConfigError(f"{where}: is not UTF-8 text (byte {data[error.start]:#04x} at line {line}, column "
                           f"{column}; latin-1 or another encoding? save it as UTF-8)") from None
+
+
+def _utf16_without_mark(head: bytes) -> bool:
+    """Mostly Latin text in UTF-16: every other byte NUL, the rest not (Windows tools write it so)."""
+    pairs = len(head) // 2
+    if pairs < 2:
+        return False
+    for nul, other in ((head[1::2], head[0::2]), (head[0::2], head[1::2])):  # little-endian, then big-endian
+        if nul[:pairs].count(0) >= 0.9 * pairs and other[:pairs].count(0) <= 0.1 * pairs:
+            return True
+    return False
 
 
 def read_text(path: Union[str, Path], kind: str = "settings") -> str:

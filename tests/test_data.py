@@ -199,6 +199,24 @@ def test_atnbench_data_environment_folder(tmp_path, monkeypatch):
     assert len(load_ptb_char({})[1]) > 10
 
 
+def test_each_shipped_real_data_run_names_the_data_root_copy_it_reads():
+    """The copy a run is checked against before it reads the data root: the one its loader reads
+    (ptb-word and ptb-char share a folder, not files; smnist-noise reads full MNIST unless its
+    variant names the subset); a run given its own data reads none there."""
+    from atnbench.data.catalog import read_from_root
+
+    def read(task, variant=None, **options):
+        preset = resolve_preset(load_task_preset(task), variant=variant)
+        dataset = read_from_root(task, {**preset.get("options", {}), **options})
+        return dataset and dataset.name
+
+    assert [read(task) for task in ("ptb-char", "ptb-word", "smnist-noise", "wikitext2", "imdb")] == \
+        ["ptb-char", "ptb", "mnist", "wikitext2", "imdb"]
+    assert read("smnist-noise", "mnist-5k") == "mnist-5k"
+    assert read("ptb-char", data_dir="elsewhere") is None and read("ptb-char", data_files="train=a.txt") is None
+    assert read("adding") is None and read("copying") is None
+
+
 # --- missing data: one line naming the files ------------------------------------------------------
 
 def test_missing_files_name_what_to_put_where(tmp_path):
@@ -232,6 +250,35 @@ def test_unreachable_hub_says_which_command_fetches_the_data(monkeypatch):
     message = str(err.value)
     assert "\n" not in message and "OfflineModeIsEnabled" in message
     assert "load_dataset('Salesforce/wikitext', 'wikitext-2-v1').save_to_disk('wikitext-2')" in message
+
+
+def test_a_hub_copy_out_of_reach_is_said_in_the_projects_words_only(tmp_path, monkeypatch):
+    """The run's line was the loader's, then Python's "(FileNotFoundError: Dataset
+    Salesforce/wikitext is not cached in None)" after it (QA)."""
+    def uncached(*args, **kwargs):
+        try:
+            raise FileNotFoundError("Dataset Salesforce/wikitext is not cached in None")
+        except FileNotFoundError as cause:
+            raise ConnectionError("Couldn't reach 'Salesforce/wikitext' on the Hub (OfflineModeIsEnabled)") from cause
+
+    monkeypatch.setattr(datasets, "load_dataset", uncached)
+    result = invoke("run", "wikitext2", "--store", tmp_path / "r.db")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip().endswith("ATNBENCH_DATA to the folder holding wikitext-2/")
+    assert "FileNotFoundError" not in result.stderr and not (tmp_path / "r.db").exists()
+
+
+@pytest.mark.parametrize("manifest, reason", [("{}", "its dataset_dict.json has no 'splits' entry"),
+                                              ('{"splits": ["train"]}', "No such files: ")])
+def test_a_broken_save_to_disk_copy_is_named_as_such(tmp_path, manifest, reason):
+    """A dataset_dict.json without its splits ended the line in Python's words: `'splits'` (QA)."""
+    folder = tmp_path / "wikitext-2"
+    folder.mkdir()
+    (folder / "dataset_dict.json").write_text(manifest)
+    result = invoke("run", "wikitext2", "--data-dir", folder, "--store", tmp_path / "r.db")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.startswith(f"error: wikitext2 data (--data-dir {folder}): WikiText-2: {folder} is not a "
+                                    f"whole datasets save_to_disk copy ({reason}")
 
 
 @pytest.mark.parametrize("task, expected", [("ptb-char", "ptb.char.train.txt"), ("smnist-noise", "train.parquet"),

@@ -120,6 +120,39 @@ def test_prepare_again_keeps_a_good_copy_and_verify_catches_a_changed_file(root,
     assert result.exit_code == 1 and "ptb.char.valid.txt: 1 lines, expected 3,370" in result.output
 
 
+def test_a_run_reads_the_data_roots_copy_only_where_it_is_the_published_one(root, tmp_path, monkeypatch):
+    """A shipped dataset from the data root enters a run's id by its name, which stands for the
+    published copy: other contents there are refused before the store is opened (they trained
+    under the published copy's id); the same files through --data-dir enter the id by contents."""
+    changed = tmp_path / "changed"
+    (changed / "ptb").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        text = (root / "ptb" / f"ptb.char.{split}.txt").read_text()
+        (changed / "ptb" / f"ptb.char.{split}.txt").write_text(text.replace("a", "e", 1) if split == "test" else text)
+    options = tmp_path / "options.yaml"
+    options.write_text("options:\n  eval_batch_size: 4000\n")  # the whole streams scored in a few big batches
+    tiny = ("run", "ptb-char", "--config", options, "--norm", "ln", "--T", "8", "--hidden", "4", "--iters", "2",
+            "--eval-every", "2", "--batch-size", "2", "--format", "json", "-q")
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(changed))
+    refused = invoke(*tiny, "--store", tmp_path / "refused.db")
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+    assert refused.stderr.strip().splitlines() == [
+        f"error: ptb-char data (the data root {changed / 'ptb'}): not the published ptb-char copy, which a run's "
+        f"id stands for: ptb.char.test.txt: SHA-256 {sha256(changed / 'ptb' / 'ptb.char.test.txt')[:12]}..., "
+        f"expected {DATASETS['ptb-char'].sha256['ptb.char.test.txt'][:12]}...; `atnbench data prepare ptb-char` "
+        f"writes the published copy over it, or give this copy with --data-dir (its contents then enter the "
+        f"run's id)"]
+    assert not (tmp_path / "refused.db").exists()
+
+    given = invoke(*tiny, "--data-dir", changed / "ptb", "--store", tmp_path / "given.db")
+    assert given.exit_code == 0, given.output
+    monkeypatch.setenv("ATNBENCH_DATA", str(root))
+    published = invoke(*tiny, "--store", tmp_path / "published.db")
+    assert published.exit_code == 0, published.output
+    assert json.loads(given.stdout)["run_id"] != json.loads(published.stdout)["run_id"]
+
+
 def test_a_copy_its_checks_cannot_read_is_named_and_written_again(root, tmp_path):
     garbled = tmp_path / "ptb"
     garbled.mkdir()

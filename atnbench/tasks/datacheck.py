@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from atnbench.config import ConfigError, SettingError
-from atnbench.errors import needs_package
+from atnbench.errors import UserError, needs_package
 
 TEXT_SUFFIXES = (".txt", ".tokens", ".raw", ".csv", ".tsv", ".json", ".jsonl")
 
@@ -178,7 +178,7 @@ def quiet_loaders() -> Iterator[None]:
             logger.setLevel(level)
 
 
-def _where(options: dict) -> tuple[str, list[Path], list[Path]]:
+def _where(options: dict, task: str) -> tuple[str, list[Path], list[Path]]:
     """Where a run's data comes from as the user named it, the files named one by one, and the
     files of a named folder (looked at only once loading failed: a folder may hold files no
     reader opens)."""
@@ -193,8 +193,12 @@ def _where(options: dict) -> tuple[str, list[Path], list[Path]]:
     if options.get("data_dir"):
         folder = Path(options["data_dir"]).expanduser()
         return f"--data-dir {folder}", [], _files_under(folder)
+    from atnbench.data.catalog import read_from_root
     from atnbench.data.common import data_root
 
+    dataset = read_from_root(task, options)
+    if dataset is not None and not (data_root() / dataset.subdir).is_dir():
+        return f"no copy in the data root {data_root() / dataset.subdir}", [], []
     return f"the data root {data_root()}; `atnbench data verify` checks it", [], []
 
 
@@ -216,10 +220,11 @@ def check_task_data(config) -> None:
     if "problem" in (config.options or {}).get("user_task", {}):  # a user's data files: read as it resolved
         task.make_source(config, torch.device("cpu"))  # with T and val_samples applied, now
         return
-    where, named, in_folder = _where(config.options or {})
+    where, named, in_folder = _where(config.options or {}, task.name)
     problem = _named_file_problem(named)  # a plainly unreadable file: said before loading anything
     if problem:
         raise ConfigError(f"{task.name} data ({where}): {problem}")
+    _check_root_copy(task.name, config.options or {})
     try:
         with quiet_loaders():
             task.make_source(config, torch.device("cpu"))
@@ -227,8 +232,29 @@ def check_task_data(config) -> None:
         raise
     except Exception as error:  # noqa: BLE001 - whatever the reader raised, the data is what is wrong
         cause = _root_cause(error)
-        said = _first_line(error) + (f" ({type(cause).__name__}: {_first_line(cause)})" if cause is not error else "")
+        said = _first_line(error) + (f" ({type(cause).__name__}: {_first_line(cause)})"
+                                     if cause is not error and not isinstance(error, UserError) else "")
         raise ConfigError(f"{task.name} data ({where}): {first_problem(in_folder) or said}") from error
+
+
+def _check_root_copy(task: str, options: dict) -> None:
+    """A shipped dataset read from the data root enters a run's id by its name, which stands for the
+    published copy ``data prepare`` writes: a copy there that fails ``data verify``'s checks is
+    refused before the run (given with --data-dir, a copy's contents enter the id instead)."""
+    from atnbench.data.catalog import read_from_root
+    from atnbench.data.common import data_root
+
+    dataset = read_from_root(task, options)
+    if dataset is None:
+        return
+    folder = data_root() / dataset.subdir
+    problems = verify_copy(dataset, folder)
+    if problems:  # None: no copy there, and the loader says where else it looked
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise ConfigError(f"{task} data (the data root {folder}): not the published {dataset.name} copy, which a "
+                          f"run's id stands for: {problems[0]}{more}; `atnbench data prepare {dataset.name}` writes "
+                          f"the published copy over it, or give this copy with --data-dir (its contents then enter "
+                          f"the run's id)")
 
 
 def verify_copy(dataset, folder: Path) -> Optional[list[str]]:

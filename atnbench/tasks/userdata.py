@@ -179,7 +179,14 @@ def _laid_out(x: np.ndarray, layout: Optional[str], source: str) -> np.ndarray:
 
 def _split_x(x: np.ndarray, lengths: Optional[np.ndarray], source: str, layout: Optional[str] = None) -> list[np.ndarray]:
     if x.dtype == object:  # variable lengths: one array per sequence
-        xs = [_as_steps(_item(item, f"{source}: x[{i}]"), f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
+        items = [_item(item, f"{source}: x[{i}]") for i, item in enumerate(x.reshape(-1))]
+        shapes = {item.shape for item in items}
+        if layout is None and len(shapes) == 1 and len(shape := shapes.pop()) == 2 and 0 < LOOKS_NCT * shape[0] <= shape[1]:
+            # one length, each sequence far wider than long: aeon's (channels, T) arrays, read as (T, C)
+            raise ConfigError(f"{source}: data.x: every sequence has shape {shape}, which reads as {shape[0]} "
+                              f"step{'s' if shape[0] != 1 else ''} of {shape[1]} channels; if each is (channels, T) "
+                              f"(aeon's layout) set data.layout: NCT, else data.layout: NTC")
+        xs = [_as_steps(item, f"{source}: x[{i}]") for i, item in enumerate(items)]
     elif x.ndim in (2, 3):
         padded = x if x.ndim == 3 else x[:, :, None]
         xs = [_as_steps(row, f"{source}: x[{i}]") for i, row in enumerate(padded)]
@@ -329,6 +336,10 @@ def _read_text_table(path: Path):
 
     import pandas as pd
 
+    with open(path, "rb") as handle:  # NUL bytes are good UTF-8: pandas would take them into the header
+        head = handle.read(8192)
+    if b"\0" in head:
+        decode(head, str(path))
     _check_header(path)
     # index_col=False: by default a header one name short makes the first column (often the
     # target) the index, dropped without a word; pandas then warns that it cuts the rows instead
