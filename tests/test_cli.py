@@ -254,7 +254,7 @@ def test_sweep_results_table_lists_finished_runs_with_loss_and_time():
 
     records = [{"run_id": "r1", "label": "ln seed 0", "status": "done", "min_val_loss": 0.5, "wall_s": 75.0},
                {"run_id": "r2", "label": "atn seed 0", "status": "diverged", "min_val_loss": 0.25, "wall_s": 5.0},
-               {"run_id": "r3", "label": "bn seed 0", "status": "not-run"}]
+               {"run_id": "r3", "label": "bn seed 0", "status": "not-started"}]
     console = Console(file=io.StringIO(), width=80)
     console.print(results_table(records))
     text = console.file.getvalue()

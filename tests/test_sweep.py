@@ -288,6 +288,21 @@ def test_failures_and_divergence_are_recorded_and_the_sweep_goes_on(tmp_path, mo
                                                   "diverged": 0, "failed": 0, "interrupted": 0, "not-started": 0}
 
 
+def test_the_json_runs_say_their_status_in_the_counts_words(tmp_path):
+    """`sweep -f json` counted a run a signal stopped as "interrupted" and one never begun as
+    "not-started", and listed them as "failed" and "not-run" (QA)."""
+    from atnbench.sweep.command import _records
+
+    path, store = write(tmp_path, "three.yaml", tiny_sweep("three", ["ln", "bn", "atn"], [3], steps=2, seeds=(0,))), \
+        tmp_path / "r.db"
+    runs = expand(load_sweep(path))
+    with ResultsStore(store) as results:
+        for run, (status, error) in zip(runs, [("failed", "interrupted"), ("failed", "RuntimeError: boom")]):
+            results.start_run(run.run_id, run.config.to_dict(), {"device": "cpu", "threads": 1})
+            results.finish_run(run.run_id, status, {}, error=error)
+    assert [record["status"] for record in _records(runs, store)] == ["interrupted", "failed", "not-started"]
+
+
 # --- interrupt and resume -------------------------------------------------------------------------------
 
 def one_done_and_ln_checkpointed(conn) -> bool:

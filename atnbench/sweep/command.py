@@ -210,16 +210,19 @@ def _records(runs, store: Path) -> list[dict]:
     from atnbench.config import build_config
     from atnbench.run.selection import selected_summary
     from atnbench.run.train import result_record
+    from atnbench.sweep.runner import INTERRUPTED, NOT_STARTED
 
     records = []
     with ResultsStore.open_read_only(store) as results:
         for run in runs:
             row = results.get_run(run.run_id)
             if row is None:
-                records.append({"run_id": run.run_id, "label": run.label, "status": "not-run"})
+                records.append({"run_id": run.run_id, "label": run.label, "status": NOT_STARTED})
             else:
                 summary = selected_summary(row.summary, results.curve(run.run_id))  # test: at validation's pick
-                records.append({**result_record(build_config(row.config), row.status, summary, row.error),
+                # the counts' words: a run a signal stopped is stored failed, with the error "interrupted"
+                status = INTERRUPTED if (row.status, row.error) == ("failed", INTERRUPTED) else row.status
+                records.append({**result_record(build_config(row.config), status, summary, row.error),
                                 "label": run.label})
     return records
 
