@@ -204,3 +204,29 @@ def test_the_canary_says_which_runs_were_made_on_another_instruction_set(tmp_pat
     ptb["env"]["cpu_capability"] = "AVX512"
     (tmp_path / "runs.jsonl").write_text(json.dumps(ptb) + "\n")
     assert "a canary here checks only" not in invoke("canary", "--runs", tmp_path / "runs.jsonl").stderr
+
+
+def test_a_canary_stopped_by_kill_removes_its_worktree_of_the_old_code(tmp_path, monkeypatch):
+    """SIGTERM ended the canary where it stood: the git worktree of the old revision stayed in the
+    project's repository (`git worktree list`) and on disk; it is removed as on Ctrl-C, exit 143."""
+    import signal
+    import subprocess
+    import time
+
+    published = json.loads(next(line for line in (RESULTS / "runs.jsonl").open() if '"task": "adding"' in line))
+    (tmp_path / "runs.jsonl").write_text(json.dumps(published) + "\n")
+    monkeypatch.setattr(canary, "fingerprint_of", lambda tree: published["env"]["code"])  # HEAD stands in for it
+    monkeypatch.setenv("ATNBENCH_NO_BUILD", "1")
+    trees = []
+
+    def killed(found, old_tree, repo):
+        trees.append(old_tree)
+        assert (old_tree / "atnbench").is_dir()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+
+    monkeypatch.setattr(canary, "check", killed)
+    result = invoke("canary", "--runs", tmp_path / "runs.jsonl", "--revision", "HEAD")
+    assert result.exit_code == 143, result.output
+    listed = subprocess.run(["git", "-C", str(PACKAGE.parent), "worktree", "list"], capture_output=True, text=True)
+    assert trees and not trees[0].exists() and str(trees[0]) not in listed.stdout

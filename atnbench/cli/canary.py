@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.text import Text
 
-from atnbench.cli.app import EXIT_FAILED, app, err, out, user_errors
+from atnbench.cli.app import EXIT_FAILED, app, err, out, sigterm_interrupts, user_errors
 from atnbench.config import ConfigError
 from atnbench.tables import FitTable
 
@@ -75,6 +75,17 @@ def canary(
 
     Example: [bold]atnbench canary --record[/]  (after a refactor of atnbench/nn, from the checkout)
     """
+    with sigterm_interrupts() as interrupt:
+        try:
+            differ = _vouch(runs, steps, revision, write)
+        except KeyboardInterrupt:  # Ctrl-C or kill: the old revision's worktree is removed on the way out
+            raise typer.Exit(128 + interrupt.signum) from None
+    if differ:
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _vouch(runs: Path, steps: int, revision: Optional[str], write: bool) -> int:
+    """Check the runs' code classes (and record the identical ones); how many differ or went unchecked."""
     from contextlib import ExitStack
 
     from atnbench.evidence.canary import canaries, check, other_classes, record
@@ -90,7 +101,7 @@ def canary(
             by_code.setdefault(code, []).append(run)
     if not by_code:
         out.print(Text(f"every run in {runs} was made by this code ({current}): nothing to check"))
-        return
+        return 0
     note = other_classes([run for members in by_code.values() for run in members], cpu_capability())
     if note:
         err.print(Text(note), soft_wrap=True)
@@ -118,8 +129,7 @@ def canary(
             entry = record(outcomes, code, current, old_revision, _revision(repo))
             err.print(Text(f"recorded: {len(entry['identical'])} of {len(outcomes)} classes of code {code} are "
                            f"current under {current}"))
-    if differ:
-        raise typer.Exit(EXIT_FAILED)
+    return differ
 
 
 def _with_data(found: list) -> tuple[list, list]:
