@@ -215,6 +215,7 @@ def test_each_shipped_real_data_run_names_the_data_root_copy_it_reads():
     assert read("smnist-noise", "mnist-5k") == "mnist-5k"
     assert read("ptb-char", data_dir="elsewhere") is None and read("ptb-char", data_files="train=a.txt") is None
     assert read("adding") is None and read("copying") is None
+    assert read("imdb", user_task={"problem": "sequence-classification"}) is None  # a user's task reads its own
 
 
 # --- missing data: one line naming the files ------------------------------------------------------

@@ -591,6 +591,33 @@ def test_a_run_another_process_finished_while_the_sweep_waited_joins_the_sweep(t
         assert [r.run_id for r in store.runs(sweep="tiny")] == [run.run_id]
 
 
+def test_a_ray_workers_data_root_copy_is_checked_before_its_run(tmp_path, monkeypatch):
+    """A Ray worker's machine has its own data root, which the driver's check never saw: a copy
+    there that is not the published one fails that run in one line (the sweep goes on), instead
+    of training under the published copy's id."""
+    from atnbench.sweep import ray_backend
+    from atnbench.sweep.runner import EventReporter, Job, execute
+
+    ptb = tmp_path / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (ptb / f"ptb.char.{split}.txt").write_text("a b c _ d e\n" * 40)
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data"))
+    config = resolve_run("ptb-char", {"T": 8, "hidden": 4, "steps": 2, "eval_every": 2, "batch_size": 2})
+    job = Job(run_id_of(config), config.to_dict(), "ln", "tiny")
+    seen = {}
+    monkeypatch.setattr(ray_backend, "execute", lambda *args, **kwargs: seen.update(kwargs) or {})
+    ray_backend._train_in_scratch(job, None, None, {}, "cpu", types.SimpleNamespace(), lambda: False)
+    assert seen == {"check_data": True}
+    with ResultsStore(tmp_path / "r.db") as store:
+        outcome = execute(job, store, "cpu", EventReporter(job.run_id, lambda *event: None, lambda: False),
+                          check_data=True)
+        assert outcome["status"] == "failed" and store.status(job.run_id) == "failed"
+        assert outcome["error"].startswith(f"ConfigError: ptb-char data (the data root {ptb}): not the published "
+                                           f"ptb-char copy, which a run's id stands for: ptb.char.train.txt: 40 lines")
+        assert not store.curve(job.run_id)  # never trained
+
+
 def test_a_ray_cluster_that_refuses_the_driver_leaves_no_new_store_behind(tmp_path, monkeypatch):
     """A `ray://` address answers the TCP check, then Ray's client refuses: the store this sweep
     made (and never wrote) goes; a store that was there before stays."""

@@ -218,7 +218,7 @@ def get_dataset(name: str) -> Dataset:
 def read_from_root(task: str, options: dict) -> Optional[Dataset]:
     """The dataset a run of shipped task ``task`` reads from the data root, where it has a copy
     there and no ``data_dir``/``data_files`` of its own (``common.find_source``); None for the rest."""
-    if options.get("data_files") or options.get("data_dir"):
+    if options.get("data_files") or options.get("data_dir") or options.get("user_task"):
         return None
     return next((dataset for dataset in DATASETS.values() if dataset.read_by(task, options)), None)
 

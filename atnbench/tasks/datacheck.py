@@ -224,7 +224,7 @@ def check_task_data(config) -> None:
     problem = _named_file_problem(named)  # a plainly unreadable file: said before loading anything
     if problem:
         raise ConfigError(f"{task.name} data ({where}): {problem}")
-    _check_root_copy(task.name, config.options or {})
+    check_root_copy(task.name, config.options or {})
     try:
         with quiet_loaders():
             task.make_source(config, torch.device("cpu"))
@@ -237,7 +237,7 @@ def check_task_data(config) -> None:
         raise ConfigError(f"{task.name} data ({where}): {first_problem(in_folder) or said}") from error
 
 
-def _check_root_copy(task: str, options: dict) -> None:
+def check_root_copy(task: str, options: dict) -> None:
     """A shipped dataset read from the data root enters a run's id by its name, which stands for the
     published copy ``data prepare`` writes: a copy there that fails ``data verify``'s checks is
     refused before the run (given with --data-dir, a copy's contents enter the id instead)."""
