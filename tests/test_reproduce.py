@@ -34,6 +34,21 @@ def test_budgets_and_parts_are_parsed_and_checked():
         select_parts("table9")
 
 
+def test_a_real_data_part_whose_copy_is_not_the_published_one_is_left_out_saying_so(tmp_path, no_data):
+    """Its runs refuse another copy from the data root (the id stands for the published one): the
+    part was planned and its sweep stopped hours into the reproduction."""
+    ptb = no_data / "ptb"
+    ptb.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (ptb / f"ptb.char.{split}.txt").write_text("a b c _ d e\n" * 40)
+    result = invoke("reproduce", "--budget", "0.001", "--seeds", "0", "--dry-run", "--store", tmp_path / "s.db")
+    assert result.exit_code == 0, result.output
+    assert (f"note: part table4-ptb-char left out: the ptb-char copy in {ptb} is not the published one "
+            f"(ptb.char.train.txt: 40 lines, expected 42,068; `atnbench data prepare ptb-char` writes it)") in \
+        " ".join(result.stderr.split())
+    assert "table4-ptb-char" not in result.stdout
+
+
 def test_dry_run_plans_every_part_and_writes_nothing(tmp_path):
     store = tmp_path / "s.db"
     result = invoke("reproduce", "--budget", "0.001", "--seeds", "0,1", "--dry-run", "--store", store)

@@ -23,7 +23,8 @@ class Part:
     dataset: Optional[str] = None  # real data it needs (atnbench.data.catalog); None: generated
 
     def data_missing(self) -> Optional[str]:
-        """Why this part cannot run here (its data is not prepared in the data root), or None."""
+        """Why this part cannot run here (its data is not prepared in the data root, or not the published
+        copy, which its runs refuse), or None."""
         if self.dataset is None:
             return None
         from atnbench.data.catalog import get_dataset
@@ -32,8 +33,12 @@ class Part:
 
         dataset = get_dataset(self.dataset)
         folder = data_root() / dataset.subdir
-        if verify_copy(dataset, folder) is None:
+        problems = verify_copy(dataset, folder)
+        if problems is None:
             return f"no {dataset.name} data in {folder} (`atnbench data prepare {dataset.name}`)"
+        if problems:  # its runs would refuse it, hours into the reproduction
+            return (f"the {dataset.name} copy in {folder} is not the published one ({problems[0]}; `atnbench data "
+                    f"prepare {dataset.name}` writes it)")
         return None
 
 
