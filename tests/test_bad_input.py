@@ -335,6 +335,12 @@ CASES = [
     ("runs", ["export", "--store", "{good}", "--output", "{file}/runs.csv"], USAGE, "is a file, not a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "{dir}/new/"], USAGE, "ends with '/', a folder"),
     ("runs", ["export", "--store", "{good}", "--output", "-"], USAGE, "without --output the command prints"),
+    # a file named for one format filled with another (QA: `run` refused JSON in a .csv, these wrote it)
+    ("runs", ["export", "--store", "{good}", "-f", "json", "-o", "{dir}/runs.csv"], USAGE,
+     "runs.csv: a .csv file holds csv, and --format json would write json into it; give --format csv"),
+    ("report", ["--store", "{good}", "-f", "csv", "-o", "{dir}/report.json"], USAGE,
+     "report.json: a .json file holds json, and --format csv would write csv into it"),
+    ("report", ["--store", "{good}", "-f", "json", "-o", "{dir}/report.tex"], USAGE, "a .tex file holds latex"),
     ("report", ["--store", "{good}", "-o", "-"], USAGE, "without --output the command prints"),
     ("runs", ["export", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
     ("runs", ["export", "--store", "{good}", "--sweep", "nope", "-o", "{dir}/runs.csv"], USAGE, "no sweep named"),

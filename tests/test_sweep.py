@@ -690,6 +690,10 @@ GOOD_HEAD = "description: bad\ntask: adding\nbase: {T: 8, steps: 2}\n"
 @pytest.mark.parametrize("text, key, expected", [
     (GOOD_HEAD + "grid: {norm: [ln]}\nseed: [0]\n", "seed", "unknown top-level key"),
     (GOOD_HEAD + "grid: {hiden: [8, 16]}\n", "grid.hiden", "unknown setting"),
+    # a --config file takes a flag's name; a sweep file said "unknown setting" and listed steps (QA)
+    ("description: bad\ntask: adding\nbase: {T: 8, iters: 2}\ngrid: {norm: [ln]}\n", "base.iters",
+     "a sweep file names this setting by its key, steps (--iters on the command line)"),
+    (GOOD_HEAD + "grid: {batch-size: [2, 4]}\n", "grid.batch-size", "by its key, batch_size (--batch-size on the command line)"),
     (GOOD_HEAD + "grid: {norm: [ln, layernorm]}\n", "grid.norm", "unknown norm 'layernorm'"),
     (GOOD_HEAD + "runs:\n  - {norm: atn, k: [3, magic]}\n", "runs[0].k", "expected int"),
     (GOOD_HEAD + "grid: {}\n", "grid", "empty"),

@@ -25,7 +25,7 @@ from atnbench.run.checkpoint import RunBusy, held_here, hold_run
 from atnbench.cli.app import command_group, EXIT_FAILED, err, fail, out, sigterm_interrupts, user_errors
 from atnbench.report.load import check_task, parse_since
 from atnbench.errors import UserError
-from atnbench.run.outputs import RUNS_LIST, check_keeps_runs, check_output_file
+from atnbench.run.outputs import RUNS_LIST, check_keeps_runs, check_output_file, check_suffix_format
 from atnbench.cli.store_cmd import check_status, check_sweep, open_store
 from atnbench.run.selection import selected_summary
 from atnbench.store import EvalPoint, MalformedRow, ResultsStore, RunRecord, StoreError, check_store_path
@@ -595,6 +595,7 @@ def export_cmd(
     if fmt_ not in EXPORT_FORMATS:
         raise UserError(f"unknown --format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
+        check_suffix_format(output, fmt_)
         check_output_file(output, "--output", store=store, export=RUNS_LIST)  # never the store it reads
     if not named and suffix and suffix not in EXPORT_FORMATS:  # .jsonl, .tsv: a format this does not write
         moving = "; JSON Lines, to move runs to another store, is `atnbench store export`'s" if suffix == "jsonl" else ""

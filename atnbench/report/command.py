@@ -45,7 +45,7 @@ def report_command(request: ReportRequest) -> None:
     from atnbench.report.export import export, format_for
     from atnbench.report.claims import check_claim_tasks
     from atnbench.report.verdicts import check_margin, read_family
-    from atnbench.run.outputs import check_output_dir, check_output_file
+    from atnbench.run.outputs import check_output_dir, check_output_file, check_suffix_format
 
     filters, output = request.filters, request.output
     fmt = format_for(request.fmt, str(output) if output is not None else None)
@@ -55,6 +55,7 @@ def report_command(request: ReportRequest) -> None:
     if verdicts and fmt not in ("table", "markdown", "json"):
         raise UserError(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     if output is not None:
+        check_suffix_format(output, fmt)
         check_output_file(output, "--output", store=request.store)
     if request.plots is not None:
         check_output_dir(request.plots, request.plots_flag)

@@ -87,6 +87,19 @@ def _csv_header(first: bytes) -> Optional[list[str]]:
         return None
 
 
+SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex"}
+
+
+def check_suffix_format(path: Union[str, Path], fmt: str, flag: str = "--output") -> None:
+    """A file named for one format (``x.csv``) that --format would fill with another: one line, as
+    `run` refuses JSON in a .csv (`report`/`runs export` wrote it, and the next reader took the
+    file for what its name says). A name of no format (``.txt``, none) takes any."""
+    named = SUFFIX_FORMATS.get(Path(path).suffix.lower())
+    if named is not None and named != fmt:
+        raise UserError(f"{flag} {path}: a {Path(path).suffix} file holds {named}, and --format {fmt} would write "
+                        f"{fmt} into it; give --format {named}, or a file whose name says {fmt}")
+
+
 def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None,
                       export: Optional[str] = None) -> None:
     """ValueError (one line) unless ``path`` can be written as a file, replacing only a regular

@@ -119,6 +119,11 @@ def check_setting(path: Path, where: str, key: Any, value: Any) -> None:
     if key in SPECIAL:
         raise _fail(path, where, SPECIAL[key])
     if key not in SETTINGS:
+        from atnbench.run.runspec import FLAG_KEYS
+
+        spelled = FLAG_KEYS.get(key, key.replace("-", "_")) if isinstance(key, str) else key
+        if spelled in SETTINGS:  # a flag's name, which a --config file takes: a sweep file names the key
+            raise _fail(path, where, f"a sweep file names this setting by its key, {spelled} (--{key} on the command line)")
         raise _fail(path, where, f"unknown setting; expected one of: {', '.join(sorted(SETTINGS))}")
     if key == "norm":
         try:
