@@ -132,6 +132,14 @@ def test_ptb_char_loader_yields_character_ids_and_a_stable_cached_vocabulary(tmp
     assert again == vocab and all(torch.equal(ids[s], again_ids[s]) for s in ids)
     (folder / "ptb-char.vocab.json").unlink()  # rebuilt: the same, as it is sorted
     assert load_ptb_char({"data_dir": str(folder)})[1] == vocab
+    # an edited cache (QA: its tokens reversed, its fingerprint kept) gave other numbers under the same
+    # run id; the tokens' digest kept beside them tells, and the vocabulary is built again from the data
+    edited = json.loads((folder / "ptb-char.vocab.json").read_text())
+    edited["tokens"].reverse()
+    (folder / "ptb-char.vocab.json").write_text(json.dumps(edited))
+    again_ids, again = load_ptb_char({"data_dir": str(folder)})
+    assert again == vocab and all(torch.equal(ids[s], again_ids[s]) for s in ids)
+    assert json.loads((folder / "ptb-char.vocab.json").read_text())["tokens"] == vocab  # and written again
 
 
 def test_ptb_word_level_files_give_the_same_characters(tmp_path):
@@ -298,6 +306,12 @@ def test_cli_data_flags_are_for_real_data_tasks(tmp_path):
     assert result.exit_code == 2 and "real-data tasks" in result.output
     bad = invoke("run", "ptb-char", "--data-files", "train", "--store", tmp_path / "r.db")
     assert bad.exit_code == 2 and "SPLIT=PATH" in bad.output
+    # QA: the last of two files for one split won without a word (test scored on validation's file)
+    twice = invoke("run", "ptb-char", "--data-files", "train=a.txt,test=b.txt,val=c.txt,validation=d.txt",
+                   "--store", tmp_path / "r.db")
+    assert twice.exit_code == 2 and not (tmp_path / "r.db").exists()
+    assert twice.stderr.strip() == ("error: --data-files names the validation split twice ('validation=d.txt'); "
+                                    "give each split one file")
 
 
 # --- data sources --------------------------------------------------------------------------------

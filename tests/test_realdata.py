@@ -141,8 +141,7 @@ def test_a_run_reads_the_data_roots_copy_only_where_it_is_the_published_one(root
         f"error: ptb-char data (the data root {changed / 'ptb'}): not the published ptb-char copy, which a run's "
         f"id stands for: ptb.char.test.txt: SHA-256 {sha256(changed / 'ptb' / 'ptb.char.test.txt')[:12]}..., "
         f"expected {DATASETS['ptb-char'].sha256['ptb.char.test.txt'][:12]}...; `atnbench data prepare ptb-char` "
-        f"writes the published copy over it, or give this copy with --data-dir (its contents then enter the "
-        f"run's id)"]
+        f"writes the published copy, or give this copy with --data-dir (its contents then enter the run's id)"]
     assert not (tmp_path / "refused.db").exists()
 
     given = invoke(*tiny, "--data-dir", changed / "ptb", "--store", tmp_path / "given.db")
@@ -151,6 +150,77 @@ def test_a_run_reads_the_data_roots_copy_only_where_it_is_the_published_one(root
     published = invoke(*tiny, "--store", tmp_path / "published.db")
     assert published.exit_code == 0, published.output
     assert json.loads(given.stdout)["run_id"] != json.loads(published.stdout)["run_id"]
+
+
+def test_what_a_run_would_read_from_the_data_root_besides_the_published_copy_is_refused(root, tmp_path, monkeypatch):
+    """QA: the check looked at the published files only, and the loader read others first or
+    instead (under the published copy's id, other numbers): the word-level files for ptb-char,
+    a data/ subfolder, Parquet beside mnist-5k's CSVs, a save_to_disk folder beside PTB's files."""
+    import shutil
+
+    from atnbench.config import ConfigError
+    from atnbench.tasks.datacheck import check_root_copy
+
+    def refusal(task, build, **options):
+        folder = tmp_path / build.__name__
+        build(folder)
+        monkeypatch.setenv("ATNBENCH_DATA", str(folder))
+        with pytest.raises(ConfigError) as error:
+            check_root_copy(task, options)
+        return str(error.value)
+
+    def word_only(folder):
+        shutil.copytree(root / "ptb", folder / "ptb", ignore=shutil.ignore_patterns("ptb.char.*", "*.vocab.json"))
+
+    def in_data(folder):
+        (folder / "ptb" / "data").mkdir(parents=True)
+        for split in ("train", "valid", "test"):
+            shutil.copy(root / "ptb" / f"ptb.char.{split}.txt", folder / "ptb" / "data")
+
+    def parquet_beside(folder):
+        shutil.copytree(root / "mnist-5k", folder / "mnist-5k")
+        for split in ("train", "test"):
+            (folder / "mnist-5k" / f"{split}.parquet").write_bytes(b"PAR1")
+
+    def saved_beside(folder):
+        shutil.copytree(root / "ptb", folder / "ptb")
+        (folder / "ptb" / "dataset_dict.json").write_text('{"splits": ["train"]}')
+
+    assert ("a run would read ptb.test.txt, ptb.train.txt, ptb.valid.txt there, and the published copy's "
+            "ptb.char.train.txt, ptb.char.valid.txt, ptb.char.test.txt are missing; `atnbench data prepare "
+            "ptb-char` writes the published copy") in refusal("ptb-char", word_only)
+    assert "a run would read data/ptb.char.test.txt, data/ptb.char.train.txt" in refusal("ptb-char", in_data)
+    assert ("a run would read test.parquet, train.parquet there, not the published copy's train.csv, test.csv; "
+            "move those files out of that folder") in refusal("smnist-noise", parquet_beside, dataset="mnist-5k")
+    assert "would read the datasets save_to_disk copy (dataset_dict.json) there" in refusal("ptb-word", saved_beside)
+    monkeypatch.setenv("ATNBENCH_DATA", str(root))
+    for task, options in (("ptb-char", {}), ("ptb-word", {}), ("smnist-noise", {"dataset": "mnist-5k"})):
+        check_root_copy(task, options)  # the published copies: nothing to say
+
+
+def test_a_folder_where_a_file_of_the_copy_goes_is_named_and_no_temporary_file_stays(tmp_path):
+    """QA: `data prepare` said "error: .../.ptb.char.valid.txt.tmp584: Is a directory" (its temporary
+    file's name) and left a 786 KB temporary file behind at every try."""
+    (tmp_path / "ptb" / "ptb.char.valid.txt").mkdir(parents=True)
+    result = invoke("data", "prepare", "ptb-char", "--to", tmp_path)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {tmp_path / 'ptb' / 'ptb.char.valid.txt'} is a folder where a file of the copy goes; move it away, "
+        f"or prepare into another folder")
+    assert not [path for path in (tmp_path / "ptb").iterdir() if ".tmp" in path.name]
+
+
+def test_a_garbled_mnist_csv_is_named_with_its_line(root, tmp_path):
+    """QA: "cannot be read (could not convert string 'x' to int64 at row 3, column 2.)": no file
+    named, and numpy's row 3 was the file's line 5."""
+    import shutil
+
+    shutil.copytree(root / "mnist-5k", tmp_path / "mnist-5k")
+    lines = (tmp_path / "mnist-5k" / "train.csv").read_text().split("\n")
+    lines[4] = lines[4].split(",", 1)[0] + ",x," + lines[4].split(",", 2)[2]
+    (tmp_path / "mnist-5k" / "train.csv").write_text("\n".join(lines))
+    result = invoke("data", "verify", "mnist-5k", "--root", tmp_path)
+    assert result.exit_code == 1 and "train.csv: line 5, column 2: 'x' is not a whole number" in result.output
 
 
 def test_a_copy_its_checks_cannot_read_is_named_and_written_again(root, tmp_path):

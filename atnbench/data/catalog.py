@@ -120,6 +120,16 @@ def check_ptb_char(folder: Path) -> list[str]:
 MNIST_5K = {"train": 400, "test": 100}  # digits per class in each split prepare writes
 
 
+def _first_bad_line(path: Path) -> str:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if number > 1:  # the header
+                for column, cell in enumerate(line.rstrip("\n").split(","), 1):
+                    if not cell.strip().lstrip("-").isdigit():
+                        return f"{path.name}: line {number}, column {column}: {cell.strip()[:20]!r} is not a whole number"
+    return f"{path.name}: not a table of whole numbers"
+
+
 def check_mnist_5k(folder: Path) -> list[str]:
     import numpy as np
 
@@ -128,7 +138,11 @@ def check_mnist_5k(folder: Path) -> list[str]:
         return problems
     for split, per_class in MNIST_5K.items():
         name = f"{split}.csv"
-        table = np.loadtxt(folder / name, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+        try:
+            table = np.loadtxt(folder / name, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+        except ValueError:  # numpy counts rows its own way: the line is found here, with the file
+            problems.append(_first_bad_line(folder / name))
+            continue
         if table.shape[1] != 785:
             problems.append(f"{name}: {table.shape[1]} columns, expected 785 (label + 784 pixels)")
             continue
@@ -221,6 +235,28 @@ def read_from_root(task: str, options: dict) -> Optional[Dataset]:
     if options.get("data_files") or options.get("data_dir") or options.get("user_task"):
         return None
     return next((dataset for dataset in DATASETS.values() if dataset.read_by(task, options)), None)
+
+
+def _loader_layouts(dataset: Dataset, options: dict):
+    from atnbench.data import imdb, mnist, ptb, wikitext
+
+    return {"ptb-char": ptb.LAYOUTS, "ptb": ptb.WORD_LAYOUTS, "mnist-5k": mnist.LAYOUTS, "mnist": mnist.LAYOUTS,
+            "wikitext2": wikitext.layouts(options.get("hf_config", wikitext.DEFAULT_CONFIG)),
+            "imdb": imdb.LAYOUTS}[dataset.name]
+
+
+def loader_reads(dataset: Dataset, folder: Path, options: dict) -> Optional[list[Path]]:
+    """The files a run's loader reads from ``folder`` (``common.load_local_dir``): a save_to_disk
+    copy's, else those of the first of its layouts that matches; None where it reads nothing there."""
+    if not folder.is_dir():
+        return None
+    if (folder / "dataset_dict.json").is_file():
+        return folder_files(folder)
+    for layout in _loader_layouts(dataset, options):
+        files = layout.match(folder)
+        if files is not None:
+            return sorted(Path(path) for paths in files.values() for path in paths)
+    return None
 
 
 def verify(dataset: Dataset, folder: Path) -> Optional[list[str]]:

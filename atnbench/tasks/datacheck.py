@@ -239,22 +239,37 @@ def check_task_data(config) -> None:
 
 def check_root_copy(task: str, options: dict) -> None:
     """A shipped dataset read from the data root enters a run's id by its name, which stands for the
-    published copy ``data prepare`` writes: a copy there that fails ``data verify``'s checks is
-    refused before the run (given with --data-dir, a copy's contents enter the id instead)."""
-    from atnbench.data.catalog import read_from_root
+    published copy ``data prepare`` writes: where the loader would read anything else there (a copy
+    that fails ``data verify``'s checks, or other files it takes first: a save_to_disk folder, Parquet
+    beside the CSVs, the word-level files for the character ones), it is refused before the run
+    (given with --data-dir, a copy's contents enter the id instead)."""
+    from atnbench.data.catalog import loader_reads, read_from_root
     from atnbench.data.common import data_root
 
     dataset = read_from_root(task, options)
     if dataset is None:
         return
     folder = data_root() / dataset.subdir
+    read = loader_reads(dataset, folder, options)
+    if read is None:  # nothing there: the loader says where else it looked
+        return
     problems = verify_copy(dataset, folder)
-    if problems:  # None: no copy there, and the loader says where else it looked
+    remedy = f"`atnbench data prepare {dataset.name}` writes the published copy"
+    published = {folder / name for name in dataset.files}
+    reads = ("a run would read the datasets save_to_disk copy (dataset_dict.json) there"
+             if (folder / "dataset_dict.json").is_file() else
+             f"a run would read {', '.join(str(path.relative_to(folder)) for path in read[:3])}"
+             + (", ..." if len(read) > 3 else "") + " there")
+    if problems == [] and published and set(read) != published:  # the loader takes other files first
+        problems = [f"{reads}, not the published copy's {', '.join(dataset.files)}"]
+        remedy = "move those files out of that folder"
+    elif problems is None:  # no published copy, but files the loader reads
+        problems = [f"{reads}, and the published copy's {', '.join(dataset.files)} are missing"]
+    if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise ConfigError(f"{task} data (the data root {folder}): not the published {dataset.name} copy, which a "
-                          f"run's id stands for: {problems[0]}{more}; `atnbench data prepare {dataset.name}` writes "
-                          f"the published copy over it, or give this copy with --data-dir (its contents then enter "
-                          f"the run's id)")
+                          f"run's id stands for: {problems[0]}{more}; {remedy}, or give this copy with --data-dir "
+                          f"(its contents then enter the run's id)")
 
 
 def verify_copy(dataset, folder: Path) -> Optional[list[str]]:
