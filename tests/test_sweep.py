@@ -618,6 +618,22 @@ def test_a_ray_workers_data_root_copy_is_checked_before_its_run(tmp_path, monkey
         assert not store.curve(job.run_id)  # never trained
 
 
+def test_a_dry_run_says_the_data_root_copy_the_sweep_would_refuse(tmp_path, monkeypatch):
+    """QA: the dry run listed the runs as left to run, and the sweep then refused the copy."""
+    ptb = tmp_path / "data" / "ptb"
+    ptb.mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (ptb / f"ptb.char.{split}.txt").write_text("a b c _ d e\n" * 40)
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data"))
+    grid = "name: chars\ndescription: one run\ntask: ptb-char\nbase: {T: 8, hidden: 4, steps: 2}\n" \
+           "runs: [{norm: ln}]\nseeds: [0]\n"
+    result = invoke("sweep", write(tmp_path, "chars.yaml", grid), "--store", tmp_path / "r.db", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert (f"note: the sweep would refuse to start: ptb-char data (the data root {ptb}): not the published "
+            f"ptb-char copy") in " ".join(result.stderr.split())
+    assert not (tmp_path / "r.db").exists()
+
+
 def test_a_ray_cluster_that_refuses_the_driver_leaves_no_new_store_behind(tmp_path, monkeypatch):
     """A `ray://` address answers the TCP check, then Ray's client refuses: the store this sweep
     made (and never wrote) goes; a store that was there before stays."""

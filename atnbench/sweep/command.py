@@ -296,6 +296,7 @@ def sweep_command(request: SweepRequest) -> int:
 
     check_store_outside_data([run.config for run in runs], request.store)
     if dry_run:
+        _note_data_root(runs)
         _dry_run(spec, runs, request.store, request.json_out, request.keep_stale, studies=planned_studies is not None)
         return 0
     _check_local_machine(request, runs)
@@ -415,6 +416,18 @@ def _check_sizes(request: SweepRequest, spec, runs, local_device: str) -> None:
     deepest = max(runs, key=lambda run: run.config.layers, default=None)  # on any machine: a build-time bound
     if deepest is not None:
         check_buildable(deepest.config, what=f"run {deepest.label} of sweep {spec.name}")
+
+
+def _note_data_root(runs) -> None:
+    """A dry run does not read the data, but a data-root copy the sweep would refuse is said now
+    (a cheap check: the files' digests), not after the plan showed its runs as left to run."""
+    from atnbench.tasks.datacheck import check_root_copy
+
+    for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+        try:
+            check_root_copy(config.task, config.options or {})
+        except UserError as refused:
+            err.print(Text(f"note: the sweep would refuse to start: {refused}"), soft_wrap=True, highlight=False)
 
 
 def _check_local_machine(request: SweepRequest, runs) -> None:
