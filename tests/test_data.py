@@ -142,6 +142,55 @@ def test_ptb_char_loader_yields_character_ids_and_a_stable_cached_vocabulary(tmp
     assert json.loads((folder / "ptb-char.vocab.json").read_text())["tokens"] == vocab  # and written again
 
 
+def test_a_file_rewritten_with_its_old_mtime_is_read_anew(tmp_path):
+    """QA: `datasets` keys its cache of a local file by path and mtime; a file rewritten with its
+    old mtime (cp -p, rsync -t) handed a run the rows cached from its earlier bytes, past the
+    SHA-256 checks of the data root and of --data-dir's id."""
+    import os
+
+    from atnbench.data.ptb import load_ptb_char
+
+    folder = write_ptb(tmp_path / "ptb")
+    valid = folder / "ptb.char.valid.txt"
+    first = load_ptb_char({"data_dir": str(folder)})[0]["validation"]
+    stamp = valid.stat()
+    valid.write_text(valid.read_text().split("\n", 1)[1])  # its first line cut, its mtime put back
+    os.utime(valid, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    cut = load_ptb_char({"data_dir": str(folder)})[0]["validation"]
+    assert len(cut) < len(first)
+
+
+def test_a_folder_name_with_glob_characters_is_taken_literally(tmp_path):
+    """QA: "r[12]/ptb" was a pattern: the files of r1/ptb were read (under r[12]'s content id)."""
+    from atnbench.data.ptb import load_ptb_char
+
+    write_ptb(tmp_path / "r1" / "ptb")
+    (tmp_path / "r1" / "ptb" / "ptb.char.valid.txt").write_text("x y\n")
+    literal = write_ptb(tmp_path / "r[12]" / "ptb")
+    ids, vocab = load_ptb_char({"data_dir": str(literal)})
+    assert "x" not in vocab and len(ids["validation"]) > 3
+
+
+def test_a_split_named_twice_in_options_data_files_is_refused(tmp_path):
+    """QA: `--data-files` refused it, a config file's options.data_files kept the last one."""
+    from atnbench.data.ptb import load_ptb_char
+
+    folder = write_ptb(tmp_path / "ptb")
+    files = {"train": str(folder / "ptb.char.train.txt"), "validation": str(folder / "ptb.char.valid.txt"),
+             "test": str(folder / "ptb.char.test.txt"), "TEST": str(folder / "ptb.char.valid.txt")}
+    with pytest.raises(DataUnavailable, match=r"data_files names the test split twice \('TEST'\)"):
+        load_ptb_char({"data_files": files})
+
+
+def test_a_vocabulary_cache_that_cannot_be_written_leaves_no_temporary_file(tmp_path):
+    from atnbench.data.ptb import load_ptb_char
+
+    folder = write_ptb(tmp_path / "ptb")
+    (folder / "ptb-char.vocab.json").mkdir()  # a folder where the cache goes
+    load_ptb_char({"data_dir": str(folder)})
+    assert not [path.name for path in folder.iterdir() if ".tmp" in path.name]
+
+
 def test_ptb_word_level_files_give_the_same_characters(tmp_path):
     from atnbench.data.ptb import load_ptb_char
 

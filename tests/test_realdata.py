@@ -193,9 +193,15 @@ def test_what_a_run_would_read_from_the_data_root_besides_the_published_copy_is_
     assert ("a run would read test.parquet, train.parquet there, not the published copy's train.csv, test.csv; "
             "move those files out of that folder") in refusal("smnist-noise", parquet_beside, dataset="mnist-5k")
     assert "would read the datasets save_to_disk copy (dataset_dict.json) there" in refusal("ptb-word", saved_beside)
+    # reproduce planned a part whose runs read such files (QA: fig5 on the Parquet files, other numbers)
+    from atnbench.reproduce.parts import PARTS
+
+    monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "parquet_beside"))
+    assert "a run would read test.parquet, train.parquet there" in PARTS["fig5-bias-outside"].data_missing()
     monkeypatch.setenv("ATNBENCH_DATA", str(root))
     for task, options in (("ptb-char", {}), ("ptb-word", {}), ("smnist-noise", {"dataset": "mnist-5k"})):
         check_root_copy(task, options)  # the published copies: nothing to say
+    assert PARTS["fig5-bias-outside"].data_missing() is None
 
 
 def test_a_folder_where_a_file_of_the_copy_goes_is_named_and_no_temporary_file_stays(tmp_path):

@@ -139,7 +139,8 @@ class Layout:
         found = {}
         for split, patterns in self.patterns.items():
             for pattern in patterns:
-                files = sorted(f for f in glob.glob(str(folder / pattern)) if os.path.isfile(f))
+                # the folder's own name taken literally: "[", "?" and "*" in it are no pattern
+                files = sorted(f for f in glob.glob(os.path.join(glob.escape(str(folder)), pattern)) if os.path.isfile(f))
                 if files:
                     found[split] = files
                     break
@@ -164,8 +165,12 @@ def parquet_layout(required: Iterable[str], subfolders: Sequence[str] = ()) -> L
 
 def load_local_files(name: str, files: dict[str, Any], required: Sequence[str]) -> Source:
     """Explicit files per split (``options["data_files"]``), read by the builder of their extension."""
-    files = {canonical_split(split): ([paths] if isinstance(paths, str) else list(paths))
-             for split, paths in files.items()}
+    given, files = files, {}
+    for split, paths in given.items():
+        named = canonical_split(split)
+        if named in files:  # the last would have won without a word (test scored on validation's file)
+            raise DataUnavailable(f"{name}: data_files names the {named} split twice ({split!r}); give each split one file")
+        files[named] = [paths] if isinstance(paths, str) else list(paths)
     missing_splits = [split for split in required if split not in files]
     if missing_splits:
         raise DataUnavailable(f"{name}: data_files has no {', '.join(missing_splits)} split; "
@@ -208,14 +213,31 @@ def load_local_dir(name: str, folder: Path, layouts: Sequence[Layout], how_to: s
                           f"(dataset_dict.json), or {expected}; {how_to}")
 
 
+def _contents_key(files: dict[str, list[str]]) -> str:
+    """A digest of which bytes feed which split."""
+    digest = hashlib.sha256()
+    for split in sorted(files):
+        for path in files[split]:
+            digest.update(f"{split}\0{path}\0".encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 def _build(name: str, builder: str, files: dict[str, list[str]], kwargs: dict, cache_dir: Path, origin: str) -> Source:
     # named here: `datasets` calls an empty split "Instruction 'validation' corresponds to no data!"
     empty = [path for paths in files.values() for path in paths if Path(path).is_file() and not Path(path).stat().st_size]
     if empty:
         raise DataUnavailable(f"{name}: {', '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty")
     with _quiet_datasets() as datasets:
+        # `datasets` keys its cache of a local file by path and mtime only: a file rewritten with its
+        # old mtime (cp -p, rsync -t, tar) would hand a run the rows cached from other bytes
+        cache = Path(datasets.config.HF_DATASETS_CACHE) / "atnbench-local" / _contents_key(files)
         try:
-            loaded = datasets.load_dataset(builder, data_files=files, **kwargs)
+            # escaped: `datasets` reads data_files as glob patterns ("r[12]/x.txt" read r1/x.txt)
+            literal = {split: [glob.escape(path) for path in paths] for split, paths in files.items()}
+            loaded = datasets.load_dataset(builder, data_files=literal, cache_dir=str(cache), **kwargs)
         except Exception as err:  # a malformed file: name it, in one line
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise DataUnavailable(f"{name}: cannot read {builder} files {', '.join(sum(files.values(), []))}: {first}") from None
@@ -338,14 +360,16 @@ def cached_vocab(source: Source, filename: str, fingerprint: str, build: Callabl
             pass  # unreadable, torn or not this file's shape: rebuild
     tokens = build()
     if path is not None:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
         try:
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
             tmp.write_text(json.dumps({"fingerprint": fingerprint, "origin": source.origin, "size": len(tokens),
                                        "tokens_sha256": _tokens_digest(tokens), "tokens": tokens},
                                       ensure_ascii=False))
             os.replace(tmp, path)
         except OSError:
             pass
+        finally:
+            tmp.unlink(missing_ok=True)
     return tokens
 
 

@@ -9,6 +9,7 @@ its plan names (the same experiment made by another sweep counts: same config, s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Optional
 
@@ -29,7 +30,8 @@ class Part:
             return None
         from atnbench.data.catalog import get_dataset
         from atnbench.data.common import data_root
-        from atnbench.tasks.datacheck import verify_copy
+        from atnbench.sweep import expand, load_sweep
+        from atnbench.tasks.datacheck import check_root_copy, verify_copy
 
         dataset = get_dataset(self.dataset)
         folder = data_root() / dataset.subdir
@@ -39,6 +41,12 @@ class Part:
         if problems:  # its runs would refuse it, hours into the reproduction
             return (f"the {dataset.name} copy in {folder} is not the published one ({problems[0]}; `atnbench data "
                     f"prepare {dataset.name}` writes it)")
+        runs = expand(load_sweep(self.name))
+        try:  # what each run checks (the files its loader would read too): its runs would refuse it, hours in
+            for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+                check_root_copy(config.task, config.options or {})
+        except ConfigError as refused:
+            return str(refused)
         return None
 
 

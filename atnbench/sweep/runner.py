@@ -129,12 +129,13 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
     return jobs, skipped, stale
 
 
-def execute(job: Job, store: ResultsStore, device: str, reporter, check_data: bool = False) -> dict:
+def execute(job: Job, store: ResultsStore, device: str, reporter, check_data: bool = True) -> dict:
     """Train one job into ``store``; never raises for a run's own failure.
 
     Returns {"run_id", "status", "error"?, "min_val_loss"?, "steps"?} with status done,
     diverged, failed or interrupted. ``check_data``: check the data root's copy of a shipped
-    dataset first (a Ray worker's machine has its own; the local workers' was checked by the sweep).
+    dataset first (a Ray worker's machine has its own, and a copy may change while a sweep runs:
+    the sweep's check before its first run does not hold for its last; ~0.1 s for PTB).
     """
     from atnbench.run.train import train
     from atnbench.zoo import resolve_device
