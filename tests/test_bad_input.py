@@ -341,6 +341,9 @@ CASES = [
     ("report", ["--store", "{good}", "-f", "csv", "-o", "{dir}/report.json"], USAGE,
      "report.json: a .json file holds json, and --format csv would write csv into it"),
     ("report", ["--store", "{good}", "-f", "json", "-o", "{dir}/report.tex"], USAGE, "a .tex file holds latex"),
+    ("runs", ["export", "--store", "{good}", "-f", "json", "-o", "{dir}/runs.md"], USAGE,  # not "give --format markdown"
+     "a .md file holds markdown, and --format json would write json into it; give a file whose name says json"),
+    ("runs", ["export", "--store", "{good}", "-o", "{dir}/runs.md"], USAGE, "runs export writes csv or json, which a .md"),
     ("report", ["--store", "{good}", "-o", "-"], USAGE, "without --output the command prints"),
     ("runs", ["export", "--store", "{good}", "--status", "finished"], USAGE, "unknown status 'finished'"),
     ("runs", ["export", "--store", "{good}", "--sweep", "nope", "-o", "{dir}/runs.csv"], USAGE, "no sweep named"),

@@ -605,10 +605,11 @@ def test_a_ray_workers_data_root_copy_is_checked_before_its_run(tmp_path, monkey
     monkeypatch.setenv("ATNBENCH_DATA", str(tmp_path / "data"))
     config = resolve_run("ptb-char", {"T": 8, "hidden": 4, "steps": 2, "eval_every": 2, "batch_size": 2})
     job = Job(run_id_of(config), config.to_dict(), "ln", "tiny")
-    seen = {}
-    monkeypatch.setattr(ray_backend, "execute", lambda *args, **kwargs: seen.update(kwargs) or {})
-    ray_backend._train_in_scratch(job, None, None, {}, "cpu", types.SimpleNamespace(), lambda: False)
-    assert seen == {"check_data": True}
+    ignore = types.SimpleNamespace(remote=lambda *args: None)
+    shipped = ray_backend._train_in_scratch(job, None, None, {}, "cpu",
+                                            types.SimpleNamespace(emit=ignore, checkpointed=ignore), lambda: False)
+    assert shipped["outcome"]["status"] == "failed" and "not the published ptb-char copy" in shipped["outcome"]["error"]
+    assert shipped["record"]["status"] == "failed" and not shipped["record"]["curve"]  # what the driver keeps
     with ResultsStore(tmp_path / "r.db") as store:
         # every backend: a copy may change while a sweep runs (QA: checked once before the first run)
         outcome = execute(job, store, "cpu", EventReporter(job.run_id, lambda *event: None, lambda: False))

@@ -595,7 +595,8 @@ def export_cmd(
     if fmt_ not in EXPORT_FORMATS:
         raise UserError(f"unknown --format {fmt_!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if output is not None:
-        check_suffix_format(output, fmt_)
+        if named:  # else the format is the suffix's, or the suffix is refused below
+            check_suffix_format(output, fmt_, EXPORT_FORMATS)
         check_output_file(output, "--output", store=store, export=RUNS_LIST)  # never the store it reads
     if not named and suffix and suffix not in EXPORT_FORMATS:  # .jsonl, .tsv: a format this does not write
         moving = "; JSON Lines, to move runs to another store, is `atnbench store export`'s" if suffix == "jsonl" else ""

@@ -154,17 +154,14 @@ def check_mnist_5k(folder: Path) -> list[str]:
     return problems or _digests(MNIST_SUBSET, folder)
 
 
-def hub_rows(name: str, subdir: str, rows: dict[str, int]) -> Callable[[Path], list[str]]:
+def hub_rows(name: str, rows: dict[str, int]) -> Callable[[Path], list[str]]:
     """A check of a ``save_to_disk`` copy (or any layout the loader reads) by rows per split."""
 
     def check(folder: Path) -> list[str]:
-        from atnbench.data import imdb, mnist, wikitext
         from atnbench.data.common import DataUnavailable, load_local_dir
 
-        layouts = {"mnist": mnist.LAYOUTS, "wikitext-2": wikitext.layouts(wikitext.DEFAULT_CONFIG),
-                   "imdb": imdb.LAYOUTS}[subdir]
         try:
-            source = load_local_dir(name, folder, layouts, f"run `atnbench data prepare {name}`")
+            source = load_local_dir(name, folder, loader_layouts(name, {}), f"run `atnbench data prepare {name}`")
         except DataUnavailable as err:
             return [str(err)]
         problems = []
@@ -204,18 +201,18 @@ MNIST_SUBSET = Dataset(
 )
 MNIST = Dataset(
     name="mnist", subdir="mnist", tasks=("smnist-noise",), scope="full (60,000 train + 10,000 test)",
-    files=(), sources=("hub",), check=hub_rows("mnist", "mnist", {"train": 60000, "test": 10000}),
+    files=(), sources=("hub",), check=hub_rows("mnist", {"train": 60000, "test": 10000}),
     read_by=lambda task, options: task == "smnist-noise" and options.get("dataset", "mnist") == "mnist",
 )
 WIKITEXT2 = Dataset(
     name="wikitext2", subdir="wikitext-2", tasks=("wikitext2",), scope="full (wikitext-2-v1)",
     files=(), sources=("hub",),
-    check=hub_rows("wikitext2", "wikitext-2", {"train": 36718, "validation": 3760, "test": 4358}),
+    check=hub_rows("wikitext2", {"train": 36718, "validation": 3760, "test": 4358}),
     read_by=lambda task, options: task == "wikitext2",
 )
 IMDB = Dataset(
     name="imdb", subdir="imdb", tasks=("imdb",), scope="full (25,000 train + 25,000 test reviews)",
-    files=(), sources=("hub",), check=hub_rows("imdb", "imdb", {"train": 25000, "test": 25000}),
+    files=(), sources=("hub",), check=hub_rows("imdb", {"train": 25000, "test": 25000}),
     read_by=lambda task, options: task == "imdb",
 )
 
@@ -237,12 +234,13 @@ def read_from_root(task: str, options: dict) -> Optional[Dataset]:
     return next((dataset for dataset in DATASETS.values() if dataset.read_by(task, options)), None)
 
 
-def _loader_layouts(dataset: Dataset, options: dict):
+def loader_layouts(name: str, options: dict):
+    """The layouts the loader of dataset ``name`` reads a folder by (``common.Layout``), in its order."""
     from atnbench.data import imdb, mnist, ptb, wikitext
 
     return {"ptb-char": ptb.LAYOUTS, "ptb": ptb.WORD_LAYOUTS, "mnist-5k": mnist.LAYOUTS, "mnist": mnist.LAYOUTS,
             "wikitext2": wikitext.layouts(options.get("hf_config", wikitext.DEFAULT_CONFIG)),
-            "imdb": imdb.LAYOUTS}[dataset.name]
+            "imdb": imdb.LAYOUTS}[name]
 
 
 def loader_reads(dataset: Dataset, folder: Path, options: dict) -> Optional[list[Path]]:
@@ -252,7 +250,7 @@ def loader_reads(dataset: Dataset, folder: Path, options: dict) -> Optional[list
         return None
     if (folder / "dataset_dict.json").is_file():
         return folder_files(folder)
-    for layout in _loader_layouts(dataset, options):
+    for layout in loader_layouts(dataset.name, options):
         files = layout.match(folder)
         if files is not None:
             return sorted(Path(path) for paths in files.values() for path in paths)

@@ -42,7 +42,7 @@ class ReportRequest:
 def report_command(request: ReportRequest) -> None:
     """Every input checked (format, margin, claims file, output paths) before anything is read
     or written; then the tables, the verdicts where asked, and the figures."""
-    from atnbench.report.export import export, format_for
+    from atnbench.report.export import FORMATS, export, format_for
     from atnbench.report.claims import check_claim_tasks
     from atnbench.report.verdicts import check_margin, read_family
     from atnbench.run.outputs import check_output_dir, check_output_file, check_suffix_format
@@ -55,7 +55,7 @@ def report_command(request: ReportRequest) -> None:
     if verdicts and fmt not in ("table", "markdown", "json"):
         raise UserError(f"--verdicts: choose --format table, markdown or json (not {fmt})")
     if output is not None:
-        check_suffix_format(output, fmt)
+        check_suffix_format(output, fmt, FORMATS)
         check_output_file(output, "--output", store=request.store)
     if request.plots is not None:
         check_output_dir(request.plots, request.plots_flag)

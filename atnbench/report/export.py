@@ -27,9 +27,10 @@ from atnbench.report.render import (
     table_width,
 )
 
+from atnbench.run.outputs import SUFFIX_FORMATS
+
 FORMATS = ("table", "markdown", "csv", "json", "latex")
-SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".csv": "csv", ".json": "json", ".tex": "latex",
-            ".txt": "table"}
+SUFFIXES = {**SUFFIX_FORMATS, ".txt": "table"}  # a .txt file takes any format; without --format, the table
 
 
 def format_for(fmt: Optional[str], output: Optional[str]) -> str:

@@ -9,7 +9,6 @@ its plan names (the same experiment made by another sweep counts: same config, s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Optional
 
@@ -31,6 +30,7 @@ class Part:
         from atnbench.data.catalog import get_dataset
         from atnbench.data.common import data_root
         from atnbench.sweep import expand, load_sweep
+        from atnbench.sweep.command import one_per_data
         from atnbench.tasks.datacheck import check_root_copy, verify_copy
 
         dataset = get_dataset(self.dataset)
@@ -43,7 +43,7 @@ class Part:
                     f"prepare {dataset.name}` writes it)")
         runs = expand(load_sweep(self.name))
         try:  # what each run checks (the files its loader would read too): its runs would refuse it, hours in
-            for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+            for config in one_per_data(runs):
                 check_root_copy(config.task, config.options or {})
         except ConfigError as refused:
             return str(refused)

@@ -87,17 +87,20 @@ def _csv_header(first: bytes) -> Optional[list[str]]:
         return None
 
 
+# the formats a file's name says it holds (report's --format follows them where none is given)
 SUFFIX_FORMATS = {".csv": "csv", ".json": "json", ".md": "markdown", ".markdown": "markdown", ".tex": "latex"}
 
 
-def check_suffix_format(path: Union[str, Path], fmt: str, flag: str = "--output") -> None:
+def check_suffix_format(path: Union[str, Path], fmt: str, choices: tuple[str, ...], flag: str = "--output") -> None:
     """A file named for one format (``x.csv``) that --format would fill with another: one line, as
     `run` refuses JSON in a .csv (`report`/`runs export` wrote it, and the next reader took the
-    file for what its name says). A name of no format (``.txt``, none) takes any."""
+    file for what its name says). A name of no format (``.txt``, none) takes any. ``choices``: the
+    command's formats (the one the name says is offered where the command writes it)."""
     named = SUFFIX_FORMATS.get(Path(path).suffix.lower())
     if named is not None and named != fmt:
+        other = f"--format {named}, or " if named in choices else ""
         raise UserError(f"{flag} {path}: a {Path(path).suffix} file holds {named}, and --format {fmt} would write "
-                        f"{fmt} into it; give --format {named}, or a file whose name says {fmt}")
+                        f"{fmt} into it; give {other}a file whose name says {fmt}")
 
 
 def check_output_file(path: Union[str, Path], flag: str, store: Optional[Union[str, Path]] = None,

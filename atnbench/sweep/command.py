@@ -418,12 +418,17 @@ def _check_sizes(request: SweepRequest, spec, runs, local_device: str) -> None:
         check_buildable(deepest.config, what=f"run {deepest.label} of sweep {spec.name}")
 
 
+def one_per_data(runs) -> list:
+    """One config of ``runs`` per data location (their ``options``): the data checks read each once."""
+    return list({json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values())
+
+
 def _note_data_root(runs) -> None:
     """A dry run does not read the data, but a data-root copy the sweep would refuse is said now
     (a cheap check: the files' digests), not after the plan showed its runs as left to run."""
     from atnbench.tasks.datacheck import check_root_copy
 
-    for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+    for config in one_per_data(runs):
         try:
             check_root_copy(config.task, config.options or {})
         except UserError as refused:
@@ -438,7 +443,7 @@ def _check_local_machine(request: SweepRequest, runs) -> None:
     from atnbench.evidence.machine import available_cores
     from atnbench.tasks.datacheck import check_task_data
 
-    for config in {json.dumps(run.config.options, sort_keys=True): run.config for run in runs}.values():
+    for config in one_per_data(runs):
         check_task_data(config)
     cores = available_cores()
     if request.workers is not None and request.workers * request.threads > cores:

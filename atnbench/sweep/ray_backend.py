@@ -405,7 +405,7 @@ def _train_in_scratch(job: Job, record: Optional[dict], checkpoint: Optional[byt
                                                 _models(store, job.run_id))
 
             with on_save(ship):
-                outcome = execute(job, store, device, EventReporter(job.run_id, emit, should_stop), check_data=True)
+                outcome = execute(job, store, device, EventReporter(job.run_id, emit, should_stop))
             exported = store.export_record(job.run_id) if store.status(job.run_id) else None
             kept = _models(store, job.run_id) if exported is not None else {}
             path = _checkpoint_path(store, job.run_id)

@@ -129,13 +129,13 @@ def plan(runs: list[PlannedRun], store: ResultsStore, sweep: str,
     return jobs, skipped, stale
 
 
-def execute(job: Job, store: ResultsStore, device: str, reporter, check_data: bool = True) -> dict:
+def execute(job: Job, store: ResultsStore, device: str, reporter) -> dict:
     """Train one job into ``store``; never raises for a run's own failure.
 
     Returns {"run_id", "status", "error"?, "min_val_loss"?, "steps"?} with status done,
-    diverged, failed or interrupted. ``check_data``: check the data root's copy of a shipped
-    dataset first (a Ray worker's machine has its own, and a copy may change while a sweep runs:
-    the sweep's check before its first run does not hold for its last; ~0.1 s for PTB).
+    diverged, failed or interrupted. The data root's copy of a shipped dataset is checked first
+    (a Ray worker's machine has its own, and a copy may change while a sweep runs: the sweep's check
+    before its first run does not hold for its last; ~0.1 s for PTB).
     """
     from atnbench.run.train import train
     from atnbench.zoo import resolve_device
@@ -144,10 +144,9 @@ def execute(job: Job, store: ResultsStore, device: str, reporter, check_data: bo
     if run_id_of(config) != job.run_id:  # a different atnbench version on a worker would hash differently
         raise RuntimeError(f"run id mismatch for {job.label}: {run_id_of(config)} != {job.run_id}")
     try:
-        if check_data:
-            from atnbench.tasks.datacheck import check_root_copy
+        from atnbench.tasks.datacheck import check_root_copy
 
-            check_root_copy(config.task, config.options or {})
+        check_root_copy(config.task, config.options or {})
         load_fast_path(config)  # a one-time build before the run's clock starts, not inside its timing
         # wait=True: the same run training in another process (a second identical sweep) is
         # waited for, and its result kept, instead of trained twice
